@@ -1,0 +1,105 @@
+/* sublet — backend interface.
+ *
+ * A backend is the narrow door between the engine and a device: segment
+ * alloc/free, events on streams, memory info, and (for expandable segments)
+ * virtual reserve/map/unmap.  Every call returns a sublet_status; the engine
+ * never assumes a call succeeded.  Backends: sim (address space only), host
+ * (real memory), cuda (driver API, later), and a fault-injection wrapper.
+ */
+#ifndef SUBLET_BACKEND_H
+#define SUBLET_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t sublet_stream; /* cudaStream_t as an integer; 0 = default */
+typedef struct sublet_event sublet_event; /* opaque, owned by the backend */
+
+typedef struct sublet_backend sublet_backend;
+
+typedef struct sublet_backend_ops {
+    /* Allocate `size` bytes of device memory.  `hint` is an address the
+     * caller would like (0 = any); a backend may ignore it.  On failure for
+     * lack of memory return SUBLET_ERR_DEVICE_OOM. */
+    sublet_status (*segment_alloc)(sublet_backend *b, uint64_t size, uint64_t hint,
+                                   uint64_t *addr_out);
+    sublet_status (*segment_free)(sublet_backend *b, uint64_t addr, uint64_t size);
+
+    sublet_status (*event_create)(sublet_backend *b, sublet_event **ev_out);
+    sublet_status (*event_destroy)(sublet_backend *b, sublet_event *ev);
+    sublet_status (*event_record)(sublet_backend *b, sublet_event *ev, sublet_stream stream);
+    /* *done_out = 1 when all work before the record has completed. */
+    sublet_status (*event_query)(sublet_backend *b, sublet_event *ev, int *done_out);
+    sublet_status (*event_synchronize)(sublet_backend *b, sublet_event *ev);
+
+    /* Device memory as the driver sees it (cudaMemGetInfo). */
+    sublet_status (*mem_info)(sublet_backend *b, uint64_t *free_out, uint64_t *total_out);
+
+    /* Virtual memory (expandable segments).  May be NULL: the backend then
+     * has no VMM support and expandable segments are refused. */
+    sublet_status (*va_reserve)(sublet_backend *b, uint64_t size, uint64_t align,
+                                uint64_t *addr_out);
+    sublet_status (*va_release)(sublet_backend *b, uint64_t addr, uint64_t size);
+    sublet_status (*va_map)(sublet_backend *b, uint64_t addr, uint64_t size);
+    sublet_status (*va_unmap)(sublet_backend *b, uint64_t addr, uint64_t size);
+
+    /* Destroy the backend (and, for wrappers, not the inner one). */
+    void (*destroy)(sublet_backend *b);
+} sublet_backend_ops;
+
+struct sublet_backend {
+    const sublet_backend_ops *ops;
+    const char *name; /* "sim", "host", "fault", "cuda" */
+    int device;       /* device index reported in messages */
+};
+
+/* ---- sim: a simulated device, address space only ------------------------ */
+/* Capacity in bytes (e.g. from sublet_parse_size("80GiB")).  Addresses are
+ * deterministic: the same sequence of calls gives the same addresses.  A hint
+ * is honoured when the range is free.  Events complete only when the test
+ * says so: sublet_sim_stream_complete() or event_synchronize. */
+sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out);
+/* Complete every event recorded so far on `stream`. */
+void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream);
+/* Complete every event recorded so far on every stream. */
+void sublet_sim_complete_all(sublet_backend *sim);
+/* Bytes of segments currently held by the engine, and live segment count. */
+uint64_t sublet_sim_used(const sublet_backend *sim);
+uint64_t sublet_sim_segments(const sublet_backend *sim);
+/* Change capacity (e.g. to model other processes taking memory). */
+void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
+
+/* ---- host: real host memory, for sanitizers ----------------------------- */
+/* Segments are aligned_alloc'd; capacity bounds the total held.  Events are
+ * always complete (the host has no asynchronous streams). */
+sublet_status sublet_host_create(uint64_t capacity, sublet_backend **out);
+
+/* ---- fault injection wrapper -------------------------------------------- */
+typedef enum sublet_fault_op {
+    SUBLET_FAULT_SEGMENT_ALLOC = 0,
+    SUBLET_FAULT_EVENT_CREATE = 1,
+    SUBLET_FAULT_VA_MAP = 2,
+    SUBLET_FAULT_OP_COUNT = 3
+} sublet_fault_op;
+/* Wraps `inner` (not owned).  With no rule set, every call passes through. */
+sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out);
+/* Fail the nth call (1-based) of `op`; 0 clears.  Counts restart at 0. */
+void sublet_fault_fail_nth(sublet_backend *fault, sublet_fault_op op, uint64_t nth);
+/* Fail every nth call (n, 2n, 3n, ...) of `op`; 0 clears. */
+void sublet_fault_fail_every(sublet_backend *fault, sublet_fault_op op, uint64_t every);
+/* Number of calls of `op` seen and failures injected so far. */
+uint64_t sublet_fault_calls(const sublet_backend *fault, sublet_fault_op op);
+uint64_t sublet_fault_injected(const sublet_backend *fault, sublet_fault_op op);
+
+void sublet_backend_destroy(sublet_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

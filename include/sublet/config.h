@@ -1,0 +1,81 @@
+/* sublet — allocator settings and the PYTORCH_CUDA_ALLOC_CONF grammar.
+ *
+ * One parser, driven by one option table, for PyTorch's grammar
+ * ("key:value,key:[k:v,...]").  A string is applied whole or not at all: on
+ * error the settings passed in are untouched and the message names the
+ * offending option (PyTorch's texts). */
+#ifndef SUBLET_CONFIG_H
+#define SUBLET_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUBLET_ROUNDUP_BUCKETS 16
+#define SUBLET_SIZE_UNLIMITED UINT64_MAX
+#define SUBLET_CONF_RAW_MAX 1024
+
+typedef enum sublet_policy {
+    SUBLET_POLICY_NATIVE = 0, /* PyTorch's native caching allocator */
+} sublet_policy;
+
+typedef struct sublet_settings {
+    /* PyTorch options (§5.3 of the reference). */
+    uint64_t max_split_size;         /* bytes; SUBLET_SIZE_UNLIMITED = unset */
+    uint64_t max_non_split_rounding; /* bytes; default = large_segment_size */
+    uint32_t roundup_power2_divisions[SUBLET_ROUNDUP_BUCKETS]; /* 0 = off */
+    double garbage_collection_threshold; /* 0 = off, else in (0,1) */
+    bool expandable_segments;
+    bool release_lock_on_cudamalloc;
+    bool pinned_use_cuda_host_register;
+    uint32_t pinned_num_register_threads; /* default 1 */
+    bool pinned_use_background_threads;
+    uint64_t pinned_reserve_segment_size_mb;
+    bool graph_capture_record_stream_reuse;
+    double per_process_memory_fraction; /* default 1.0 */
+    uint64_t large_segment_size;        /* bytes; default 20 MiB */
+    bool throw_on_cudamalloc_oom;
+    bool pinned_free_catch_all;
+    int backend_async;                   /* 0 native, 1 cudaMallocAsync */
+    /* sublet options. */
+    sublet_policy policy;
+    /* The last raw string applied (reported in snapshots). */
+    char raw[SUBLET_CONF_RAW_MAX];
+} sublet_settings;
+
+/* Defaults: PyTorch's. */
+void sublet_settings_default(sublet_settings *s);
+
+/* Parse `conf` on top of `s` (PyTorch semantics: max_split_size, the
+ * roundup buckets, garbage_collection_threshold and max_non_split_rounding are
+ * reset on every parse; other options keep their values unless named).
+ * On success *s is replaced; on error *s is unchanged, SUBLET_ERR_CONFIG is
+ * returned and `err` (if not NULL) holds PyTorch's error text. */
+sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *err,
+                                    size_t err_cap);
+
+/* The environment string sublet uses: SUBLET_ALLOC_CONF, else
+ * PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF; NULL if none is set.
+ * *which_out (optional) receives the variable's name. */
+const char *sublet_settings_env(const char **which_out);
+
+/* Round a request as PyTorch's round_size() does under `s` (§1.2). */
+uint64_t sublet_round_size(const sublet_settings *s, uint64_t n);
+/* Segment size for a rounded request, PyTorch's get_allocation_size (§1.5). */
+uint64_t sublet_allocation_size(const sublet_settings *s, uint64_t rounded);
+
+/* Parse "80GiB", "1.5GB", "512MiB", "4k", "1048576" into bytes.  KiB/MiB/
+ * GiB/TiB (and K/M/G/T) are binary; kB/MB/GB/TB are decimal.  Returns 0 on
+ * success, -1 on a malformed value or overflow. */
+int sublet_parse_size(const char *text, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,165 @@
+/* sublet — a caching device allocator with PyTorch's native policy.
+ *
+ * One allocator object per device, passed explicitly; every call is
+ * thread-safe.  The library never prints: it reports through return codes,
+ * messages the caller asks for, and callbacks. */
+#ifndef SUBLET_SUBLET_H
+#define SUBLET_SUBLET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/backend.h"
+#include "sublet/config.h"
+#include "sublet/error.h"
+#include "sublet/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUBLET_VERSION_MAJOR 0
+#define SUBLET_VERSION_MINOR 1
+#define SUBLET_VERSION_PATCH 0
+const char *sublet_version(void);
+
+typedef struct sublet_allocator sublet_allocator;
+
+/* Trace actions, PyTorch's names (snapshot device_traces). */
+#define SUBLET_ACTION_LIST(X)        \
+    X(SUBLET_ACT_ALLOC, "alloc")     \
+    X(SUBLET_ACT_FREE_REQUESTED, "free_requested") \
+    X(SUBLET_ACT_FREE_COMPLETED, "free_completed") \
+    X(SUBLET_ACT_SEGMENT_ALLOC, "segment_alloc")   \
+    X(SUBLET_ACT_SEGMENT_FREE, "segment_free")     \
+    X(SUBLET_ACT_SEGMENT_MAP, "segment_map")       \
+    X(SUBLET_ACT_SEGMENT_UNMAP, "segment_unmap")   \
+    X(SUBLET_ACT_OOM, "oom")                       \
+    X(SUBLET_ACT_SNAPSHOT, "snapshot")
+
+typedef enum sublet_action {
+#define SUBLET_X_ACT(e, name) e,
+    SUBLET_ACTION_LIST(SUBLET_X_ACT)
+#undef SUBLET_X_ACT
+    SUBLET_ACT_COUNT
+} sublet_action;
+const char *sublet_action_name(sublet_action a);
+
+/* Called with the allocator's lock held, for every trace event, in order.
+ * For SUBLET_ACT_OOM, addr is the device's free bytes and size the rounded
+ * request (PyTorch's convention).  Must not call back into the allocator. */
+typedef void (*sublet_trace_fn)(void *user, sublet_action action, uint64_t addr,
+                                uint64_t size, sublet_stream stream);
+
+/* Called after an OOM, without the lock: (device, alloc_size, limit or total,
+ * device free) as PyTorch's OOM observers. */
+typedef void (*sublet_oom_fn)(void *user, int device, uint64_t alloc_size, uint64_t limit,
+                              uint64_t device_free);
+
+typedef struct sublet_options {
+    sublet_backend *backend; /* required; not owned */
+    int device;              /* device index, for messages (default backend's) */
+    /* Settings string applied at creation (PyTorch grammar).  NULL: read the
+     * environment (SUBLET_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF,
+     * PYTORCH_ALLOC_CONF).  "" : PyTorch defaults, environment ignored. */
+    const char *conf;
+} sublet_options;
+
+/* Create an allocator.  On a configuration error returns SUBLET_ERR_CONFIG
+ * and, if err is not NULL, PyTorch's error text. */
+sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocator **out,
+                                      char *err, size_t err_cap);
+/* Releases every segment the allocator still holds and frees it. */
+void sublet_allocator_destroy(sublet_allocator *a);
+
+/* ---- allocation --------------------------------------------------------- */
+/* n == 0 gives *ptr = NULL and SUBLET_OK with nothing recorded (as PyTorch).
+ * On OOM: SUBLET_ERR_OOM, *ptr = NULL; sublet_oom_message() has the text. */
+sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream stream, void **ptr);
+/* Free a pointer from sublet_malloc.  NULL is a no-op.  Unknown pointers,
+ * double frees and interior pointers return an error and change nothing. */
+sublet_status sublet_free(sublet_allocator *a, void *ptr);
+/* Mark that `ptr`'s block is used on `stream`: its memory is not reused until
+ * work queued on `stream` before the free has completed (events). */
+sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream stream);
+/* Complete any pending cross-stream frees whose events have completed
+ * (done at the start of every malloc too). */
+sublet_status sublet_process_events(sublet_allocator *a);
+/* torch.cuda.empty_cache(): wait for pending events, release every cached
+ * whole segment to the backend. */
+sublet_status sublet_empty_cache(sublet_allocator *a);
+
+/* Block lookup: start and size of the block holding `ptr`, and its
+ * requested size. */
+sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
+                                uint64_t *size, uint64_t *requested);
+
+/* ---- settings ----------------------------------------------------------- */
+/* Re-parse a complete settings string (PyTorch's _set_allocator_settings). */
+sublet_status sublet_settings_apply(sublet_allocator *a, const char *conf, char *err,
+                                    size_t err_cap);
+void sublet_settings_get(sublet_allocator *a, sublet_settings *out);
+/* torch.cuda.set_per_process_memory_fraction: 0 <= f <= 1; f == 1 removes
+ * the limit.  The limit is f × device total. */
+sublet_status sublet_memory_fraction_set(sublet_allocator *a, double fraction);
+double sublet_memory_fraction_get(sublet_allocator *a);
+
+/* ---- statistics and reports -------------------------------------------- */
+void sublet_stats_read(sublet_allocator *a, sublet_stats *out);
+void sublet_stats_reset_peak(sublet_allocator *a);
+void sublet_stats_reset_accumulated(sublet_allocator *a);
+/* torch.cuda.memory_summary() text into buf (snprintf semantics). */
+size_t sublet_summary(sublet_allocator *a, int abbreviated, char *buf, size_t cap);
+/* The full message of the most recent OOM on this allocator ("" if none). */
+size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap);
+
+/* Callbacks (NULL to remove). */
+void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user);
+void sublet_oom_observer_set(sublet_allocator *a, sublet_oom_fn fn, void *user);
+
+/* ---- inspection --------------------------------------------------------- */
+/* Verify every invariant: blocks tile each segment, no two adjacent free
+ * blocks, the free index matches the blocks, the pointer map matches the
+ * allocated blocks, the statistics equal a recount.  Returns SUBLET_OK or
+ * SUBLET_ERR_CORRUPT with a description in msg. */
+sublet_status sublet_check(sublet_allocator *a, char *msg, size_t cap);
+
+typedef enum sublet_block_state {
+    SUBLET_BLOCK_INACTIVE = 0,
+    SUBLET_BLOCK_ACTIVE_ALLOCATED = 1,
+    SUBLET_BLOCK_ACTIVE_PENDING_FREE = 2
+} sublet_block_state;
+
+typedef struct sublet_block_view {
+    uint64_t addr, size, requested_size;
+    sublet_block_state state;
+} sublet_block_view;
+
+typedef struct sublet_segment_view {
+    uint64_t addr, total_size, allocated_size, active_size, requested_size;
+    sublet_stream stream;
+    int is_small; /* "small" or "large" pool */
+    int is_expandable;
+    size_t nblocks;
+    const sublet_block_view *blocks; /* valid during the callback only */
+} sublet_segment_view;
+
+/* Walk the segments in address order under the lock. */
+typedef void (*sublet_segment_fn)(void *user, const sublet_segment_view *seg);
+void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user);
+
+/* ---- replay seeding ------------------------------------------------------ */
+/* Adopt a segment that existed before recording started (replay of a trace
+ * whose ring buffer began mid-run).  The backend is asked for exactly this
+ * address; the segment is cached and free.  Not counted as a device alloc. */
+sublet_status sublet_seed_segment(sublet_allocator *a, uint64_t addr, uint64_t size,
+                                  sublet_stream stream, int is_small);
+/* Mark [addr, addr+size) inside a seeded segment as an allocated block with
+ * the given requested size, splitting the free block around it. */
+sublet_status sublet_seed_block(sublet_allocator *a, uint64_t addr, uint64_t size,
+                                uint64_t requested, sublet_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,634 @@
+/* sublet — the `sim` backend: a simulated device with an address space and
+ * no memory behind it.
+ *
+ * Address space.  Segments and VA reservations are both "placed" ranges kept
+ * in one array sorted by address (ranges never overlap), so an exact lookup
+ * or an overlap test is a binary search.  A placement honours a non-zero hint
+ * when [hint, hint+size) overlaps nothing live; otherwise it is first fit
+ * from SIM_BASE, with candidate starts aligned to 2 MiB (as cudaMalloc's
+ * large blocks are).  Only the sequence of calls decides the addresses, so
+ * two sims driven identically hand out identical addresses.
+ *
+ * Memory accounting.  `used` counts segment bytes plus mapped VA bytes (a
+ * reservation alone costs nothing, as with cuMemAddressReserve).  An
+ * allocation or map that would take `used` past `capacity` fails with
+ * SUBLET_ERR_DEVICE_OOM.
+ *
+ * Mapped ranges are kept in a second sorted array.  A map must lie inside a
+ * single reservation and overlap no mapped range; an unmap must cover bytes
+ * that are all mapped (it may split a mapping or span several); a release
+ * must name a reservation exactly and is refused with SUBLET_ERR_BUSY while
+ * any of it is still mapped.
+ *
+ * Events.  Every stream has a counter of records issued and a counter of
+ * records completed.  Recording an event gives it the stream's next sequence
+ * number; it is done when the stream's completed counter reaches it.  An
+ * event never recorded is done.  Streams live in a sorted array too.
+ *
+ * One mutex guards everything. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/backend.h"
+
+#define SIM_BASE UINT64_C(0x7f0000000000)
+#define SIM_SEGMENT_ALIGN (UINT64_C(2) << 20)
+#define SIM_EVENT_MAGIC UINT64_C(0x73696d4576656e74) /* "simEvent" */
+
+enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2, RANGE_MAPPED = 3 };
+
+typedef struct sim_range {
+    uint64_t addr;
+    uint64_t size;
+    int kind;
+} sim_range;
+
+typedef struct sim_range_vec {
+    sim_range *v;
+    size_t n;
+    size_t cap;
+} sim_range_vec;
+
+typedef struct sim_stream {
+    sublet_stream id;
+    uint64_t recorded;  /* sequence number of the latest record */
+    uint64_t completed; /* every record <= this has completed */
+} sim_stream;
+
+typedef struct sim_backend {
+    sublet_backend base; /* first: the engine casts */
+    pthread_mutex_t lock;
+    uint64_t capacity;
+    uint64_t used;     /* segment bytes + mapped bytes */
+    uint64_t segments; /* live segments */
+    uint64_t live_events;
+    sim_range_vec placed; /* segments and reservations, sorted by addr */
+    sim_range_vec mapped; /* mapped VA ranges, sorted by addr */
+    sim_stream *streams;  /* sorted by id */
+    size_t n_streams;
+    size_t cap_streams;
+} sim_backend;
+
+struct sublet_event {
+    uint64_t magic;
+    const sim_backend *owner;
+    sublet_stream stream;
+    uint64_t seq; /* 0: never recorded */
+};
+
+static const sublet_backend_ops sim_ops;
+
+/* ---- sorted range arrays --------------------------------------------------- */
+
+/* First index whose addr is >= x. */
+static size_t rv_lower(const sim_range_vec *rv, uint64_t x)
+{
+    size_t lo = 0, hi = rv->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rv->v[mid].addr < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* First index whose addr is > x. */
+static size_t rv_upper(const sim_range_vec *rv, uint64_t x)
+{
+    size_t lo = 0, hi = rv->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rv->v[mid].addr <= x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static uint64_t range_end(const sim_range *r)
+{
+    return r->addr + r->size;
+}
+
+/* Does [a, a+s) overlap any range?  Requires s > 0 and a+s not to wrap.
+ * Ranges do not overlap one another, so their ends are sorted as well and
+ * only the last range starting before a+s can reach into [a, a+s). */
+static int rv_overlaps(const sim_range_vec *rv, uint64_t a, uint64_t s)
+{
+    size_t i = rv_lower(rv, a + s);
+    return i > 0 && range_end(&rv->v[i - 1]) > a;
+}
+
+/* Index of the range starting exactly at a, or SIZE_MAX. */
+static size_t rv_find(const sim_range_vec *rv, uint64_t a)
+{
+    size_t i = rv_lower(rv, a);
+    return (i < rv->n && rv->v[i].addr == a) ? i : SIZE_MAX;
+}
+
+/* Index of the range containing a, or SIZE_MAX. */
+static size_t rv_containing(const sim_range_vec *rv, uint64_t a)
+{
+    size_t i = rv_upper(rv, a);
+    if (i == 0 || range_end(&rv->v[i - 1]) <= a)
+        return SIZE_MAX;
+    return i - 1;
+}
+
+static sublet_status rv_reserve(sim_range_vec *rv, size_t extra)
+{
+    if (rv->n + extra <= rv->cap)
+        return SUBLET_OK;
+    size_t cap = rv->cap ? rv->cap : 16;
+    while (cap < rv->n + extra)
+        cap *= 2;
+    sim_range *v = realloc(rv->v, cap * sizeof *v);
+    if (!v)
+        return SUBLET_ERR_NO_MEMORY;
+    rv->v = v;
+    rv->cap = cap;
+    return SUBLET_OK;
+}
+
+static sublet_status rv_insert_at(sim_range_vec *rv, size_t i, uint64_t addr, uint64_t size,
+                                  int kind)
+{
+    sublet_status st = rv_reserve(rv, 1);
+    if (st != SUBLET_OK)
+        return st;
+    memmove(&rv->v[i + 1], &rv->v[i], (rv->n - i) * sizeof rv->v[0]);
+    rv->v[i].addr = addr;
+    rv->v[i].size = size;
+    rv->v[i].kind = kind;
+    rv->n++;
+    return SUBLET_OK;
+}
+
+static sublet_status rv_insert(sim_range_vec *rv, uint64_t addr, uint64_t size, int kind)
+{
+    return rv_insert_at(rv, rv_lower(rv, addr), addr, size, kind);
+}
+
+static void rv_remove_span(sim_range_vec *rv, size_t i, size_t count)
+{
+    memmove(&rv->v[i], &rv->v[i + count], (rv->n - i - count) * sizeof rv->v[0]);
+    rv->n -= count;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static sim_backend *as_sim(sublet_backend *b)
+{
+    return (b && b->ops == &sim_ops) ? (sim_backend *)b : NULL;
+}
+
+static int is_pow2(uint64_t x)
+{
+    return x != 0 && (x & (x - 1)) == 0;
+}
+
+/* Round x up to a multiple of align (a power of two); 0 when it wraps. */
+static uint64_t align_up(uint64_t x, uint64_t align)
+{
+    uint64_t r = (x + (align - 1)) & ~(align - 1);
+    return r < x ? 0 : r;
+}
+
+static int fits_capacity(const sim_backend *s, uint64_t size)
+{
+    return size <= s->capacity && s->used <= s->capacity - size;
+}
+
+/* Choose an address for [?, ?+size): the hint when it is free, else first fit
+ * from SIM_BASE with `align`-aligned starts.  0 when the space is exhausted. */
+static uint64_t place(const sim_backend *s, uint64_t size, uint64_t hint, uint64_t align)
+{
+    const sim_range_vec *rv = &s->placed;
+    if (hint != 0 && hint + size > hint && !rv_overlaps(rv, hint, size))
+        return hint;
+    uint64_t cand = align_up(SIM_BASE, align);
+    /* Skip every range that ends at or before the first candidate. */
+    size_t i = rv_upper(rv, cand);
+    if (i > 0 && range_end(&rv->v[i - 1]) > cand)
+        i--;
+    for (; i < rv->n; i++) {
+        const sim_range *r = &rv->v[i];
+        if (cand + size < cand)
+            return 0;
+        if (cand + size <= r->addr)
+            return cand;
+        uint64_t end = range_end(r);
+        if (end > cand) {
+            cand = align_up(end, align);
+            if (cand == 0)
+                return 0;
+        }
+    }
+    if (cand + size < cand)
+        return 0;
+    return cand;
+}
+
+static sim_stream *find_stream(sim_backend *s, sublet_stream id, int create)
+{
+    size_t lo = 0, hi = s->n_streams;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->streams[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < s->n_streams && s->streams[lo].id == id)
+        return &s->streams[lo];
+    if (!create)
+        return NULL;
+    if (s->n_streams == s->cap_streams) {
+        size_t cap = s->cap_streams ? s->cap_streams * 2 : 8;
+        sim_stream *v = realloc(s->streams, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        s->streams = v;
+        s->cap_streams = cap;
+    }
+    memmove(&s->streams[lo + 1], &s->streams[lo], (s->n_streams - lo) * sizeof s->streams[0]);
+    s->streams[lo].id = id;
+    s->streams[lo].recorded = 0;
+    s->streams[lo].completed = 0;
+    s->n_streams++;
+    return &s->streams[lo];
+}
+
+static int event_ok(const sim_backend *s, const sublet_event *ev)
+{
+    return ev && ev->magic == SIM_EVENT_MAGIC && ev->owner == s;
+}
+
+/* ---- segments ------------------------------------------------------------------ */
+
+static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
+                                       uint64_t *addr_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !addr_out || size == 0)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    if (!fits_capacity(s, size)) {
+        st = SUBLET_ERR_DEVICE_OOM;
+        goto out;
+    }
+    uint64_t addr = place(s, size, hint, SIM_SEGMENT_ALIGN);
+    if (addr == 0) {
+        st = SUBLET_ERR_DEVICE_OOM; /* address space exhausted */
+        goto out;
+    }
+    st = rv_insert(&s->placed, addr, size, RANGE_SEGMENT);
+    if (st != SUBLET_OK)
+        goto out;
+    s->used += size;
+    s->segments++;
+    *addr_out = addr;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    size_t i = rv_find(&s->placed, addr);
+    if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_SEGMENT && s->placed.v[i].size == size) {
+        rv_remove_span(&s->placed, i, 1);
+        s->used -= size;
+        s->segments--;
+        st = SUBLET_OK;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+static sublet_status sim_event_create(sublet_backend *b, sublet_event **ev_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !ev_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return SUBLET_ERR_NO_MEMORY;
+    ev->magic = SIM_EVENT_MAGIC;
+    ev->owner = s;
+    pthread_mutex_lock(&s->lock);
+    s->live_events++;
+    pthread_mutex_unlock(&s->lock);
+    *ev_out = ev;
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_destroy(sublet_backend *b, sublet_event *ev)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    s->live_events--;
+    pthread_mutex_unlock(&s->lock);
+    ev->magic = 0;
+    free(ev);
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_record(sublet_backend *b, sublet_event *ev, sublet_stream stream)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    sim_stream *ss = find_stream(s, stream, 1);
+    if (!ss) {
+        st = SUBLET_ERR_NO_MEMORY;
+    } else {
+        ev->stream = stream;
+        ev->seq = ++ss->recorded;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_event_query(sublet_backend *b, sublet_event *ev, int *done_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev) || !done_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    int done = 1;
+    if (ev->seq != 0) {
+        const sim_stream *ss = find_stream(s, ev->stream, 0);
+        done = ss && ss->completed >= ev->seq;
+    }
+    pthread_mutex_unlock(&s->lock);
+    *done_out = done;
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    if (ev->seq != 0) {
+        sim_stream *ss = find_stream(s, ev->stream, 0);
+        if (ss && ss->completed < ev->seq)
+            ss->completed = ev->seq;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
+/* ---- memory info ------------------------------------------------------------------ */
+
+static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_t *total_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !free_out || !total_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    *free_out = s->used < s->capacity ? s->capacity - s->used : 0;
+    *total_out = s->capacity;
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
+/* ---- virtual memory --------------------------------------------------------------- */
+
+static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t align,
+                                    uint64_t *addr_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !addr_out || size == 0 || (align != 0 && !is_pow2(align)))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (align < SIM_SEGMENT_ALIGN)
+        align = SIM_SEGMENT_ALIGN;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t addr = place(s, size, 0, align);
+    if (addr == 0) {
+        st = SUBLET_ERR_DEVICE_OOM;
+    } else {
+        st = rv_insert(&s->placed, addr, size, RANGE_RESERVATION);
+        if (st == SUBLET_OK)
+            *addr_out = addr;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    size_t i = rv_find(&s->placed, addr);
+    if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_RESERVATION &&
+        s->placed.v[i].size == size) {
+        if (rv_overlaps(&s->mapped, addr, size)) {
+            st = SUBLET_ERR_BUSY;
+        } else {
+            rv_remove_span(&s->placed, i, 1);
+            st = SUBLET_OK;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || addr + size < addr)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    size_t r = rv_containing(&s->placed, addr);
+    if (r == SIZE_MAX || s->placed.v[r].kind != RANGE_RESERVATION ||
+        range_end(&s->placed.v[r]) < addr + size || rv_overlaps(&s->mapped, addr, size)) {
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    } else if (!fits_capacity(s, size)) {
+        st = SUBLET_ERR_DEVICE_OOM;
+    } else {
+        st = rv_insert(&s->mapped, addr, size, RANGE_MAPPED);
+        if (st == SUBLET_OK)
+            s->used += size;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_unmap(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || addr + size < addr)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    const uint64_t end = addr + size;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    sim_range_vec *mv = &s->mapped;
+    /* Every byte of [addr, end) must be mapped: walk the mappings from the
+     * one containing addr, requiring each to start where the last ended. */
+    size_t first = rv_containing(mv, addr);
+    size_t last = first;
+    if (first == SIZE_MAX) {
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+        goto out;
+    }
+    while (range_end(&mv->v[last]) < end) {
+        if (last + 1 >= mv->n || mv->v[last + 1].addr != range_end(&mv->v[last])) {
+            st = SUBLET_ERR_INVALID_ARGUMENT;
+            goto out;
+        }
+        last++;
+    }
+    const uint64_t first_addr = mv->v[first].addr;
+    const uint64_t last_end = range_end(&mv->v[last]);
+    const int keep_head = first_addr < addr;
+    const int keep_tail = last_end > end;
+    /* Splitting one mapping in the middle yields two pieces: make room first
+     * so that a failed allocation leaves everything unchanged. */
+    if (keep_head && keep_tail && first == last) {
+        st = rv_reserve(mv, 1);
+        if (st != SUBLET_OK)
+            goto out;
+    }
+    /* Remove [first, last], then put back the head and tail pieces. */
+    rv_remove_span(mv, first, last - first + 1);
+    size_t at = first;
+    if (keep_head) {
+        (void)rv_insert_at(mv, at, first_addr, addr - first_addr, RANGE_MAPPED);
+        at++;
+    }
+    if (keep_tail)
+        (void)rv_insert_at(mv, at, end, last_end - end, RANGE_MAPPED);
+    s->used -= size;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------- */
+
+static void sim_destroy(sublet_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    free(s->placed.v);
+    free(s->mapped.v);
+    free(s->streams);
+    free(s);
+}
+
+static const sublet_backend_ops sim_ops = {
+    .segment_alloc = sim_segment_alloc,
+    .segment_free = sim_segment_free,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .mem_info = sim_mem_info,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .va_map = sim_va_map,
+    .va_unmap = sim_va_unmap,
+    .destroy = sim_destroy,
+};
+
+sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
+{
+    if (!out || capacity == 0)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sim_backend *s = calloc(1, sizeof *s);
+    if (!s)
+        return SUBLET_ERR_NO_MEMORY;
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    s->base.ops = &sim_ops;
+    s->base.name = "sim";
+    s->base.device = 0;
+    s->capacity = capacity;
+    *out = &s->base;
+    return SUBLET_OK;
+}
+
+void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    sim_stream *ss = find_stream(s, stream, 0);
+    if (ss)
+        ss->completed = ss->recorded;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sublet_sim_complete_all(sublet_backend *sim)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_streams; i++)
+        s->streams[i].completed = s->streams[i].recorded;
+    pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t sublet_sim_used(const sublet_backend *sim)
+{
+    sim_backend *s = as_sim((sublet_backend *)sim);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint64_t v = s->used;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+uint64_t sublet_sim_segments(const sublet_backend *sim)
+{
+    sim_backend *s = as_sim((sublet_backend *)sim);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint64_t v = s->segments;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->capacity = capacity;
+    pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,166 @@
+/* sublet — engine internals shared by engine.c, index.c and inspect.c.
+ * Host-side metadata only: nothing here is ever written to device memory. */
+#ifndef SUBLET_ENGINE_H
+#define SUBLET_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/sublet.h"
+
+#define SL_MIN_BLOCK ((uint64_t)512)
+#define SL_SMALL_SIZE ((uint64_t)1 << 20)   /* kSmallSize: 1 MiB */
+#define SL_SMALL_BUFFER ((uint64_t)2 << 20) /* kSmallBuffer: 2 MiB */
+#define SL_MAX_REQUEST ((uint64_t)1 << 60)  /* a request >= this is refused */
+
+typedef struct sl_segment sl_segment;
+typedef struct sl_pool sl_pool;
+
+/* One contiguous byte range of a segment (PyTorch's Block). */
+typedef struct sl_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;     /* unrounded size of the last request served */
+    sublet_stream stream;   /* allocation stream */
+    struct sl_block *prev;  /* neighbours inside the segment */
+    struct sl_block *next;
+    sl_segment *seg;
+    sl_pool *pool;
+    /* free index (AVL keyed by size, addr within the pool's stream tree) */
+    struct sl_block *left, *right;
+    int32_t height;
+    uint32_t event_count;   /* outstanding end-of-use events */
+    bool allocated;
+    bool in_free;           /* in the pool's free index */
+    bool mapped;            /* always true until expandable segments */
+    bool oversize;          /* counted in oversize_allocations */
+    uint64_t gc_count_base; /* pool clock when it entered the free index */
+    /* streams recorded with record_stream (other than `stream`) */
+    uint32_t nuses, uses_cap;
+    sublet_stream uses_inline[2];
+    sublet_stream *uses;    /* == uses_inline or heap */
+} sl_block;
+
+/* One driver allocation. */
+struct sl_segment {
+    uint64_t addr;
+    uint64_t size;
+    sublet_stream stream;
+    sl_pool *pool;
+    sl_block *head; /* lowest-address block */
+    bool oversize;  /* counted in oversize_segments */
+};
+
+/* Free blocks of one stream inside one pool, ordered by (size, addr). */
+typedef struct sl_tree {
+    sublet_stream stream;
+    sl_block *root;
+    size_t count;
+} sl_tree;
+
+struct sl_pool {
+    bool is_small;
+    int kind; /* SUBLET_POOL_SMALL or SUBLET_POOL_LARGE */
+    sl_tree *trees;
+    size_t ntrees, trees_cap;
+    size_t last_tree; /* index of the last tree used (hot path hint) */
+    uint64_t clock;   /* get_free_blocks_call_count (GC age clock) */
+};
+
+/* ---- index.c: free index, pointer map, block slab --------------------------- */
+sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
+void sl_free_insert(sl_pool *p, sl_block *b);
+void sl_free_remove(sl_pool *p, sl_block *b);
+/* Smallest free block of `stream` with size >= want (lowest address among
+ * equals), or NULL. */
+sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);
+/* Largest free block of `stream` ordered strictly before (size, addr). */
+sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
+/* Largest free block of `stream`. */
+sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
+/* All free blocks of the pool in PyTorch's (stream, size, addr) order.
+ * Returns a malloc'd array (caller frees) or NULL when empty/out of memory;
+ * *n receives the count, *oom is set on allocation failure. */
+sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
+void sl_pool_fini(sl_pool *p);
+/* Count the nodes of every tree and check order and AVL balance. */
+bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);
+
+typedef struct sl_ptrmap {
+    uint64_t *keys;
+    sl_block **vals;
+    size_t cap, count; /* cap is a power of two */
+} sl_ptrmap;
+bool sl_ptrmap_init(sl_ptrmap *m);
+void sl_ptrmap_fini(sl_ptrmap *m);
+sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr);
+bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b);
+void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr);
+
+typedef struct sl_slab {
+    sl_block *free_list;
+    void **chunks;
+    size_t nchunks, chunks_cap;
+} sl_slab;
+sl_block *sl_block_new(sl_slab *s);
+void sl_block_delete(sl_slab *s, sl_block *b);
+void sl_slab_fini(sl_slab *s);
+
+/* ---- the allocator object --------------------------------------------------- */
+typedef struct sl_evq_entry {
+    sublet_event *ev;
+    sl_block *block;
+} sl_evq_entry;
+
+typedef struct sl_evq { /* FIFO of (event, block) for one stream */
+    sublet_stream stream;
+    sl_evq_entry *items;
+    size_t head, count, cap;
+} sl_evq;
+
+struct sublet_allocator {
+    pthread_mutex_t lock;
+    sublet_backend *backend;
+    int device;
+    sublet_settings settings;
+    sl_pool small, large;
+    sl_slab slab;
+    sl_ptrmap ptrs; /* allocated blocks by address */
+    /* segments sorted by address */
+    sl_segment **segs;
+    size_t nsegs, segs_cap;
+    uint64_t total_allocated_memory; /* bytes reserved from the backend */
+    /* memory fraction */
+    double fraction;
+    bool limit_in_effect;
+    uint64_t allowed_memory_maximum;
+    /* events */
+    sl_evq *evqs;
+    size_t nevqs, evqs_cap;
+    size_t pending_events;
+    sublet_event **event_pool;
+    size_t nevent_pool, event_pool_cap;
+    /* statistics */
+    sublet_stats stats;
+    /* callbacks */
+    sublet_trace_fn trace_fn;
+    void *trace_user;
+    sublet_oom_fn oom_fn;
+    void *oom_user;
+    char oom_msg[2048];
+};
+
+/* engine.c helpers used by inspect.c */
+void sl_lock(sublet_allocator *a);
+void sl_unlock(sublet_allocator *a);
+sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr);
+bool sl_block_active(const sl_block *b);
+sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                               uint64_t size, uint64_t hint, sl_block **out);
+void sl_stat_inc(sublet_stat *s, int64_t x);
+void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
+void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
+
+#endif
