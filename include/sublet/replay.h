@@ -1,0 +1,136 @@
+/* sublet — replaying a recorded trace through the engine.
+ *
+ * sublet_replay_run() builds a fresh `sim` backend and allocator, rebuilds the
+ * trace's prelude (pre-existing segments and live blocks), then drives every
+ * recorded event through the engine:
+ *
+ *   alloc           sublet_malloc(size, stream); the trace address is mapped
+ *                   to the engine's (addresses are reused over time).
+ *   free_requested  sublet_free.  When the trace's free_completed for that
+ *                   address is not the very next event, PyTorch had pending
+ *                   record_stream uses: the block is first marked used on a
+ *                   fresh synthetic stream, so it stays pending...
+ *   free_completed  ...until this row completes that stream; the engine then
+ *                   finishes the free at its next process_events, as PyTorch.
+ *   segment_free    a run of consecutive rows is one sublet_empty_cache().
+ *   segment_alloc   not driven (the engine decides); remembered as the oracle
+ *                   for the alloc that follows it.
+ *   snapshot, oom   ignored.
+ *   segment_map/unmap  refused (expandable segments): SUBLET_ERR_UNSUPPORTED.
+ *
+ * Fidelity: for every alloc, PyTorch's decision is "a segment_alloc row came
+ * just before it"; the engine's is "it emitted SEGMENT_ALLOC during that
+ * malloc".  The decision matches when both agree; the segment size matches
+ * when both created a segment and the sizes are equal.
+ *
+ * The library never prints: OOMs are reported through a callback, errors
+ * through the err buffer and the result. */
+#ifndef SUBLET_REPLAY_H
+#define SUBLET_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/stats.h"
+#include "sublet/sublet.h"
+#include "sublet/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUBLET_REPLAY_ALL UINT64_MAX  /* stop_after: drive every event */
+#define SUBLET_REPLAY_NONE UINT64_MAX /* an event index that does not exist */
+#define SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY (UINT64_C(80) << 30)
+
+/* Called for each OOM, after the engine returned SUBLET_ERR_OOM: the event's
+ * index in the trace, its source line, the requested size and stream, and
+ * the engine's full OOM message. */
+typedef void (*sublet_replay_oom_fn)(void *user, uint64_t event_index, uint64_t line,
+                                     uint64_t size, sublet_stream stream, const char *message);
+
+typedef struct sublet_replay_options {
+    /* Settings string (PyTorch grammar).  NULL or "" = PyTorch's defaults;
+     * the environment is never read. */
+    const char *conf;
+    /* Simulated device capacity in bytes; 0 = 80 GiB. */
+    uint64_t device_memory;
+    /* Drive events with index <= stop_after only (index into the trace,
+     * prelude included); SUBLET_REPLAY_ALL for the whole trace. */
+    uint64_t stop_after;
+    int stop_on_oom;     /* stop after the first OOM */
+    int capture_summary; /* fill summary_peak / summary_end (memory_summary text) */
+    int check;           /* sublet_check() after the prelude and after every event */
+    /* Place each new segment at the address the trace recorded for it when
+     * that range is free in the simulated device (default on).  Where the
+     * driver put a segment is outside the allocator's control, but best fit
+     * breaks ties between equal free blocks by address, so following the
+     * recording keeps the engine on PyTorch's path. */
+    int placement_hints;
+    sublet_replay_oom_fn on_oom;
+    void *oom_user;
+} sublet_replay_options;
+
+/* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */
+void sublet_replay_options_init(sublet_replay_options *o);
+
+typedef struct sublet_replay_fidelity {
+    uint64_t allocs_compared;       /* alloc rows driven */
+    uint64_t decisions_matched;     /* segment created by both or by neither */
+    uint64_t segment_sizes_matched; /* both created a segment, same size */
+    uint64_t recorded_segment_allocs; /* allocs that PyTorch served with a new segment */
+    uint64_t engine_segment_allocs;   /* allocs the engine served with a new segment */
+    uint64_t recorded_segment_frees;  /* segment_free rows driven */
+    uint64_t engine_segment_frees;    /* segments the engine released in those empty_caches */
+    uint64_t recorded_peak_reserved_bytes; /* pre_segments + segment_alloc − segment_free */
+    uint64_t recorded_final_reserved_bytes;
+    uint64_t segments_placed_as_recorded; /* new segments at the recorded address */
+    /* Allocs the engine served at the very address PyTorch recorded.  With
+     * placement hints every segment sits where PyTorch's did, so this counts
+     * the allocs where best fit also chose PyTorch's block (and offset). */
+    uint64_t addresses_matched;
+    uint64_t first_address_mismatch; /* event index, or SUBLET_REPLAY_NONE */
+    uint64_t first_decision_mismatch;     /* event index, or SUBLET_REPLAY_NONE */
+    uint64_t first_size_mismatch;         /* event index, or SUBLET_REPLAY_NONE */
+} sublet_replay_fidelity;
+
+typedef struct sublet_replay_result {
+    uint64_t events;          /* recorded events driven (prelude not counted) */
+    uint64_t last_event;      /* index of the last event driven, SUBLET_REPLAY_NONE if none */
+    uint64_t pre_segments, pre_allocs; /* prelude rows seeded */
+    uint64_t allocs, frees, deferred_frees, empty_caches;
+    uint64_t peak_requested_bytes; /* engine's requested_bytes.all.peak */
+    uint64_t peak_reserved_bytes;  /* engine's reserved_bytes.all.peak */
+    uint64_t peak_reserved_event;  /* first event index at that peak */
+    uint64_t final_reserved_bytes;
+    uint64_t device_allocs, device_frees, alloc_retries, ooms;
+    uint64_t first_oom_event;      /* SUBLET_REPLAY_NONE when none */
+    int stopped_on_oom;
+    /* Rows the replay could not apply (a free of an unknown address, a
+     * prelude block that does not fit); the replay goes on. */
+    uint64_t errors;
+    char first_error[256];
+    sublet_replay_fidelity fidelity;
+    sublet_stats stats_peak; /* statistics when reserved first reached its peak */
+    sublet_stats stats_end;  /* statistics after the last event */
+    /* memory_summary() texts (capture_summary); malloc'd, NULL otherwise. */
+    char *summary_peak;
+    char *summary_end;
+} sublet_replay_result;
+
+/* Replay `t`.  Fills *r (zeroed first) and returns SUBLET_OK when every
+ * event was driven (OOMs and per-row errors included).  Otherwise:
+ * SUBLET_ERR_CONFIG / SUBLET_ERR_UNSUPPORTED for the settings,
+ * SUBLET_ERR_CORRUPT when `check` found a violated invariant,
+ * SUBLET_ERR_UNSUPPORTED for segment_map/unmap rows, SUBLET_ERR_NO_MEMORY;
+ * err receives the reason (with the event index), and *r holds what was
+ * measured so far.  Release *r with sublet_replay_result_free. */
+sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap);
+/* Free the summary texts (the struct itself belongs to the caller). */
+void sublet_replay_result_free(sublet_replay_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,725 @@
+/* sublet — the replay driver: a recorded trace through the engine on the
+ * `sim` backend, with PyTorch's own decisions as the oracle (see
+ * sublet/replay.h for what each row becomes).
+ *
+ * Rebuilding the prelude.  pre_segment rows become seeded segments (small
+ * pool iff the segment is exactly 2 MiB: small-pool segments are always
+ * kSmallBuffer, large-pool ones at least 10 MiB).  A pre_alloc row whose
+ * source knew the block's size (block_size, from a snapshot's final blocks)
+ * is seeded at that size.  Otherwise (the CSV form) it carries only the
+ * requested size, so the block is round_size(requested) under the replay's
+ * settings, with one correction: in a large-pool segment PyTorch
+ * splits a block only when more than 1 MiB (kSmallSize) would remain, and
+ * every block of a large pool is larger than 1 MiB, so a free gap of at most
+ * 1 MiB between the end of the rounded block and the next live block (or the
+ * segment end) cannot exist in PyTorch's state: it is the unsplit tail of
+ * this block, and the seeded block extends over it.  Small-pool blocks are
+ * split whenever 512 bytes remain, so their rounded size is exact.  (On the
+ * shared traces this rebuilds PyTorch's final allocated and inactive-split
+ * bytes exactly; without it 130 blocks of the cs336 traces come out short.
+ * The rule assumes the recording's settings split normally: an oversize
+ * block under max_split_size would own any tail.)
+ *
+ * Placement.  With placement_hints, a thin backend wrapper asks the sim for
+ * the address the trace recorded for the segment about to be created (the
+ * segment_alloc row just before the alloc); the sim honours it when the
+ * range is free.  Best fit orders equal-sized free blocks by address, so
+ * the recorded placement keeps ties broken the way PyTorch broke them. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/replay.h"
+
+#define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
+#define SMALL_SEGMENT ((uint64_t)2 << 20) /* kSmallBuffer */
+#define SMALL_SIZE ((uint64_t)1 << 20)    /* kSmallSize */
+
+/* ---- a hash map uint64 -> uint64 (linear probing, backward-shift delete) -- */
+
+typedef struct u64map {
+    uint64_t *keys, *vals;
+    unsigned char *used;
+    size_t cap, count; /* cap is a power of two */
+} u64map;
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+static void map_fini(u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+static int map_alloc(u64map *m, size_t cap)
+{
+    m->keys = malloc(cap * sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->used = calloc(cap, 1);
+    m->cap = cap;
+    m->count = 0;
+    if (!m->keys || !m->vals || !m->used) {
+        map_fini(m);
+        return 0;
+    }
+    return 1;
+}
+
+static size_t map_slot(const u64map *m, uint64_t key, int *found)
+{
+    size_t mask = m->cap - 1, i = (size_t)mix64(key) & mask;
+    while (m->used[i] && m->keys[i] != key)
+        i = (i + 1) & mask;
+    *found = m->used[i];
+    return i;
+}
+
+static int map_get(const u64map *m, uint64_t key, uint64_t *val)
+{
+    if (!m->cap)
+        return 0;
+    int found;
+    size_t i = map_slot(m, key, &found);
+    if (found && val)
+        *val = m->vals[i];
+    return found;
+}
+
+static int map_put(u64map *m, uint64_t key, uint64_t val);
+
+static int map_grow(u64map *m)
+{
+    u64map old = *m;
+    if (!map_alloc(m, old.cap ? old.cap * 2 : 1024)) {
+        *m = old;
+        return 0;
+    }
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.used[i])
+            map_put(m, old.keys[i], old.vals[i]);
+    map_fini(&old);
+    return 1;
+}
+
+/* Insert or overwrite.  0 when out of memory. */
+static int map_put(u64map *m, uint64_t key, uint64_t val)
+{
+    if ((m->count + 1) * 4 > m->cap * 3 && !map_grow(m))
+        return 0;
+    int found;
+    size_t i = map_slot(m, key, &found);
+    if (!found) {
+        m->used[i] = 1;
+        m->keys[i] = key;
+        m->count++;
+    }
+    m->vals[i] = val;
+    return 1;
+}
+
+static void map_del(u64map *m, uint64_t key)
+{
+    if (!m->cap)
+        return;
+    int found;
+    size_t mask = m->cap - 1, i = map_slot(m, key, &found);
+    if (!found)
+        return;
+    m->used[i] = 0;
+    m->count--;
+    /* Shift back every later entry of the cluster that may now be unreachable. */
+    for (size_t j = (i + 1) & mask; m->used[j]; j = (j + 1) & mask) {
+        size_t home = (size_t)mix64(m->keys[j]) & mask;
+        int reachable = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (reachable)
+            continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        m->used[i] = 1;
+        m->used[j] = 0;
+        i = j;
+    }
+}
+
+/* ---- the placement wrapper -------------------------------------------------- */
+
+typedef struct place_backend {
+    sublet_backend base; /* first: the engine casts */
+    sublet_backend_ops ops;
+    sublet_backend *inner;
+    uint64_t hint; /* address for the next segment_alloc, 0 = none */
+} place_backend;
+
+static sublet_backend *inner_of(sublet_backend *b) { return ((place_backend *)b)->inner; }
+
+static sublet_status pl_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
+                                      uint64_t *addr_out)
+{
+    place_backend *p = (place_backend *)b;
+    if (!hint)
+        hint = p->hint;
+    p->hint = 0; /* one segment per recorded segment_alloc */
+    return p->inner->ops->segment_alloc(p->inner, size, hint, addr_out);
+}
+
+static sublet_status pl_segment_free(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    return inner_of(b)->ops->segment_free(inner_of(b), addr, size);
+}
+
+static sublet_status pl_event_create(sublet_backend *b, sublet_event **ev)
+{
+    return inner_of(b)->ops->event_create(inner_of(b), ev);
+}
+
+static sublet_status pl_event_destroy(sublet_backend *b, sublet_event *ev)
+{
+    return inner_of(b)->ops->event_destroy(inner_of(b), ev);
+}
+
+static sublet_status pl_event_record(sublet_backend *b, sublet_event *ev, sublet_stream s)
+{
+    return inner_of(b)->ops->event_record(inner_of(b), ev, s);
+}
+
+static sublet_status pl_event_query(sublet_backend *b, sublet_event *ev, int *done)
+{
+    return inner_of(b)->ops->event_query(inner_of(b), ev, done);
+}
+
+static sublet_status pl_event_synchronize(sublet_backend *b, sublet_event *ev)
+{
+    return inner_of(b)->ops->event_synchronize(inner_of(b), ev);
+}
+
+static sublet_status pl_mem_info(sublet_backend *b, uint64_t *free_out, uint64_t *total_out)
+{
+    return inner_of(b)->ops->mem_info(inner_of(b), free_out, total_out);
+}
+
+static void pl_destroy(sublet_backend *b) { free(b); } /* the inner sim is not owned */
+
+static place_backend *place_create(sublet_backend *inner)
+{
+    place_backend *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->inner = inner;
+    p->ops = (sublet_backend_ops){
+        .segment_alloc = pl_segment_alloc,
+        .segment_free = pl_segment_free,
+        .event_create = pl_event_create,
+        .event_destroy = pl_event_destroy,
+        .event_record = pl_event_record,
+        .event_query = pl_event_query,
+        .event_synchronize = pl_event_synchronize,
+        .mem_info = pl_mem_info,
+        .destroy = pl_destroy,
+        /* no VMM ops: expandable segments are not replayed */
+    };
+    p->base.ops = &p->ops;
+    p->base.name = "sim";
+    p->base.device = inner->device;
+    return p;
+}
+
+/* ---- the replay state ---------------------------------------------------------- */
+
+typedef struct probe {        /* what the engine emitted during one call */
+    uint64_t seg_allocs, seg_alloc_addr, seg_alloc_size;
+    uint64_t seg_frees;
+} probe;
+
+typedef struct rp {
+    const sublet_trace_event *ev;
+    size_t n;
+    const sublet_replay_options *o;
+    sublet_replay_result *r;
+    char *err;
+    size_t err_cap;
+    sublet_backend *sim;
+    place_backend *place; /* NULL without placement hints */
+    sublet_allocator *a;
+    u64map addrs;   /* trace address -> engine address (0: its alloc failed) */
+    u64map pending; /* trace address -> synthetic stream of a deferred free */
+    uint64_t next_stream;
+    uint64_t recorded_reserved;
+    int64_t best_reserved;
+    probe pr;
+} rp;
+
+static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
+                     sublet_stream stream)
+{
+    (void)stream;
+    probe *p = user;
+    if (act == SUBLET_ACT_SEGMENT_ALLOC) {
+        p->seg_allocs++;
+        p->seg_alloc_addr = addr;
+        p->seg_alloc_size = size;
+    } else if (act == SUBLET_ACT_SEGMENT_FREE) {
+        p->seg_frees++;
+    }
+}
+
+/* A row the replay could not apply: counted, the first one kept. */
+static void row_error(rp *s, size_t i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void row_error(rp *s, size_t i, const char *fmt, ...)
+{
+    sublet_replay_result *r = s->r;
+    if (r->errors++ == 0) {
+        char what[192];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        snprintf(r->first_error, sizeof r->first_error, "event %zu (line %llu): %s", i,
+                 (unsigned long long)s->ev[i].line, what);
+    }
+}
+
+static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
+{
+    if (s->err && s->err_cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, s->err_cap, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static const char *kind_of(const rp *s, size_t i) { return sublet_trace_kind_name(s->ev[i].kind); }
+
+static sublet_status run_check(rp *s, size_t i, int after_prelude)
+{
+    char msg[512];
+    if (sublet_check(s->a, msg, sizeof msg) == SUBLET_OK)
+        return SUBLET_OK;
+    if (after_prelude)
+        return fatal(s, SUBLET_ERR_CORRUPT, "after seeding the prelude: %s", msg);
+    return fatal(s, SUBLET_ERR_CORRUPT, "event %zu (line %llu, %s): %s", i,
+                 (unsigned long long)s->ev[i].line, kind_of(s, i), msg);
+}
+
+/* ---- the prelude ------------------------------------------------------------------ */
+
+typedef struct seg_ref {
+    uint64_t addr, size;
+    int small;
+} seg_ref;
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const seg_ref *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_ev_addr(const void *a, const void *b)
+{
+    const sublet_trace_event *x = *(const sublet_trace_event *const *)a;
+    const sublet_trace_event *y = *(const sublet_trace_event *const *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static const seg_ref *seg_containing(const seg_ref *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || addr - v[lo - 1].addr >= v[lo - 1].size)
+        return NULL;
+    return &v[lo - 1];
+}
+
+static sublet_status seed_prelude(rp *s, size_t npre)
+{
+    seg_ref *segs = malloc((npre ? npre : 1) * sizeof *segs);
+    const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
+    if (!segs || !allocs) {
+        free(segs);
+        free(allocs);
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+    }
+    size_t nseg = 0, nalloc = 0;
+    for (size_t i = 0; i < npre; i++) {
+        const sublet_trace_event *e = &s->ev[i];
+        if (e->kind == SUBLET_TRACE_PRE_ALLOC) {
+            allocs[nalloc++] = e;
+            continue;
+        }
+        int small = e->size == SMALL_SEGMENT;
+        s->recorded_reserved += e->size;
+        sublet_status st = sublet_seed_segment(s->a, e->addr, e->size, e->stream, small);
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_segment at %llu of %llu bytes cannot be seeded: %s",
+                      (unsigned long long)e->addr, (unsigned long long)e->size,
+                      sublet_status_text(st));
+            continue;
+        }
+        segs[nseg++] = (seg_ref){e->addr, e->size, small};
+        s->r->pre_segments++;
+    }
+    qsort(segs, nseg, sizeof *segs, cmp_seg);
+    qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
+    sublet_status fat = SUBLET_OK;
+    for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
+        const sublet_trace_event *e = allocs[j];
+        size_t i = (size_t)(e - s->ev);
+        const seg_ref *sg = seg_containing(segs, nseg, e->addr);
+        if (!sg) {
+            row_error(s, i, "pre_alloc at %llu lies in no seeded segment",
+                      (unsigned long long)e->addr);
+            continue;
+        }
+        uint64_t limit = sg->addr + sg->size;
+        if (j + 1 < nalloc && allocs[j + 1]->addr < limit)
+            limit = allocs[j + 1]->addr;
+        uint64_t room = limit - e->addr;
+        uint64_t block;
+        if (e->block_size) {
+            block = e->block_size < room ? e->block_size : room; /* the source knew it */
+        } else {
+            block = sublet_round_size(&set, e->size ? e->size : 1);
+            if (block > room)
+                block = room; /* inconsistent prelude: keep the next block intact */
+            else if (!sg->small && room - block <= SMALL_SIZE)
+                block = room; /* PyTorch would not have split this tail off */
+        }
+        sublet_status st = block ? sublet_seed_block(s->a, e->addr, block, e->size, e->stream)
+                                 : SUBLET_ERR_INVALID_ARGUMENT;
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_alloc at %llu (%llu bytes as a %llu-byte block) cannot be "
+                      "seeded: %s", (unsigned long long)e->addr, (unsigned long long)e->size,
+                      (unsigned long long)block, sublet_status_text(st));
+            continue;
+        }
+        if (!map_put(&s->addrs, e->addr, e->addr))
+            fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+        s->r->pre_allocs++;
+    }
+    free(segs);
+    free(allocs);
+    return fat;
+}
+
+/* ---- one event each --------------------------------------------------------------- */
+
+static sublet_status do_alloc(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    sublet_replay_result *r = s->r;
+    sublet_replay_fidelity *f = &r->fidelity;
+    const sublet_trace_event *rec =
+        (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_ALLOC) ? &s->ev[i - 1] : NULL;
+    if (s->place)
+        s->place->hint = rec ? rec->addr : 0;
+    memset(&s->pr, 0, sizeof s->pr);
+    void *p = NULL;
+    sublet_status st = sublet_malloc(s->a, e->size, e->stream, &p);
+    if (s->place)
+        s->place->hint = 0;
+    r->allocs++;
+
+    f->allocs_compared++;
+    int made = s->pr.seg_allocs > 0;
+    f->recorded_segment_allocs += rec != NULL;
+    f->engine_segment_allocs += made;
+    if (made == (rec != NULL))
+        f->decisions_matched++;
+    else if (f->first_decision_mismatch == SUBLET_REPLAY_NONE)
+        f->first_decision_mismatch = i;
+    if (made && rec) {
+        if (s->pr.seg_alloc_size == rec->size)
+            f->segment_sizes_matched++;
+        else if (f->first_size_mismatch == SUBLET_REPLAY_NONE)
+            f->first_size_mismatch = i;
+        f->segments_placed_as_recorded += s->pr.seg_alloc_addr == rec->addr;
+    }
+
+    if (st == SUBLET_ERR_OOM) {
+        r->ooms++;
+        if (r->first_oom_event == SUBLET_REPLAY_NONE)
+            r->first_oom_event = i;
+        if (s->o->on_oom) {
+            char msg[2048];
+            sublet_oom_message(s->a, msg, sizeof msg);
+            s->o->on_oom(s->o->oom_user, i, e->line, e->size, e->stream, msg);
+        }
+        if (s->o->stop_on_oom)
+            r->stopped_on_oom = 1;
+    } else if (st == SUBLET_OK && p) {
+        if ((uint64_t)(uintptr_t)p == e->addr)
+            f->addresses_matched++;
+        else if (f->first_address_mismatch == SUBLET_REPLAY_NONE)
+            f->first_address_mismatch = i;
+    } else if (st != SUBLET_OK) {
+        return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes: %s", i,
+                     (unsigned long long)e->line, (unsigned long long)e->size,
+                     sublet_status_text(st));
+    }
+    /* 0 marks an allocation the engine did not make (OOM, or size 0). */
+    if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    return SUBLET_OK;
+}
+
+static sublet_status do_free_requested(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    uint64_t ptr;
+    if (!map_get(&s->addrs, e->addr, &ptr)) {
+        row_error(s, i, "free_requested of %llu, which is not allocated",
+                  (unsigned long long)e->addr);
+        return SUBLET_OK;
+    }
+    map_del(&s->addrs, e->addr);
+    s->r->frees++;
+    if (ptr == 0)
+        return SUBLET_OK; /* its alloc failed: nothing to free */
+    int now = i + 1 < s->n && s->ev[i + 1].kind == SUBLET_ACT_FREE_COMPLETED &&
+              s->ev[i + 1].addr == e->addr;
+    void *p = (void *)(uintptr_t)ptr;
+    if (!now) {
+        sublet_stream syn = SYNTHETIC_STREAM_BASE | ++s->next_stream;
+        sublet_status st = sublet_record_stream(s->a, p, syn);
+        if (st != SUBLET_OK) {
+            row_error(s, i, "record_stream: %s", sublet_status_text(st));
+        } else if (!map_put(&s->pending, e->addr, syn)) {
+            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        } else {
+            s->r->deferred_frees++;
+        }
+    }
+    sublet_status st = sublet_free(s->a, p);
+    if (st == SUBLET_ERR_NO_MEMORY)
+        return fatal(s, st, "event %zu: free: %s", i, sublet_status_text(st));
+    if (st != SUBLET_OK)
+        row_error(s, i, "free of %llu: %s", (unsigned long long)e->addr, sublet_status_text(st));
+    return SUBLET_OK;
+}
+
+static void do_free_completed(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    uint64_t syn;
+    if (map_get(&s->pending, e->addr, &syn)) {
+        map_del(&s->pending, e->addr);
+        sublet_sim_stream_complete(s->sim, syn);
+        return;
+    }
+    if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_FREE_REQUESTED && s->ev[i - 1].addr == e->addr)
+        return; /* completed with its request */
+    row_error(s, i, "free_completed of %llu without a pending free", (unsigned long long)e->addr);
+}
+
+static sublet_status do_segment_free(rp *s, size_t i)
+{
+    sublet_replay_fidelity *f = &s->r->fidelity;
+    f->recorded_segment_frees++;
+    s->recorded_reserved -= s->ev[i].size < s->recorded_reserved ? s->ev[i].size
+                                                                   : s->recorded_reserved;
+    if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_FREE)
+        return SUBLET_OK; /* the same empty_cache() */
+    memset(&s->pr, 0, sizeof s->pr);
+    sublet_status st = sublet_empty_cache(s->a);
+    s->r->empty_caches++;
+    f->engine_segment_frees += s->pr.seg_frees;
+    if (st != SUBLET_OK)
+        return fatal(s, st, "event %zu (line %llu): empty_cache: %s", i,
+                     (unsigned long long)s->ev[i].line, sublet_status_text(st));
+    return SUBLET_OK;
+}
+
+static sublet_status do_event(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    switch (e->kind) {
+    case SUBLET_ACT_ALLOC:
+        return do_alloc(s, i);
+    case SUBLET_ACT_FREE_REQUESTED:
+        return do_free_requested(s, i);
+    case SUBLET_ACT_FREE_COMPLETED:
+        do_free_completed(s, i);
+        return SUBLET_OK;
+    case SUBLET_ACT_SEGMENT_ALLOC:
+        s->recorded_reserved += e->size;
+        return SUBLET_OK;
+    case SUBLET_ACT_SEGMENT_FREE:
+        return do_segment_free(s, i);
+    case SUBLET_ACT_SEGMENT_MAP:
+    case SUBLET_ACT_SEGMENT_UNMAP:
+        return fatal(s, SUBLET_ERR_UNSUPPORTED,
+                     "event %zu (line %llu): %s: expandable segments are not replayed yet", i,
+                     (unsigned long long)e->line, kind_of(s, i));
+    case SUBLET_ACT_SNAPSHOT:
+    case SUBLET_ACT_OOM:
+        return SUBLET_OK;
+    default:
+        return fatal(s, SUBLET_ERR_INVALID_ARGUMENT, "event %zu (line %llu): %s row after the "
+                     "prelude", i, (unsigned long long)e->line, kind_of(s, i));
+    }
+}
+
+/* Statistics after event i (SIZE_MAX: after the prelude). */
+static void observe(rp *s, size_t i)
+{
+    sublet_replay_result *r = s->r;
+    sublet_stats st;
+    sublet_stats_read(s->a, &st);
+    int64_t res = st.reserved_bytes[SUBLET_POOL_ALL].current;
+    if (res > s->best_reserved) {
+        s->best_reserved = res;
+        r->stats_peak = st;
+        r->peak_reserved_event = i == SIZE_MAX ? SUBLET_REPLAY_NONE : i;
+    }
+    if (s->recorded_reserved > r->fidelity.recorded_peak_reserved_bytes)
+        r->fidelity.recorded_peak_reserved_bytes = s->recorded_reserved;
+    r->stats_end = st;
+}
+
+/* ---- the driver --------------------------------------------------------------------- */
+
+void sublet_replay_options_init(sublet_replay_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->conf = "";
+    o->device_memory = SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    o->stop_after = SUBLET_REPLAY_ALL;
+    o->placement_hints = 1;
+}
+
+void sublet_replay_result_free(sublet_replay_result *r)
+{
+    if (!r)
+        return;
+    free(r->summary_peak);
+    free(r->summary_end);
+    r->summary_peak = r->summary_end = NULL;
+}
+
+static char *summary_text(const sublet_stats *st, int device)
+{
+    size_t n = sublet_stats_format_summary(st, device, 0, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (buf)
+        sublet_stats_format_summary(st, device, 0, buf, n + 1);
+    return buf;
+}
+
+static sublet_status setup(rp *s)
+{
+    const sublet_replay_options *o = s->o;
+    uint64_t cap = o->device_memory ? o->device_memory : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    sublet_status st = sublet_sim_create(cap, &s->sim);
+    if (st != SUBLET_OK)
+        return fatal(s, st, "cannot create the sim backend: %s", sublet_status_text(st));
+    sublet_backend *be = s->sim;
+    if (o->placement_hints) {
+        if (!(s->place = place_create(s->sim)))
+            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        be = &s->place->base;
+    }
+    char msg[512] = "";
+    sublet_options ao = {.backend = be, .device = 0, .conf = o->conf ? o->conf : ""};
+    st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
+    if (st != SUBLET_OK)
+        return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
+    if (!map_alloc(&s->addrs, 1024) || !map_alloc(&s->pending, 64))
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    sublet_trace_set(s->a, on_trace, &s->pr);
+    return SUBLET_OK;
+}
+
+static void teardown(rp *s)
+{
+    if (s->a)
+        sublet_allocator_destroy(s->a);
+    if (s->place)
+        sublet_backend_destroy(&s->place->base);
+    if (s->sim)
+        sublet_backend_destroy(s->sim);
+    map_fini(&s->addrs);
+    map_fini(&s->pending);
+}
+
+sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(r, 0, sizeof *r);
+    r->last_event = r->peak_reserved_event = r->first_oom_event = SUBLET_REPLAY_NONE;
+    r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.first_address_mismatch = SUBLET_REPLAY_NONE;
+    if (!t)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_replay_options defaults;
+    if (!o) {
+        sublet_replay_options_init(&defaults);
+        o = &defaults;
+    }
+    rp s = {.ev = sublet_trace_events(t), .n = sublet_trace_count(t), .o = o, .r = r,
+            .err = err, .err_cap = err_cap, .best_reserved = -1};
+    sublet_status st = setup(&s);
+    size_t npre = sublet_trace_prelude_count(t);
+    if (st == SUBLET_OK)
+        st = seed_prelude(&s, npre);
+    if (st == SUBLET_OK) {
+        observe(&s, npre ? npre - 1 : SIZE_MAX);
+        if (o->check)
+            st = run_check(&s, 0, 1);
+    }
+    for (size_t i = npre; st == SUBLET_OK && i < s.n && i <= o->stop_after; i++) {
+        st = do_event(&s, i);
+        r->events++;
+        r->last_event = i;
+        observe(&s, i);
+        if (st == SUBLET_OK && o->check)
+            st = run_check(&s, i, 0);
+        if (r->stopped_on_oom)
+            break;
+    }
+    if (s.a) {
+        sublet_stats *e = &r->stats_end;
+        r->peak_requested_bytes = (uint64_t)e->requested_bytes[SUBLET_POOL_ALL].peak;
+        r->peak_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].peak;
+        r->final_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].current;
+        r->device_allocs = (uint64_t)e->num_device_alloc;
+        r->device_frees = (uint64_t)e->num_device_free;
+        r->alloc_retries = (uint64_t)e->num_alloc_retries;
+        r->fidelity.recorded_final_reserved_bytes = s.recorded_reserved;
+        if (o->capture_summary) {
+            r->summary_peak = summary_text(&r->stats_peak, 0);
+            r->summary_end = summary_text(&r->stats_end, 0);
+            if ((!r->summary_peak || !r->summary_end) && st == SUBLET_OK)
+                st = fatal(&s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    teardown(&s);
+    return st;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# sublet — the `sublet replay` command line: JSON keys and values on the
+# committed attention trace, the text report, and the exit codes
+# (2 = usage, 1 = error).  $1 is the built CLI.
+set -u
+cli=${1:?usage: cli_replay.sh PATH_TO_SUBLET}
+data=${SUBLET_TESTDATA:-$(dirname "$0")/data}
+trace=$data/cs336_attention_microbench.events.csv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+[ -x "$cli" ] || { echo "no CLI at $cli" >&2; exit 1; }
+[ -f "$trace" ] || { echo "no test trace at $trace" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 77; }
+
+# --version and help
+"$cli" --version | grep -q '^sublet [0-9]' || fail "--version"
+"$cli" help | grep -q 'sublet replay' || fail "help lists replay"
+
+# --json: exactly one JSON object with the documented keys and values
+"$cli" replay "$trace" --json --check >"$tmp/out.json" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "--json exit code $rc: $(cat "$tmp/err")"
+python3 - "$tmp/out.json" <<'PY' || fail "JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))          # one object, nothing after it
+for k in ["events", "allocs", "peak_requested_bytes", "peak_reserved_bytes",
+          "device_allocs", "device_frees", "alloc_retries", "ooms", "fidelity"]:
+    assert k in d, k
+f = d["fidelity"]
+for k in ["allocs_compared", "decisions_matched", "segment_sizes_matched",
+          "recorded_peak_reserved_bytes"]:
+    assert k in f, k
+assert d["events"] == 97, d["events"]
+assert d["allocs"] == 36
+assert d["ooms"] == 0 and d["alloc_retries"] == 0
+assert d["device_allocs"] == 9 and d["device_frees"] == 0
+assert f["allocs_compared"] == 36 and f["decisions_matched"] == 36
+assert f["segment_sizes_matched"] == 9
+assert d["peak_reserved_bytes"] == f["recorded_peak_reserved_bytes"] == 3781165056
+assert d["peak_requested_bytes"] == 3249143816
+assert d["error"] is None
+assert isinstance(d["memory_stats_at_end"], dict)
+assert d["memory_stats_at_end"]["reserved_bytes.all.peak"] == 3781165056
+PY
+
+# the same from stdin, with the options spelled --opt=value
+"$cli" replay --json --device-memory=80GiB --conf= - <"$trace" >"$tmp/stdin.json" ||
+    fail "replay from stdin"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["fidelity"]["decisions_matched"] == 36' \
+    "$tmp/stdin.json" || fail "stdin JSON"
+
+# OOMs: named by event index and request, the replay goes on
+"$cli" replay "$trace" --device-memory 3GiB >"$tmp/oom.txt" 2>&1 || fail "OOM replay exit code"
+grep -q '^event 50: alloc of 536870912 bytes on stream 0 failed: CUDA out of memory' "$tmp/oom.txt" ||
+    fail "OOM line"
+"$cli" replay "$trace" --device-memory 3GiB --json >"$tmp/oom.json" || fail "OOM --json"
+python3 - "$tmp/oom.json" <<'PY' || fail "OOM JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ooms"] == 2, d["ooms"]
+assert d["oom_events"][0]["event"] == 50 and d["oom_events"][0]["size"] == 536870912
+assert d["events"] == 97
+PY
+"$cli" replay "$trace" --device-memory 3GiB --stop-on-oom --json >"$tmp/stop.json" || fail "--stop-on-oom"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 51 and d["stopped_on_oom"]' \
+    "$tmp/stop.json" || fail "--stop-on-oom JSON"
+"$cli" replay "$trace" --at 10 --json >"$tmp/at.json" || fail "--at"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 11 and d["last_event"] == 10' \
+    "$tmp/at.json" || fail "--at JSON"
+
+# the text report: both summaries, the counts, the fidelity lines
+"$cli" replay "$trace" >"$tmp/out.txt" || fail "text exit code"
+grep -q 'memory_summary at peak reserved' "$tmp/out.txt" || fail "peak summary"
+grep -q 'memory_summary at the end' "$tmp/out.txt" || fail "end summary"
+[ "$(grep -c 'PyTorch CUDA memory summary' "$tmp/out.txt")" -eq 2 ] || fail "two summaries"
+grep -q 'decisions matched: *36 / 36' "$tmp/out.txt" || fail "decisions line"
+grep -q 'segment sizes matched: *9 / 9' "$tmp/out.txt" || fail "sizes line"
+grep -q 'peak reserved: .*3781165056 engine vs 3781165056 recorded.*exact' "$tmp/out.txt" ||
+    fail "peak line"
+
+# usage errors: exit 2
+for args in "--bogus" "--device-memory" "--device-memory lots" "--at x" "" "a.csv b.csv" \
+    "--conf max_split_size_mb:banana"; do
+    # shellcheck disable=SC2086
+    "$cli" replay $args "$trace" >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ -z "$args" ] && { "$cli" replay >/dev/null 2>"$tmp/err"; rc=$?; }
+    [ $rc -eq 2 ] || fail "'replay $args' exit code $rc, want 2"
+    [ -s "$tmp/err" ] || fail "'replay $args' printed nothing on stderr"
+done
+"$cli" frobnicate >/dev/null 2>&1
+[ $? -eq 2 ] || fail "unknown command exit code"
+"$cli" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "no command exit code"
+
+# errors: exit 1, the reason on stderr
+"$cli" replay "$tmp/missing.events.csv" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "missing file exit code"
+grep -q 'missing.events.csv' "$tmp/err" || fail "missing file message"
+printf 'seq,action,addr,size,stream,time_us\n0,alloc,1,2,0,\n1,alloc,1,two,0,\n' >"$tmp/bad.csv"
+"$cli" replay "$tmp/bad.csv" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "malformed file exit code"
+grep -q 'line 3' "$tmp/err" || fail "malformed file message: $(cat "$tmp/err")"
+printf 'seq,action,addr,size,stream\n' >"$tmp/bad2.csv"
+"$cli" replay "$tmp/bad2.csv" --json >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "bad header exit code"
+grep -q 'line 1' "$tmp/err" || fail "bad header message"
+[ -s "$tmp/out" ] && fail "output on stdout after a parse error"
+
+if [ $fails -ne 0 ]; then
+    echo "$fails check(s) failed" >&2
+    exit 1
+fi
+echo "cli_replay: all checks passed"

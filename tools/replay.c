@@ -1,0 +1,438 @@
+/* sublet CLI — `sublet replay TRACE.events.csv [options]`: drive a recorded
+ * PyTorch trace through the engine on the sim backend and report memory,
+ * counts and fidelity against PyTorch's own decisions. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sublet/replay.h"
+#include "sublet/sublet.h"
+#include "sublet/trace.h"
+
+void cli_replay_usage(FILE *out)
+{
+    fputs("usage: sublet replay TRACE.events.csv [options]\n"
+          "  Replay a recorded allocation trace through the engine (sim backend) and\n"
+          "  compare every decision with PyTorch's.\n"
+          "options:\n"
+          "  --conf STR            allocator settings (PYTORCH_CUDA_ALLOC_CONF grammar);\n"
+          "                        default: PyTorch's defaults (the environment is not read)\n"
+          "  --device-memory SIZE  simulated device capacity, e.g. 80GiB, 24GB (default 80GiB)\n"
+          "  --json                print one JSON object instead of the text report\n"
+          "  --at N                stop after event N (0-based index, prelude rows included)\n"
+          "  --stop-on-oom         stop at the first OOM\n"
+          "  --check               verify every allocator invariant after each event\n"
+          "  --no-placement-hints  let the sim place new segments itself instead of at\n"
+          "                        the recorded addresses\n"
+          "  -h, --help            this text\n",
+          out);
+}
+
+typedef struct oom_rec {
+    uint64_t event, line, size;
+    sublet_stream stream;
+    char *message;
+} oom_rec;
+
+typedef struct cli_ctx {
+    int json;
+    oom_rec *ooms;
+    size_t nooms, cap;
+    int oom_nomem;
+} cli_ctx;
+
+/* Print an engine message on one logical line group: continuation lines are
+ * indented under the first. */
+static void print_indented(FILE *out, const char *msg)
+{
+    for (const char *p = msg; *p; p++) {
+        fputc(*p, out);
+        if (*p == '\n' && p[1])
+            fputs("    ", out);
+    }
+}
+
+static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sublet_stream stream,
+                   const char *message)
+{
+    cli_ctx *c = user;
+    if (!c->json) {
+        printf("event %" PRIu64 ": alloc of %" PRIu64 " bytes on stream %" PRIu64 " failed: ",
+               event, size, stream);
+        print_indented(stdout, message);
+        fputc('\n', stdout);
+        return;
+    }
+    if (c->nooms == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 16;
+        oom_rec *n = realloc(c->ooms, nc * sizeof *n);
+        if (!n) {
+            c->oom_nomem = 1;
+            return;
+        }
+        c->ooms = n;
+        c->cap = nc;
+    }
+    char *m = malloc(strlen(message) + 1);
+    if (!m) {
+        c->oom_nomem = 1;
+        return;
+    }
+    strcpy(m, message);
+    c->ooms[c->nooms++] = (oom_rec){event, line, size, stream, m};
+}
+
+static void ctx_free(cli_ctx *c)
+{
+    for (size_t i = 0; i < c->nooms; i++)
+        free(c->ooms[i].message);
+    free(c->ooms);
+}
+
+static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 100.0; }
+
+static const char *fmt_size(uint64_t n, char *buf, size_t cap)
+{
+    sublet_format_size(n, buf, cap);
+    return buf;
+}
+
+/* ---- the text report -------------------------------------------------------------- */
+
+static void print_event_ref(const sublet_trace *t, uint64_t idx)
+{
+    const sublet_trace_event *e = sublet_trace_at(t, (size_t)idx);
+    if (!e) {
+        printf("none\n");
+        return;
+    }
+    printf("event %" PRIu64 " (line %" PRIu64 ": %s of %" PRIu64 " bytes at %" PRIu64 ")\n", idx,
+           e->line, sublet_trace_kind_name(e->kind), e->size, e->addr);
+}
+
+static void print_text(const char *path, const sublet_trace *t, const sublet_replay_options *o,
+                       const sublet_replay_result *r)
+{
+    const sublet_replay_fidelity *f = &r->fidelity;
+    char b1[48], b2[48];
+    printf("\n== memory_summary at peak reserved (");
+    if (r->peak_reserved_event == SUBLET_REPLAY_NONE)
+        printf("before the first event) ==\n");
+    else
+        printf("after event %" PRIu64 ") ==\n", r->peak_reserved_event);
+    fputs(r->summary_peak ? r->summary_peak : "", stdout);
+    printf("\n== memory_summary at the end (");
+    if (r->last_event == SUBLET_REPLAY_NONE)
+        printf("no event driven) ==\n");
+    else
+        printf("after event %" PRIu64 ") ==\n", r->last_event);
+    fputs(r->summary_end ? r->summary_end : "", stdout);
+
+    printf("\nreplay of %s\n", path);
+    printf("  events driven:          %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
+           " deferred by stream use, %" PRIu64 " empty_cache)\n",
+           r->events, r->allocs, r->frees, r->deferred_frees, r->empty_caches);
+    printf("  peak requested:         %" PRIu64 " bytes (%s)\n", r->peak_requested_bytes,
+           fmt_size(r->peak_requested_bytes, b1, sizeof b1));
+    printf("  peak reserved:          %" PRIu64 " bytes (%s)\n", r->peak_reserved_bytes,
+           fmt_size(r->peak_reserved_bytes, b1, sizeof b1));
+    printf("  final reserved:         %" PRIu64 " bytes (%s)\n", r->final_reserved_bytes,
+           fmt_size(r->final_reserved_bytes, b1, sizeof b1));
+    printf("  device allocs / frees:  %" PRIu64 " / %" PRIu64 "\n", r->device_allocs,
+           r->device_frees);
+    printf("  alloc retries:          %" PRIu64 "\n", r->alloc_retries);
+    printf("  OOMs:                   %" PRIu64 "%s\n", r->ooms,
+           r->stopped_on_oom ? " (stopped at the first)" : "");
+    printf("  rows not applied:       %" PRIu64 "%s%s\n", r->errors, r->errors ? ", first: " : "",
+           r->errors ? r->first_error : "");
+    printf("fidelity against the recording:\n");
+    printf("  decisions matched:      %" PRIu64 " / %" PRIu64 " allocs (%.2f %%)\n",
+           f->decisions_matched, f->allocs_compared, pct(f->decisions_matched, f->allocs_compared));
+    printf("  segment sizes matched:  %" PRIu64 " / %" PRIu64
+           " recorded segment allocs (engine made %" PRIu64 ")\n",
+           f->segment_sizes_matched, f->recorded_segment_allocs, f->engine_segment_allocs);
+    if (o->placement_hints) {
+        printf("  placed as recorded:     %" PRIu64 " / %" PRIu64 " new segments\n",
+               f->segments_placed_as_recorded, f->engine_segment_allocs);
+        printf("  addresses matched:      %" PRIu64 " / %" PRIu64 " allocs (at PyTorch's address)\n",
+               f->addresses_matched, f->allocs_compared);
+    }
+    if (f->recorded_segment_frees || f->engine_segment_frees)
+        printf("  empty_cache releases:   %" PRIu64 " segments (recorded segment_free rows: %" PRIu64
+               ")\n",
+               f->engine_segment_frees, f->recorded_segment_frees);
+    int64_t d = (int64_t)(r->peak_reserved_bytes - f->recorded_peak_reserved_bytes);
+    printf("  peak reserved:          %" PRIu64 " engine vs %" PRIu64 " recorded (%s vs %s): ",
+           r->peak_reserved_bytes, f->recorded_peak_reserved_bytes,
+           fmt_size(r->peak_reserved_bytes, b1, sizeof b1),
+           fmt_size(f->recorded_peak_reserved_bytes, b2, sizeof b2));
+    if (d == 0)
+        printf("exact\n");
+    else
+        printf("differs by %+" PRId64 " bytes\n", d);
+    if (f->first_decision_mismatch != SUBLET_REPLAY_NONE) {
+        printf("  first decision mismatch: ");
+        print_event_ref(t, f->first_decision_mismatch);
+    }
+    if (o->placement_hints && f->first_address_mismatch != SUBLET_REPLAY_NONE) {
+        printf("  first address mismatch: ");
+        print_event_ref(t, f->first_address_mismatch);
+    }
+    if (f->first_size_mismatch != SUBLET_REPLAY_NONE) {
+        printf("  first size mismatch:    ");
+        print_event_ref(t, f->first_size_mismatch);
+    }
+}
+
+/* ---- the JSON report ---------------------------------------------------------------- */
+
+static void json_stats(json_writer *w, const char *key, const sublet_stats *s)
+{
+    size_t n = sublet_stats_format_json(s, NULL, 0);
+    char *buf = malloc(n + 1);
+    json_key(w, key);
+    if (!buf) {
+        json_null(w);
+        return;
+    }
+    sublet_stats_format_json(s, buf, n + 1);
+    json_raw(w, buf);
+    free(buf);
+}
+
+static void json_index(json_writer *w, const char *key, uint64_t idx)
+{
+    json_key(w, key);
+    if (idx == SUBLET_REPLAY_NONE)
+        json_null(w);
+    else
+        json_u64(w, idx);
+}
+
+static void print_json(const char *path, const sublet_trace *t, const sublet_replay_options *o,
+                       const sublet_replay_result *r, const cli_ctx *c, const char *error)
+{
+    const sublet_replay_fidelity *f = &r->fidelity;
+    json_writer w;
+    json_init(&w, stdout);
+    json_object_begin(&w);
+    json_kv_string(&w, "trace", path);
+    json_kv_string(&w, "conf", o->conf);
+    json_kv_u64(&w, "device_memory_bytes", o->device_memory);
+    json_index(&w, "stop_after", o->stop_after);
+    json_key(&w, "placement_hints");
+    json_bool(&w, o->placement_hints);
+    json_kv_u64(&w, "trace_events", sublet_trace_count(t));
+    json_kv_u64(&w, "events", r->events);
+    json_index(&w, "last_event", r->last_event);
+    json_kv_u64(&w, "prelude_segments", r->pre_segments);
+    json_kv_u64(&w, "prelude_allocs", r->pre_allocs);
+    json_kv_u64(&w, "allocs", r->allocs);
+    json_kv_u64(&w, "frees", r->frees);
+    json_kv_u64(&w, "deferred_frees", r->deferred_frees);
+    json_kv_u64(&w, "empty_caches", r->empty_caches);
+    json_kv_u64(&w, "peak_requested_bytes", r->peak_requested_bytes);
+    json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
+    json_index(&w, "peak_reserved_event", r->peak_reserved_event);
+    json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
+    json_kv_u64(&w, "device_allocs", r->device_allocs);
+    json_kv_u64(&w, "device_frees", r->device_frees);
+    json_kv_u64(&w, "alloc_retries", r->alloc_retries);
+    json_kv_u64(&w, "ooms", r->ooms);
+    json_key(&w, "stopped_on_oom");
+    json_bool(&w, r->stopped_on_oom);
+    json_key(&w, "oom_events");
+    json_array_begin(&w);
+    for (size_t i = 0; i < c->nooms; i++) {
+        json_object_begin(&w);
+        json_kv_u64(&w, "event", c->ooms[i].event);
+        json_kv_u64(&w, "line", c->ooms[i].line);
+        json_kv_u64(&w, "size", c->ooms[i].size);
+        json_kv_u64(&w, "stream", c->ooms[i].stream);
+        json_kv_string(&w, "message", c->ooms[i].message);
+        json_object_end(&w);
+    }
+    json_array_end(&w);
+    json_kv_u64(&w, "errors", r->errors);
+    json_key(&w, "first_error");
+    if (r->errors)
+        json_string(&w, r->first_error);
+    else
+        json_null(&w);
+    json_key(&w, "fidelity");
+    json_object_begin(&w);
+    json_kv_u64(&w, "allocs_compared", f->allocs_compared);
+    json_kv_u64(&w, "decisions_matched", f->decisions_matched);
+    json_kv_u64(&w, "segment_sizes_matched", f->segment_sizes_matched);
+    json_kv_u64(&w, "recorded_segment_allocs", f->recorded_segment_allocs);
+    json_kv_u64(&w, "engine_segment_allocs", f->engine_segment_allocs);
+    json_kv_u64(&w, "recorded_segment_frees", f->recorded_segment_frees);
+    json_kv_u64(&w, "engine_segment_frees", f->engine_segment_frees);
+    json_kv_u64(&w, "segments_placed_as_recorded", f->segments_placed_as_recorded);
+    json_kv_u64(&w, "addresses_matched", f->addresses_matched);
+    json_index(&w, "first_address_mismatch", f->first_address_mismatch);
+    json_kv_u64(&w, "recorded_peak_reserved_bytes", f->recorded_peak_reserved_bytes);
+    json_kv_u64(&w, "recorded_final_reserved_bytes", f->recorded_final_reserved_bytes);
+    json_index(&w, "first_decision_mismatch", f->first_decision_mismatch);
+    json_index(&w, "first_size_mismatch", f->first_size_mismatch);
+    json_object_end(&w);
+    json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
+    json_stats(&w, "memory_stats_at_end", &r->stats_end);
+    json_key(&w, "error");
+    if (error)
+        json_string(&w, error);
+    else
+        json_null(&w);
+    json_object_end(&w);
+    json_finish(&w);
+}
+
+/* ---- arguments ------------------------------------------------------------------------ */
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("sublet replay: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n", stderr);
+    cli_replay_usage(stderr);
+    return CLI_USAGE;
+}
+
+static int parse_index(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - 1 - d) / 10) /* UINT64_MAX means "all" */
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing).  *i advances. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, int *matched)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    *matched = 0;
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=') {
+        *matched = 1;
+        return a + n + 1;
+    }
+    if (a[n] != '\0')
+        return NULL;
+    *matched = 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+int cli_replay(int argc, char **argv)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    const char *path = NULL;
+    int json = 0, only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        const char *v;
+        if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
+            if (path)
+                return usage_error("more than one trace given ('%s')", a);
+            path = a;
+        } else if (strcmp(a, "--") == 0) {
+            only_positional = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli_replay_usage(stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--check") == 0) {
+            o.check = 1;
+        } else if (strcmp(a, "--stop-on-oom") == 0) {
+            o.stop_on_oom = 1;
+        } else if (strcmp(a, "--no-placement-hints") == 0) {
+            o.placement_hints = 0;
+        } else if ((v = opt_value(argc, argv, &i, "--conf", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--conf");
+            o.conf = v;
+        } else if ((v = opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--device-memory");
+            if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
+                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
+        } else if ((v = opt_value(argc, argv, &i, "--at", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--at");
+            if (parse_index(v, &o.stop_after) != 0)
+                return usage_error("--at: '%s' is not an event index", v);
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    if (!path)
+        return usage_error("%s", "no trace given");
+
+    sublet_settings probe;
+    sublet_settings_default(&probe);
+    char err[1024];
+    if (sublet_settings_parse(&probe, o.conf, err, sizeof err) != SUBLET_OK) {
+        fprintf(stderr, "sublet replay: --conf: %s\n", err);
+        return CLI_USAGE;
+    }
+
+    sublet_trace *t = NULL;
+    sublet_status st = strcmp(path, "-") == 0 ? sublet_trace_read_csv(stdin, &t, err, sizeof err)
+                                              : sublet_trace_load_csv(path, &t, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
+        return CLI_ERROR;
+    }
+
+    cli_ctx c = {.json = json};
+    o.on_oom = on_oom;
+    o.oom_user = &c;
+    o.capture_summary = !json;
+    if (!json) {
+        printf("sublet replay %s\n", path);
+        printf("  trace:          %zu rows (%zu prelude: %zu pre_segment, %zu pre_alloc)\n",
+               sublet_trace_count(t), sublet_trace_prelude_count(t),
+               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_SEGMENT),
+               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_ALLOC));
+        printf("  settings:       %s\n", o.conf[0] ? o.conf : "(PyTorch defaults)");
+        char b[48];
+        sublet_format_size(o.device_memory, b, sizeof b);
+        printf("  device memory:  %s (%" PRIu64 " bytes), sim backend%s\n", b, o.device_memory,
+               o.placement_hints ? ", segments placed as recorded when free" : "");
+        if (o.stop_after != SUBLET_REPLAY_ALL)
+            printf("  stopping after: event %" PRIu64 "\n", o.stop_after);
+        fflush(stdout);
+    }
+    sublet_replay_result r;
+    char rerr[1024];
+    st = sublet_replay_run(t, &o, &r, rerr, sizeof rerr);
+    const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
+    if (json)
+        print_json(path, t, &o, &r, &c, failure);
+    else
+        print_text(path, t, &o, &r);
+    if (c.oom_nomem)
+        fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
+    if (failure)
+        fprintf(stderr, "sublet replay: %s\n", failure);
+    sublet_replay_result_free(&r);
+    ctx_free(&c);
+    sublet_trace_free(t);
+    return failure ? CLI_ERROR : CLI_OK;
+}
