@@ -1,0 +1,33 @@
+/* sublet — gzip detection and bounded in-memory inflation for readers
+ * (snapshot pickles, JSON, traces).  Internal header. */
+#ifndef SUBLET_GZ_H
+#define SUBLET_GZ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/error.h"
+
+/* Default cap on inflated output: 4 GiB (or SIZE_MAX on 32-bit hosts). */
+#define SUBLET_GUNZIP_DEFAULT_MAX ((size_t)(SIZE_MAX > 0xffffffffu ? (((uint64_t)4) << 30) : SIZE_MAX))
+
+/* Does buf start with the gzip magic 1f 8b? */
+bool sublet_is_gzip(const uint8_t *buf, size_t len);
+
+/* Inflate a gzip stream (one or more concatenated members) into a malloc'd
+ * buffer (*out, free() it; *out_len bytes, plus a NUL not counted).  max_out
+ * caps the output (0 = SUBLET_GUNZIP_DEFAULT_MAX).  Errors, with
+ * "gzip byte N: reason" in err: SUBLET_ERR_PARSE (corrupt or truncated data,
+ * trailing garbage, output over the cap), SUBLET_ERR_NO_MEMORY. */
+sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint8_t **out,
+                            size_t *out_len, char *err, size_t err_cap);
+
+/* When buf is gzip, inflate it: *data and *data_len point at the result and
+ * *owned is the buffer to free().  Otherwise *data = buf, *data_len = len and
+ * *owned = NULL.  Same errors as sublet_gunzip. */
+sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max_out,
+                                      const uint8_t **data, size_t *data_len, uint8_t **owned,
+                                      char *err, size_t err_cap);
+
+#endif
