@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "history_internal.h"
 
 const char *sublet_version(void) { return "0.1.0"; }
 
@@ -108,6 +109,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
     sl_pool_fini(&a->large);
     sl_slab_fini(&a->slab);
     sl_ptrmap_fini(&a->ptrs);
+    sl_history_fini(a);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "history_internal.h"
 
 /* ---- small helpers ------------------------------------------------------------- */
 
@@ -56,8 +57,10 @@ void sl_arr_inc(sublet_stat *arr, int kind, int64_t x) { arr_inc(arr, kind, x); 
 void sl_arr_dec(sublet_stat *arr, int kind, int64_t x) { arr_dec(arr, kind, x); }
 
 static inline void emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
-                        sublet_stream stream)
+                        sublet_stream stream, uint32_t stack)
 {
+    if (a->history)
+        sl_history_event(a, act, addr, size, stream, stack);
     if (a->trace_fn)
         a->trace_fn(a->trace_user, act, addr, size, stream);
 }
@@ -175,7 +178,8 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
         stat_inc(&a->stats.oversize_segments, 1);
     if (!seeded) { /* seeds are not part of the recorded run */
         a->stats.num_device_alloc++;
-        emit(a, SUBLET_ACT_SEGMENT_ALLOC, addr, size, stream);
+        seg->stack = a->cur_stack;
+        emit(a, SUBLET_ACT_SEGMENT_ALLOC, addr, size, stream, seg->stack);
     }
     *out = b;
     return SUBLET_OK;
@@ -192,7 +196,7 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
 {
     sl_segment *seg = b->seg;
     sl_pool *pool = b->pool;
-    emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream);
+    emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream, seg->stack);
     sublet_status st = a->backend->ops->segment_free(a->backend, b->addr, b->size);
     if (st != SUBLET_OK)
         return st; /* the segment stays cached and counted */
@@ -242,7 +246,8 @@ static uint64_t try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
 static void free_block(sublet_allocator *a, sl_block *b)
 {
     sl_pool *pool = b->pool;
-    emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream);
+    emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->stack);
+    b->stack = 0;
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
     sl_block *cand[2] = {b->prev, b->next};
@@ -623,7 +628,8 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
     blk->oversize = blk->size >= a->settings.max_split_size;
     if (blk->oversize)
         stat_inc(&a->stats.oversize_allocations, 1);
-    emit(a, SUBLET_ACT_ALLOC, blk->addr, orig, stream);
+    blk->stack = a->cur_stack;
+    emit(a, SUBLET_ACT_ALLOC, blk->addr, orig, stream, blk->stack);
     *out = blk;
     return SUBLET_OK;
 }
@@ -652,6 +658,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     sublet_status st = process_events(a);
     if (st != SUBLET_OK)
         goto out;
+    a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
     uint64_t size = sublet_round_size(&a->settings, n);
     sl_pool *pool = pool_for(a, size);
     uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
@@ -679,6 +686,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             sublet_oom_fn fn = a->oom_fn;
             void *user = a->oom_user;
             int device = a->device;
+            a->cur_stack = 0;
             sl_unlock(a);
             if (fn)
                 fn(user, device, alloc_size, limit, dev_free);
@@ -696,6 +704,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     sl_ptrmap_put(&a->ptrs, blk->addr, blk); /* room reserved above */
     *ptr = (void *)(uintptr_t)blk->addr;
 out:
+    a->cur_stack = 0;
     sl_unlock(a);
     return st;
 }
@@ -746,7 +755,8 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
     if (b->oversize)
         stat_dec(&a->stats.oversize_allocations, 1);
     b->oversize = false;
-    emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream);
+    emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream,
+         a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : b->stack);
     if (b->event_count == 0)
         free_block(a, b);
     sl_unlock(a);
@@ -857,7 +867,7 @@ static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounde
     uint64_t dev_free = 0, dev_total = 0;
     if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
         dev_free = dev_total = 0;
-    emit(a, SUBLET_ACT_OOM, dev_free, rounded, stream);
+    emit(a, SUBLET_ACT_OOM, dev_free, rounded, stream, a->cur_stack);
     a->stats.num_ooms++;
     *limit_out = a->limit_in_effect ? a->allowed_memory_maximum : dev_total;
     *free_out = dev_free;

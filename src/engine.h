@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/history.h"
 #include "sublet/sublet.h"
 
 #define SL_MIN_BLOCK ((uint64_t)512)
@@ -36,6 +37,7 @@ typedef struct sl_block {
     bool in_free;           /* in the pool's free index */
     bool mapped;            /* always true until expandable segments */
     bool oversize;          /* counted in oversize_allocations */
+    uint32_t stack;         /* interned allocation stack (recording), 0 = none */
     uint64_t gc_count_base; /* pool clock when it entered the free index */
     /* streams recorded with record_stream (other than `stream`) */
     uint32_t nuses, uses_cap;
@@ -51,6 +53,7 @@ struct sl_segment {
     sl_pool *pool;
     sl_block *head; /* lowest-address block */
     bool oversize;  /* counted in oversize_segments */
+    uint32_t stack; /* stack of the device allocation (recording) */
 };
 
 /* Free blocks of one stream inside one pool, ordered by (size, addr). */
@@ -150,6 +153,14 @@ struct sublet_allocator {
     sublet_oom_fn oom_fn;
     void *oom_user;
     char oom_msg[2048];
+    /* recording (src/history.c); history is NULL when off */
+    struct sl_history *history;
+    uint32_t cur_stack; /* stack of the malloc in progress (lock held) */
+    struct sl_stacks *stacks;
+    sublet_stack_fn stack_fn;
+    void *stack_user;
+    sublet_clock_fn clock_fn;
+    void *clock_user;
 };
 
 /* engine.c helpers used by inspect.c */

@@ -199,6 +199,7 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
                                   .stream = seg->stream,
                                   .is_small = seg->pool->is_small,
                                   .is_expandable = 0,
+                                  .stack = seg->stack,
                                   .nblocks = n,
                                   .blocks = views};
         n = 0;
@@ -206,7 +207,7 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
             sublet_block_state state = b->allocated         ? SUBLET_BLOCK_ACTIVE_ALLOCATED
                                        : sl_block_active(b) ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
                                                             : SUBLET_BLOCK_INACTIVE;
-            views[n] = (sublet_block_view){b->addr, b->size, b->requested, state};
+            views[n] = (sublet_block_view){b->addr, b->size, b->requested, state, b->stack};
             if (b->allocated)
                 sv.allocated_size += b->size;
             if (state != SUBLET_BLOCK_INACTIVE) {

@@ -133,6 +133,7 @@ typedef enum sublet_block_state {
 typedef struct sublet_block_view {
     uint64_t addr, size, requested_size;
     sublet_block_state state;
+    uint32_t stack; /* allocation stack when recorded (sublet/history.h), 0 = none */
 } sublet_block_view;
 
 typedef struct sublet_segment_view {
@@ -140,6 +141,7 @@ typedef struct sublet_segment_view {
     sublet_stream stream;
     int is_small; /* "small" or "large" pool */
     int is_expandable;
+    uint32_t stack; /* stack of the device allocation when recorded, 0 = none */
     size_t nblocks;
     const sublet_block_view *blocks; /* valid during the callback only */
 } sublet_segment_view;
