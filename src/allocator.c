@@ -21,6 +21,25 @@ const char *sublet_action_name(sublet_action act)
     return (unsigned)act < SUBLET_ACT_COUNT ? names[act] : "unknown";
 }
 
+/* Settings this allocator cannot honour are refused with a reason, never
+ * silently ignored. */
+static sublet_status check_supported(const sublet_backend *b, const sublet_settings *s, char *err,
+                                     size_t err_cap)
+{
+    const char *why = NULL;
+    if (s->backend_async)
+        why = "backend:cudaMallocAsync is not supported by sublet (it is the native allocator)";
+    else if (s->expandable_segments && (!b->ops->va_reserve || !b->ops->va_map ||
+                                        !b->ops->va_unmap || !b->ops->va_release))
+        why = "expandable_segments not supported on this platform: the backend has no virtual "
+              "memory support";
+    if (!why)
+        return SUBLET_OK;
+    if (err && err_cap)
+        snprintf(err, err_cap, "%s", why);
+    return SUBLET_ERR_UNSUPPORTED;
+}
+
 static void set_fraction(sublet_allocator *a, double f, uint64_t total)
 {
     a->fraction = f;
@@ -44,15 +63,11 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
         if (st != SUBLET_OK)
             return st;
     }
-    if (settings.expandable_segments || settings.backend_async) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "%s is not supported by this build of sublet yet",
-                     settings.expandable_segments ? "expandable_segments:True"
-                                                  : "backend:cudaMallocAsync");
-        return SUBLET_ERR_UNSUPPORTED;
-    }
+    sublet_status st = check_supported(opts->backend, &settings, err, err_cap);
+    if (st != SUBLET_OK)
+        return st;
     uint64_t dev_free = 0, dev_total = 0;
-    sublet_status st = opts->backend->ops->mem_info(opts->backend, &dev_free, &dev_total);
+    st = opts->backend->ops->mem_info(opts->backend, &dev_free, &dev_total);
     if (st != SUBLET_OK)
         return st;
 
@@ -95,7 +110,10 @@ void sublet_allocator_destroy(sublet_allocator *a)
     free(a->event_pool);
     for (size_t i = 0; i < a->nsegs; i++) {
         sl_segment *seg = a->segs[i];
-        a->backend->ops->segment_free(a->backend, seg->addr, seg->size);
+        if (seg->expandable)
+            sl_exp_destroy_segment(a, seg);
+        else
+            a->backend->ops->segment_free(a->backend, seg->addr, seg->size);
         for (sl_block *b = seg->head; b;) {
             sl_block *n = b->next;
             if (b->uses != b->uses_inline)
@@ -124,13 +142,8 @@ sublet_status sublet_settings_apply(sublet_allocator *a, const char *conf, char 
     sl_lock(a);
     sublet_settings next = a->settings;
     sublet_status st = sublet_settings_parse(&next, conf, err, err_cap);
-    if (st == SUBLET_OK && (next.expandable_segments || next.backend_async)) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "%s is not supported by this build of sublet yet",
-                     next.expandable_segments ? "expandable_segments:True"
-                                              : "backend:cudaMallocAsync");
-        st = SUBLET_ERR_UNSUPPORTED;
-    }
+    if (st == SUBLET_OK)
+        st = check_supported(a->backend, &next, err, err_cap);
     if (st == SUBLET_OK)
         a->settings = next;
     sl_unlock(a);

@@ -69,6 +69,7 @@ typedef struct sim_backend {
     sim_stream *streams;  /* sorted by id */
     size_t n_streams;
     size_t cap_streams;
+    uint64_t next_hint; /* one-shot placement for the next segment_alloc */
 } sim_backend;
 
 struct sublet_event {
@@ -279,6 +280,9 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&s->lock);
+    if (!hint)
+        hint = s->next_hint;
+    s->next_hint = 0;
     if (!fits_capacity(s, size)) {
         st = SUBLET_ERR_DEVICE_OOM;
         goto out;
@@ -630,5 +634,15 @@ void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity)
         return;
     pthread_mutex_lock(&s->lock);
     s->capacity = capacity;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sublet_sim_next_hint(sublet_backend *b, uint64_t addr)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->next_hint = addr;
     pthread_mutex_unlock(&s->lock);
 }

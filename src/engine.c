@@ -65,6 +65,12 @@ static inline void emit(sublet_allocator *a, sublet_action act, uint64_t addr, u
         a->trace_fn(a->trace_user, act, addr, size, stream);
 }
 
+void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+             sublet_stream stream, uint32_t stack)
+{
+    emit(a, act, addr, size, stream, stack);
+}
+
 bool sl_block_active(const sl_block *b)
 {
     return b->allocated || b->event_count > 0 || b->nuses > 0;
@@ -108,7 +114,7 @@ sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr)
     return addr < s->addr + s->size ? s : NULL;
 }
 
-static bool segs_reserve(sublet_allocator *a)
+bool sl_segs_reserve(sublet_allocator *a)
 {
     if (a->nsegs < a->segs_cap)
         return true;
@@ -121,7 +127,7 @@ static bool segs_reserve(sublet_allocator *a)
     return true;
 }
 
-static void segs_insert(sublet_allocator *a, sl_segment *s)
+void sl_segs_insert(sublet_allocator *a, sl_segment *s)
 {
     size_t i = seg_index(a, s->addr);
     memmove(&a->segs[i + 1], &a->segs[i], (a->nsegs - i) * sizeof *a->segs);
@@ -129,7 +135,7 @@ static void segs_insert(sublet_allocator *a, sl_segment *s)
     a->nsegs++;
 }
 
-static void segs_remove(sublet_allocator *a, sl_segment *s)
+void sl_segs_remove(sublet_allocator *a, sl_segment *s)
 {
     size_t i = seg_index(a, s->addr);
     memmove(&a->segs[i], &a->segs[i + 1], (a->nsegs - i - 1) * sizeof *a->segs);
@@ -141,7 +147,7 @@ static void segs_remove(sublet_allocator *a, sl_segment *s)
 static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                     uint64_t size, uint64_t hint, bool seeded, sl_block **out)
 {
-    if (!segs_reserve(a))
+    if (!sl_segs_reserve(a))
         return SUBLET_ERR_NO_MEMORY;
     sl_segment *seg = malloc(sizeof *seg);
     sl_block *b = sl_block_new(&a->slab);
@@ -169,7 +175,7 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
     b->stream = stream;
     b->seg = seg;
     b->pool = pool;
-    segs_insert(a, seg);
+    sl_segs_insert(a, seg);
     a->total_allocated_memory += size;
     arr_inc(a->stats.segment, pool->kind, 1);
     arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)size);
@@ -208,7 +214,7 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
         stat_dec(&a->stats.oversize_segments, 1);
     if (b->in_free)
         sl_free_remove(pool, b);
-    segs_remove(a, seg);
+    sl_segs_remove(a, seg);
     free(seg);
     sl_block_delete(&a->slab, b);
     return SUBLET_OK;
@@ -217,13 +223,15 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
 /* ---- free path ---------------------------------------------------------------- */
 
 /* try_merge_blocks: absorb `src` into `dst` when it is free and idle. */
-static uint64_t try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
+uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
 {
     if (!src || src->allocated || src->event_count > 0 || src->nuses > 0 ||
         dst->mapped != src->mapped)
         return 0;
     if (src->in_free)
         sl_free_remove(src->pool, src);
+    else if (!src->mapped)
+        sl_unmapped_remove(src->pool, src);
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -252,7 +260,7 @@ static void free_block(sublet_allocator *a, sl_block *b)
     int64_t net_n = 0, net_bytes = 0;
     sl_block *cand[2] = {b->prev, b->next};
     for (int i = 0; i < 2; i++) {
-        uint64_t sub = try_merge(a, b, cand[i]);
+        uint64_t sub = sl_try_merge(a, b, cand[i]);
         if (sub) {
             net_n -= 1;
             net_bytes -= (int64_t)sub;
@@ -263,8 +271,10 @@ static void free_block(sublet_allocator *a, sl_block *b)
         net_n += 1;
         net_bytes += (int64_t)b->size;
     }
-    arr_net(a->stats.inactive_split, pool->kind, net_n);
-    arr_net(a->stats.inactive_split_bytes, pool->kind, net_bytes);
+    if (!b->seg->expandable) { /* §4.4: expandable blocks are never inactive_split */
+        arr_net(a->stats.inactive_split, pool->kind, net_n);
+        arr_net(a->stats.inactive_split_bytes, pool->kind, net_bytes);
+    }
     arr_dec(a->stats.active, pool->kind, 1);
     arr_dec(a->stats.active_bytes, pool->kind, (int64_t)orig);
     arr_dec(a->stats.requested_bytes, pool->kind, (int64_t)req);
@@ -451,9 +461,19 @@ static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
     if (oom)
         return SUBLET_ERR_NO_MEMORY;
     sublet_status st = SUBLET_OK;
-    for (size_t i = 0; i < n && st == SUBLET_OK; i++)
-        if (!is_split(all[i]))
+    size_t nexp = 0;
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
+        if (all[i]->seg->expandable)
+            all[nexp++] = all[i]; /* unmapped after the walk (§3.5) */
+        else if (!is_split(all[i]))
             st = release_block(a, all[i]);
+    }
+    for (size_t i = 0; i < nexp && st == SUBLET_OK; i++) {
+        sl_block *b = all[i];
+        st = sl_exp_unmap_block(a, b);
+        if (st == SUBLET_OK && !b->prev && !b->next && !b->mapped)
+            st = sl_exp_release_segment(a, b);
+    }
     free(all);
     return st;
 }
@@ -478,7 +498,7 @@ static bool release_available_cached_blocks(sublet_allocator *a, sl_pool *pool,
         return false;
     uint64_t key = size < ms ? ms : size;
     sl_block *b = sl_free_lower_bound(pool, stream, key);
-    if (b) {
+    if (b && !b->seg->expandable) {
         /* a split block can only be this large if max_split_size changed
          * after it was carved; it is not a segment and cannot be freed */
         return !is_split(b) && release_block(a, b) == SUBLET_OK;
@@ -487,7 +507,7 @@ static bool release_available_cached_blocks(sublet_allocator *a, sl_pool *pool,
     b = sl_free_max(pool, stream);
     while (b && released < key && b->size >= ms) {
         sl_block *below = sl_free_before(pool, stream, b->size, b->addr);
-        if (!is_split(b)) {
+        if (!is_split(b) && !b->seg->expandable) {
             uint64_t sz = b->size;
             if (release_block(a, b) == SUBLET_OK)
                 released += sz;
@@ -512,11 +532,14 @@ static void garbage_collect(sublet_allocator *a)
         return;
     uint64_t total_age = 0;
     int64_t count = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!is_split(all[i])) {
+    for (size_t i = 0; i < n; i++) {
+        if (all[i]->seg->expandable)
+            all[i] = NULL; /* GC never touches expandable blocks (§3.6) */
+        else if (!is_split(all[i])) {
             total_age += a->large.clock - all[i]->gc_count_base;
             count++;
         }
+    }
     bool freed = true;
     while (count > 0 && reclaimed < target && freed) {
         double age_threshold = (double)total_age / (double)count;
@@ -552,6 +575,22 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
     sl_block *b = sl_free_lower_bound(pool, stream, size);
     if (!b)
         return NULL;
+    if (b->seg->expandable) {
+        if (a->settings.expandable_segments) {
+            /* prefer a block that cannot grow over the growable tail (§6.4) */
+            for (sl_block *n = sl_free_after(pool, stream, b->size, b->addr);
+                 b->seg->expandable && n && sl_exp_size(n) < sl_exp_size(b);
+                 n = sl_free_after(pool, stream, n->size, n->addr))
+                b = n;
+        } else {
+            /* expandable mode was switched off: skip its blocks */
+            do
+                b = sl_free_after(pool, stream, b->size, b->addr);
+            while (b && b->seg->expandable);
+            if (!b)
+                return NULL;
+        }
+    }
     uint64_t ms = a->settings.max_split_size;
     if (size < ms && b->size >= ms)
         return NULL;
@@ -563,19 +602,22 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
 
 /* alloc_block (§3.3). */
 static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                                 uint64_t alloc_size, bool is_retry, sl_block **out)
+                                 uint64_t size, uint64_t alloc_size, bool is_retry,
+                                 sl_block **out)
 {
     if (is_retry)
         a->stats.num_alloc_retries++;
     if (a->limit_in_effect && a->total_allocated_memory + alloc_size > a->allowed_memory_maximum)
         return SUBLET_ERR_DEVICE_OOM;
+    if (a->settings.expandable_segments)
+        return sl_exp_allocate(a, pool, stream, size, out);
     return segment_create(a, pool, stream, alloc_size, 0, false, out);
 }
 
 static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
-    if (b->pool->is_small)
+    if (b->pool->is_small || a->settings.expandable_segments)
         return remaining >= SL_MIN_BLOCK;
     return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
 }
@@ -587,6 +629,7 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
     sl_pool *pool = b->pool;
     int kind = pool->kind;
     bool already_split = is_split(b);
+    bool exp = b->seg->expandable; /* never counted as inactive_split (§6.5) */
     sl_block *blk = b;
     if (should_split(a, b, size)) {
         sl_block *nb = sl_block_new(&a->slab);
@@ -607,14 +650,14 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
         b->addr += size;
         b->size -= size;
         sl_free_insert(pool, b);
-        if (already_split) {
+        if (!exp && already_split) {
             arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)size);
-        } else {
+        } else if (!exp) {
             arr_inc(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
             arr_inc(a->stats.inactive_split, kind, 1);
         }
         blk = nb;
-    } else if (already_split) {
+    } else if (already_split && !exp) {
         arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
         arr_dec(a->stats.inactive_split, kind, 1);
     }
@@ -672,13 +715,13 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     if (!b) {
         if (gc_active(a))
             garbage_collect(a);
-        st = alloc_block(a, pool, stream, alloc_size, false, &b);
+        st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
-            st = alloc_block(a, pool, stream, alloc_size, false, &b);
+            st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         if (st == SUBLET_ERR_DEVICE_OOM) {
             st = release_cached_blocks(a);
             if (st == SUBLET_OK)
-                st = alloc_block(a, pool, stream, alloc_size, true, &b);
+                st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
         }
         if (st == SUBLET_ERR_DEVICE_OOM) {
             uint64_t limit, dev_free;
@@ -718,6 +761,8 @@ static sublet_status bad_pointer(const sublet_allocator *a, uint64_t addr)
     if (!seg)
         return SUBLET_ERR_INVALID_POINTER;
     for (sl_block *b = seg->head; b; b = b->next) {
+        if (!b->mapped && addr >= b->addr && addr < b->addr + b->size)
+            return SUBLET_ERR_INVALID_POINTER;
         if (addr == b->addr)
             return b->allocated ? SUBLET_ERR_INVALID_POINTER : SUBLET_ERR_DOUBLE_FREE;
         if (addr > b->addr && addr < b->addr + b->size)

@@ -53,6 +53,8 @@ struct sl_segment {
     sl_pool *pool;
     sl_block *head; /* lowest-address block */
     bool oversize;  /* counted in oversize_segments */
+    bool expandable; /* a virtual reservation mapped page by page (§6) */
+    uint64_t page;   /* expandable: page size */
     uint32_t stack; /* stack of the device allocation (recording) */
 };
 
@@ -70,6 +72,9 @@ struct sl_pool {
     size_t ntrees, trees_cap;
     size_t last_tree; /* index of the last tree used (hot path hint) */
     uint64_t clock;   /* get_free_blocks_call_count (GC age clock) */
+    /* unmapped blocks of expandable segments, sorted by (stream, addr) */
+    sl_block **unmapped;
+    size_t nunmapped, unmapped_cap;
 };
 
 /* ---- index.c: free index, pointer map, block slab --------------------------- */
@@ -81,6 +86,8 @@ void sl_free_remove(sl_pool *p, sl_block *b);
 sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);
 /* Largest free block of `stream` ordered strictly before (size, addr). */
 sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
+/* Smallest free block of `stream` ordered strictly after (size, addr). */
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
 /* Largest free block of `stream`. */
 sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
 /* All free blocks of the pool in PyTorch's (stream, size, addr) order.
@@ -171,6 +178,26 @@ bool sl_block_active(const sl_block *b);
 sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                uint64_t size, uint64_t hint, sl_block **out);
 void sl_stat_inc(sublet_stat *s, int64_t x);
+void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+             sublet_stream stream, uint32_t stack);
+uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src);
+bool sl_segs_reserve(sublet_allocator *a);
+void sl_segs_insert(sublet_allocator *a, sl_segment *s);
+void sl_segs_remove(sublet_allocator *a, sl_segment *s);
+
+/* ---- expandable.c ------------------------------------------------------------------ */
+bool sl_unmapped_reserve(sl_pool *p, size_t extra);
+void sl_unmapped_insert(sl_pool *p, sl_block *b);
+void sl_unmapped_remove(sl_pool *p, sl_block *b);
+bool sl_unmapped_contains(const sl_pool *p, const sl_block *b);
+/* try_allocate_expandable_block: SUBLET_ERR_DEVICE_OOM when pages cannot be
+ * mapped; the returned block is out of the free index. */
+sublet_status sl_exp_allocate(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                              uint64_t size, sl_block **out);
+sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b);
+sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b);
+void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg);
+uint64_t sl_exp_size(const sl_block *b);
 void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
 void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
 

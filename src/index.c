@@ -239,8 +239,28 @@ sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom)
     return out;
 }
 
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
+{
+    sl_tree *t = sl_pool_tree(p, stream, false);
+    if (!t)
+        return NULL;
+    sl_block *n = t->root, *best = NULL;
+    while (n) {
+        if (key_cmp(n->size, n->addr, size, addr) > 0) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
 void sl_pool_fini(sl_pool *p)
 {
+    free(p->unmapped);
+    p->unmapped = NULL;
+    p->nunmapped = p->unmapped_cap = 0;
     free(p->trees);
     p->trees = NULL;
     p->ntrees = p->trees_cap = 0;

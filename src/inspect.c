@@ -40,7 +40,8 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
     recount rc[SUBLET_POOL_KINDS];
     memset(rc, 0, sizeof rc);
     int64_t oversize_allocs = 0, oversize_segs = 0;
-    size_t free_blocks[SUBLET_POOL_KINDS] = {0}, allocated = 0, pending = 0;
+    size_t free_blocks[SUBLET_POOL_KINDS] = {0}, unmapped[SUBLET_POOL_KINDS] = {0};
+    size_t allocated = 0, pending = 0;
     uint64_t reserved = 0;
 
     for (size_t i = 0; i < a->nsegs; i++) {
@@ -50,10 +51,12 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                         (unsigned long long)a->segs[i - 1]->addr, (unsigned long long)seg->addr);
         int k = seg->pool->kind;
         recount *r = &rc[k];
-        r->segment++;
-        r->reserved_bytes += (int64_t)seg->size;
-        reserved += seg->size;
-        oversize_segs += seg->oversize;
+        if (!seg->expandable) { /* expandable reservations count mapped pages only */
+            r->segment++;
+            r->reserved_bytes += (int64_t)seg->size;
+            reserved += seg->size;
+            oversize_segs += seg->oversize;
+        }
         uint64_t expect = seg->addr;
         sl_block *prev = NULL;
         for (sl_block *b = seg->head; b; prev = b, b = b->next) {
@@ -68,6 +71,22 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                             (unsigned long long)b->addr);
             expect = b->addr + b->size;
             bool active = sl_block_active(b);
+            if (!b->mapped) {
+                if (!seg->expandable || active || b->in_free ||
+                    !sl_unmapped_contains(seg->pool, b) || (b->addr - seg->addr) % seg->page ||
+                    b->size % seg->page)
+                    return fail(msg, cap, "unmapped block 0x%llx is misplaced or misindexed",
+                                (unsigned long long)b->addr);
+                if (prev && !prev->mapped)
+                    return fail(msg, cap, "adjacent unmapped blocks 0x%llx and 0x%llx",
+                                (unsigned long long)prev->addr, (unsigned long long)b->addr);
+                unmapped[k]++;
+                continue;
+            }
+            if (seg->expandable) {
+                r->reserved_bytes += (int64_t)b->size;
+                reserved += b->size;
+            }
             if (active == b->in_free)
                 return fail(msg, cap, "block 0x%llx is %s but %s the free index",
                             (unsigned long long)b->addr, active ? "active" : "free",
@@ -93,7 +112,7 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                 r->requested_bytes += (int64_t)b->requested;
             } else {
                 free_blocks[k]++;
-                if (seg->head != b || b->next) {
+                if (!seg->expandable && (seg->head != b || b->next)) {
                     r->inactive_split++;
                     r->inactive_split_bytes += (int64_t)b->size;
                 }
@@ -114,6 +133,9 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
         if (n != free_blocks[pools[p]->kind])
             return fail(msg, cap, "%s pool free index holds %zu blocks, segments hold %zu free",
                         p ? "large" : "small", n, free_blocks[pools[p]->kind]);
+        if (pools[p]->nunmapped != unmapped[pools[p]->kind])
+            return fail(msg, cap, "%s pool unmapped index holds %zu blocks, segments hold %zu",
+                        p ? "large" : "small", pools[p]->nunmapped, unmapped[pools[p]->kind]);
     }
     if (a->ptrs.count != allocated)
         return fail(msg, cap, "pointer map holds %zu entries for %zu allocated blocks",
@@ -177,6 +199,34 @@ sublet_status sublet_check(sublet_allocator *a, char *msg, size_t cap)
     return st;
 }
 
+/* Report blocks [first, last] as one segment view. */
+static void walk_run(sl_segment *seg, sl_block *first, sl_block *stop, sublet_block_view *views,
+                     sublet_segment_fn fn, void *user)
+{
+    sublet_segment_view sv = {.addr = first->addr,
+                              .stream = seg->stream,
+                              .is_small = seg->pool->is_small,
+                              .is_expandable = seg->expandable,
+                              .stack = seg->stack,
+                              .blocks = views};
+    size_t n = 0;
+    for (sl_block *b = first; b != stop; b = b->next, n++) {
+        sublet_block_state state = b->allocated         ? SUBLET_BLOCK_ACTIVE_ALLOCATED
+                                   : sl_block_active(b) ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
+                                                        : SUBLET_BLOCK_INACTIVE;
+        views[n] = (sublet_block_view){b->addr, b->size, b->requested, state, b->stack};
+        sv.total_size += b->size;
+        if (b->allocated)
+            sv.allocated_size += b->size;
+        if (state != SUBLET_BLOCK_INACTIVE) {
+            sv.active_size += b->size;
+            sv.requested_size += b->requested;
+        }
+    }
+    sv.nblocks = n;
+    fn(user, &sv);
+}
+
 void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
 {
     sl_lock(a);
@@ -194,28 +244,18 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
             views = nv;
             views_cap = n;
         }
-        sublet_segment_view sv = {.addr = seg->addr,
-                                  .total_size = seg->size,
-                                  .stream = seg->stream,
-                                  .is_small = seg->pool->is_small,
-                                  .is_expandable = 0,
-                                  .stack = seg->stack,
-                                  .nblocks = n,
-                                  .blocks = views};
-        n = 0;
-        for (sl_block *b = seg->head; b; b = b->next, n++) {
-            sublet_block_state state = b->allocated         ? SUBLET_BLOCK_ACTIVE_ALLOCATED
-                                       : sl_block_active(b) ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
-                                                            : SUBLET_BLOCK_INACTIVE;
-            views[n] = (sublet_block_view){b->addr, b->size, b->requested, state, b->stack};
-            if (b->allocated)
-                sv.allocated_size += b->size;
-            if (state != SUBLET_BLOCK_INACTIVE) {
-                sv.active_size += b->size;
-                sv.requested_size += b->requested;
+        /* an expandable segment shows as one segment per mapped run (§6.5) */
+        for (sl_block *b = seg->head; b;) {
+            if (!b->mapped) {
+                b = b->next;
+                continue;
             }
+            sl_block *end = b;
+            while (end && end->mapped)
+                end = end->next;
+            walk_run(seg, b, end, views, fn, user);
+            b = end;
         }
-        fn(user, &sv);
     }
     free(views);
     sl_unlock(a);

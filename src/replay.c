@@ -20,7 +20,7 @@
  * The rule assumes the recording's settings split normally: an oversize
  * block under max_split_size would own any tail.)
  *
- * Placement.  With placement_hints, a thin backend wrapper asks the sim for
+ * Placement.  With placement_hints, the replay asks the sim (one-shot hint) for
  * the address the trace recorded for the segment about to be created (the
  * segment_alloc row just before the alloc); the sim honours it when the
  * range is free.  Best fit orders equal-sized free blocks by address, so
@@ -152,88 +152,6 @@ static void map_del(u64map *m, uint64_t key)
     }
 }
 
-/* ---- the placement wrapper -------------------------------------------------- */
-
-typedef struct place_backend {
-    sublet_backend base; /* first: the engine casts */
-    sublet_backend_ops ops;
-    sublet_backend *inner;
-    uint64_t hint; /* address for the next segment_alloc, 0 = none */
-} place_backend;
-
-static sublet_backend *inner_of(sublet_backend *b) { return ((place_backend *)b)->inner; }
-
-static sublet_status pl_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
-                                      uint64_t *addr_out)
-{
-    place_backend *p = (place_backend *)b;
-    if (!hint)
-        hint = p->hint;
-    p->hint = 0; /* one segment per recorded segment_alloc */
-    return p->inner->ops->segment_alloc(p->inner, size, hint, addr_out);
-}
-
-static sublet_status pl_segment_free(sublet_backend *b, uint64_t addr, uint64_t size)
-{
-    return inner_of(b)->ops->segment_free(inner_of(b), addr, size);
-}
-
-static sublet_status pl_event_create(sublet_backend *b, sublet_event **ev)
-{
-    return inner_of(b)->ops->event_create(inner_of(b), ev);
-}
-
-static sublet_status pl_event_destroy(sublet_backend *b, sublet_event *ev)
-{
-    return inner_of(b)->ops->event_destroy(inner_of(b), ev);
-}
-
-static sublet_status pl_event_record(sublet_backend *b, sublet_event *ev, sublet_stream s)
-{
-    return inner_of(b)->ops->event_record(inner_of(b), ev, s);
-}
-
-static sublet_status pl_event_query(sublet_backend *b, sublet_event *ev, int *done)
-{
-    return inner_of(b)->ops->event_query(inner_of(b), ev, done);
-}
-
-static sublet_status pl_event_synchronize(sublet_backend *b, sublet_event *ev)
-{
-    return inner_of(b)->ops->event_synchronize(inner_of(b), ev);
-}
-
-static sublet_status pl_mem_info(sublet_backend *b, uint64_t *free_out, uint64_t *total_out)
-{
-    return inner_of(b)->ops->mem_info(inner_of(b), free_out, total_out);
-}
-
-static void pl_destroy(sublet_backend *b) { free(b); } /* the inner sim is not owned */
-
-static place_backend *place_create(sublet_backend *inner)
-{
-    place_backend *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
-    p->inner = inner;
-    p->ops = (sublet_backend_ops){
-        .segment_alloc = pl_segment_alloc,
-        .segment_free = pl_segment_free,
-        .event_create = pl_event_create,
-        .event_destroy = pl_event_destroy,
-        .event_record = pl_event_record,
-        .event_query = pl_event_query,
-        .event_synchronize = pl_event_synchronize,
-        .mem_info = pl_mem_info,
-        .destroy = pl_destroy,
-        /* no VMM ops: expandable segments are not replayed */
-    };
-    p->base.ops = &p->ops;
-    p->base.name = "sim";
-    p->base.device = inner->device;
-    return p;
-}
-
 /* ---- the replay state ---------------------------------------------------------- */
 
 typedef struct probe {        /* what the engine emitted during one call */
@@ -249,7 +167,7 @@ typedef struct rp {
     char *err;
     size_t err_cap;
     sublet_backend *sim;
-    place_backend *place; /* NULL without placement hints */
+    bool placement_hints; /* ask the sim to place segments as recorded */
     sublet_allocator *a;
     u64map addrs;   /* trace address -> engine address (0: its alloc failed) */
     u64map pending; /* trace address -> synthetic stream of a deferred free */
@@ -257,7 +175,54 @@ typedef struct rp {
     uint64_t recorded_reserved;
     int64_t best_reserved;
     probe pr;
+    /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
+     * the times of the engine events of the current call, in order; stacks
+     * come from row `cur` */
+    const sublet_trace *t;
+    size_t clk_first, clk_count, clk_pos, cur;
 } rp;
+
+/* ---- recording: the trace's clock and stacks -------------------------------------- */
+
+static uint64_t rec_clock(void *user)
+{
+    rp *s = user;
+    if (s->clk_first >= s->n)
+        return 0;
+    size_t k = s->clk_pos < s->clk_count ? s->clk_pos : (s->clk_count ? s->clk_count - 1 : 0);
+    s->clk_pos++;
+    const sublet_trace_event *e = &s->ev[s->clk_first + k];
+    return (e->flags & SUBLET_TRACE_HAS_TIME) ? e->time_us : 0;
+}
+
+static size_t rec_stack(void *user, sublet_frame *out, size_t cap)
+{
+    rp *s = user;
+    if (s->cur >= s->n)
+        return 0;
+    const sublet_trace_frame *fr = NULL;
+    size_t n = sublet_trace_stack(s->t, s->ev[s->cur].frames, &fr);
+    if (n > cap)
+        n = cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (sublet_frame){fr[i].filename, (int)fr[i].line, fr[i].name};
+    return n;
+}
+
+/* The engine events of the call about to be made for row i take their times
+ * from rows [first, first + count). */
+static void clock_rows(rp *s, size_t first, size_t count)
+{
+    s->clk_first = first;
+    s->clk_count = count;
+    s->clk_pos = 0;
+}
+
+static void noop_segment(void *user, const sublet_segment_view *seg)
+{
+    (void)user;
+    (void)seg;
+}
 
 static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
                      sublet_stream stream)
@@ -368,6 +333,8 @@ static sublet_status seed_prelude(rp *s, size_t npre)
         }
         int small = e->size == SMALL_SEGMENT;
         s->recorded_reserved += e->size;
+        s->cur = i;
+        clock_rows(s, i, 1);
         sublet_status st = sublet_seed_segment(s->a, e->addr, e->size, e->stream, small);
         if (st != SUBLET_OK) {
             row_error(s, i, "pre_segment at %llu of %llu bytes cannot be seeded: %s",
@@ -406,6 +373,8 @@ static sublet_status seed_prelude(rp *s, size_t npre)
             else if (!sg->small && room - block <= SMALL_SIZE)
                 block = room; /* PyTorch would not have split this tail off */
         }
+        s->cur = i;
+        clock_rows(s, i, 1);
         sublet_status st = block ? sublet_seed_block(s->a, e->addr, block, e->size, e->stream)
                                  : SUBLET_ERR_INVALID_ARGUMENT;
         if (st != SUBLET_OK) {
@@ -432,13 +401,15 @@ static sublet_status do_alloc(rp *s, size_t i)
     sublet_replay_fidelity *f = &r->fidelity;
     const sublet_trace_event *rec =
         (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_ALLOC) ? &s->ev[i - 1] : NULL;
-    if (s->place)
-        s->place->hint = rec ? rec->addr : 0;
+    if (s->placement_hints)
+        sublet_sim_next_hint(s->sim, rec ? rec->addr : 0);
+    if (rec)
+        clock_rows(s, i - 1, 2);
     memset(&s->pr, 0, sizeof s->pr);
     void *p = NULL;
     sublet_status st = sublet_malloc(s->a, e->size, e->stream, &p);
-    if (s->place)
-        s->place->hint = 0;
+    if (s->placement_hints)
+        sublet_sim_next_hint(s->sim, 0);
     r->allocs++;
 
     f->allocs_compared++;
@@ -500,6 +471,8 @@ static sublet_status do_free_requested(rp *s, size_t i)
     int now = i + 1 < s->n && s->ev[i + 1].kind == SUBLET_ACT_FREE_COMPLETED &&
               s->ev[i + 1].addr == e->addr;
     void *p = (void *)(uintptr_t)ptr;
+    if (now)
+        clock_rows(s, i, 2);
     if (!now) {
         sublet_stream syn = SYNTHETIC_STREAM_BASE | ++s->next_stream;
         sublet_status st = sublet_record_stream(s->a, p, syn);
@@ -526,6 +499,8 @@ static void do_free_completed(rp *s, size_t i)
     if (map_get(&s->pending, e->addr, &syn)) {
         map_del(&s->pending, e->addr);
         sublet_sim_stream_complete(s->sim, syn);
+        if (s->o->record != SUBLET_RECORD_OFF)
+            (void)sublet_process_events(s->a); /* its entry lands here, as the row */
         return;
     }
     if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_FREE_REQUESTED && s->ev[i - 1].addr == e->addr)
@@ -541,6 +516,10 @@ static sublet_status do_segment_free(rp *s, size_t i)
                                                                    : s->recorded_reserved;
     if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_FREE)
         return SUBLET_OK; /* the same empty_cache() */
+    size_t run = 1;
+    while (i + run < s->n && s->ev[i + run].kind == SUBLET_ACT_SEGMENT_FREE)
+        run++;
+    clock_rows(s, i, run);
     memset(&s->pr, 0, sizeof s->pr);
     sublet_status st = sublet_empty_cache(s->a);
     s->r->empty_caches++;
@@ -573,6 +552,9 @@ static sublet_status do_event(rp *s, size_t i)
                      "event %zu (line %llu): %s: expandable segments are not replayed yet", i,
                      (unsigned long long)e->line, kind_of(s, i));
     case SUBLET_ACT_SNAPSHOT:
+        if (s->o->record != SUBLET_RECORD_OFF)
+            sublet_segments_walk(s->a, noop_segment, NULL); /* what taking one records */
+        return SUBLET_OK;
     case SUBLET_ACT_OOM:
         return SUBLET_OK;
     default:
@@ -637,11 +619,7 @@ static sublet_status setup(rp *s)
     if (st != SUBLET_OK)
         return fatal(s, st, "cannot create the sim backend: %s", sublet_status_text(st));
     sublet_backend *be = s->sim;
-    if (o->placement_hints) {
-        if (!(s->place = place_create(s->sim)))
-            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
-        be = &s->place->base;
-    }
+    s->placement_hints = o->placement_hints != 0;
     char msg[512] = "";
     sublet_options ao = {.backend = be, .device = 0, .conf = o->conf ? o->conf : ""};
     st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
@@ -650,6 +628,14 @@ static sublet_status setup(rp *s)
     if (!map_alloc(&s->addrs, 1024) || !map_alloc(&s->pending, 64))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     sublet_trace_set(s->a, on_trace, &s->pr);
+    if (o->record != SUBLET_RECORD_OFF) {
+        sublet_clock_set(s->a, rec_clock, s);
+        sublet_stack_source_set(s->a, rec_stack, s);
+        /* on while seeding, so seeded blocks keep their rows' stacks */
+        st = sublet_history_record(s->a, o->record, o->record_context, o->record_max_entries);
+        if (st != SUBLET_OK)
+            return fatal(s, st, "cannot start recording: %s", sublet_status_text(st));
+    }
     return SUBLET_OK;
 }
 
@@ -657,8 +643,6 @@ static void teardown(rp *s)
 {
     if (s->a)
         sublet_allocator_destroy(s->a);
-    if (s->place)
-        sublet_backend_destroy(&s->place->base);
     if (s->sim)
         sublet_backend_destroy(s->sim);
     map_fini(&s->addrs);
@@ -684,17 +668,25 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
         o = &defaults;
     }
     rp s = {.ev = sublet_trace_events(t), .n = sublet_trace_count(t), .o = o, .r = r,
-            .err = err, .err_cap = err_cap, .best_reserved = -1};
+            .err = err, .err_cap = err_cap, .best_reserved = -1, .t = t};
     sublet_status st = setup(&s);
     size_t npre = sublet_trace_prelude_count(t);
     if (st == SUBLET_OK)
         st = seed_prelude(&s, npre);
+    if (st == SUBLET_OK && o->record != SUBLET_RECORD_OFF) {
+        /* restart: the history holds recorded events only */
+        st = sublet_history_record(s.a, o->record, o->record_context, o->record_max_entries);
+        if (st != SUBLET_OK)
+            st = fatal(&s, st, "cannot start recording: %s", sublet_status_text(st));
+    }
     if (st == SUBLET_OK) {
         observe(&s, npre ? npre - 1 : SIZE_MAX);
         if (o->check)
             st = run_check(&s, 0, 1);
     }
     for (size_t i = npre; st == SUBLET_OK && i < s.n && i <= o->stop_after; i++) {
+        s.cur = i;
+        clock_rows(&s, i, 1);
         st = do_event(&s, i);
         r->events++;
         r->last_event = i;
@@ -720,6 +712,8 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
                 st = fatal(&s, SUBLET_ERR_NO_MEMORY, "out of memory");
         }
     }
+    if (o->on_finish)
+        o->on_finish(o->finish_user, s.a, r->last_event, st);
     teardown(&s);
     return st;
 }

@@ -72,6 +72,10 @@ void sublet_sim_complete_all(sublet_backend *sim);
 /* Bytes of segments currently held by the engine, and live segment count. */
 uint64_t sublet_sim_used(const sublet_backend *sim);
 uint64_t sublet_sim_segments(const sublet_backend *sim);
+/* Ask that the next segment_alloc without a hint of its own be placed at
+ * `addr` when that range is free (replay places segments where a trace
+ * recorded them); the request is dropped after that call.  0 clears it. */
+void sublet_sim_next_hint(sublet_backend *sim, uint64_t addr);
 /* Change capacity (e.g. to model other processes taking memory). */
 void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
 

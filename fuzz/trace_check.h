@@ -1,0 +1,315 @@
+/* Checks shared by the trace-reader fuzz targets (included by each target;
+ * every function is static).  On a violated property they print the reason
+ * and abort().
+ *
+ *   fz_check_trace  the model invariants of any trace a reader returned:
+ *                   prelude first, kinds known and their names parse back,
+ *                   flags, per-kind counts, sublet_trace_at/events agree,
+ *                   sublet_trace_info_get equal to a recount done here;
+ *   fz_csv_round_trip  the trace written as `.events.csv` and read back by
+ *                   sublet_trace_parse_csv gives the same events;
+ *   fz_replay       the trace replayed through the engine (sim backend) with
+ *                   sublet_check() after every event: no violated invariant. */
+#ifndef SUBLET_FUZZ_TRACE_CHECK_H
+#define SUBLET_FUZZ_TRACE_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/replay.h"
+#include "sublet/trace.h"
+
+#ifndef FZ_NAME
+#define FZ_NAME "fuzz"
+#endif
+
+#define FZ_FAIL(...)                                    \
+    do {                                                \
+        fprintf(stderr, FZ_NAME ": " __VA_ARGS__);      \
+        fprintf(stderr, "\n");                          \
+        abort();                                        \
+    } while (0)
+
+static inline uint64_t fz_add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static inline uint64_t fz_sub_sat(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+static inline void fz_check_info(const sublet_trace *t)
+{
+    sublet_trace_info info;
+    sublet_status st = sublet_trace_info_get(t, &info);
+    if (st != SUBLET_OK && st != SUBLET_ERR_NO_MEMORY)
+        FZ_FAIL("trace_info_get: %s", sublet_status_name(st));
+    size_t n = sublet_trace_count(t);
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    sublet_trace_info want;
+    memset(&want, 0, sizeof want);
+    uint64_t reserved = 0, requested = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *e = &ev[i];
+        switch (e->kind) {
+        case SUBLET_TRACE_PRE_SEGMENT:
+            want.pre_segments++;
+            want.pre_segment_bytes = fz_add_sat(want.pre_segment_bytes, e->size);
+            reserved = fz_add_sat(reserved, e->size);
+            break;
+        case SUBLET_TRACE_PRE_ALLOC:
+            want.pre_allocs++;
+            requested = fz_add_sat(requested, e->size);
+            break;
+        case SUBLET_ACT_ALLOC:
+            want.allocs++;
+            requested = fz_add_sat(requested, e->size);
+            break;
+        case SUBLET_ACT_FREE_REQUESTED:
+            want.frees_requested++;
+            break;
+        case SUBLET_ACT_FREE_COMPLETED:
+            want.frees_completed++;
+            requested = fz_sub_sat(requested, e->size);
+            break;
+        case SUBLET_ACT_SEGMENT_ALLOC:
+            want.segment_allocs++;
+            reserved = fz_add_sat(reserved, e->size);
+            break;
+        case SUBLET_ACT_SEGMENT_MAP:
+            reserved = fz_add_sat(reserved, e->size);
+            break;
+        case SUBLET_ACT_SEGMENT_FREE:
+            want.segment_frees++;
+            reserved = fz_sub_sat(reserved, e->size);
+            break;
+        case SUBLET_ACT_SEGMENT_UNMAP:
+            reserved = fz_sub_sat(reserved, e->size);
+            break;
+        case SUBLET_ACT_OOM:
+            want.ooms++;
+            break;
+        case SUBLET_ACT_SNAPSHOT:
+            want.snapshots++;
+            break;
+        default:
+            break;
+        }
+        if (reserved > want.peak_reserved_bytes) {
+            want.peak_reserved_bytes = reserved;
+            want.peak_reserved_event = i;
+        }
+        if (requested > want.peak_requested_bytes)
+            want.peak_requested_bytes = requested;
+    }
+    want.final_reserved_bytes = reserved;
+    want.final_requested_bytes = requested;
+#define FZ_SAME(f)                                                                          \
+    if (info.f != want.f)                                                                   \
+    FZ_FAIL("trace_info." #f " = %llu, a recount gives %llu", (unsigned long long)info.f,   \
+            (unsigned long long)want.f)
+    FZ_SAME(pre_segments);
+    FZ_SAME(pre_allocs);
+    FZ_SAME(pre_segment_bytes);
+    FZ_SAME(allocs);
+    FZ_SAME(frees_requested);
+    FZ_SAME(frees_completed);
+    FZ_SAME(segment_allocs);
+    FZ_SAME(segment_frees);
+    FZ_SAME(ooms);
+    FZ_SAME(snapshots);
+    FZ_SAME(peak_reserved_bytes);
+    FZ_SAME(final_reserved_bytes);
+    FZ_SAME(peak_requested_bytes);
+    FZ_SAME(final_requested_bytes);
+    if (want.peak_reserved_bytes)
+        FZ_SAME(peak_reserved_event);
+#undef FZ_SAME
+    if (st == SUBLET_OK && (n ? (info.streams < 1 || info.streams > n) : info.streams != 0))
+        FZ_FAIL("trace_info.streams = %llu for %zu events", (unsigned long long)info.streams, n);
+}
+
+static inline void fz_check_trace(const sublet_trace *t)
+{
+    size_t n = sublet_trace_count(t), pre = sublet_trace_prelude_count(t);
+    if (pre > n)
+        FZ_FAIL("prelude %zu > count %zu", pre, n);
+    size_t by_kind = 0;
+    for (uint32_t k = 0; k < SUBLET_TRACE_KIND_COUNT; k++) {
+        by_kind += sublet_trace_count_kind(t, k);
+        uint32_t back = UINT32_MAX;
+        const char *name = sublet_trace_kind_name(k);
+        if (sublet_trace_kind_parse(name, strlen(name), &back) != 0 || back != k)
+            FZ_FAIL("kind %u name '%s' does not parse back", k, name);
+    }
+    if (by_kind != n)
+        FZ_FAIL("per-kind counts sum to %zu, count is %zu", by_kind, n);
+    if ((n == 0) != (sublet_trace_events(t) == NULL))
+        FZ_FAIL("trace_events NULL-ness wrong for %zu events", n);
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *e = sublet_trace_at(t, i);
+        if (!e || e != &sublet_trace_events(t)[i])
+            FZ_FAIL("trace_at(%zu) wrong", i);
+        if (e->kind >= SUBLET_TRACE_KIND_COUNT)
+            FZ_FAIL("event %zu: kind %u", i, e->kind);
+        if ((i < pre) != (sublet_trace_kind_is_prelude(e->kind) != 0))
+            FZ_FAIL("event %zu (%s): prelude boundary %zu", i, sublet_trace_kind_name(e->kind),
+                    pre);
+        if (e->flags & ~SUBLET_TRACE_HAS_TIME)
+            FZ_FAIL("event %zu: flags 0x%x", i, e->flags);
+    }
+    if (sublet_trace_at(t, n) != NULL)
+        FZ_FAIL("trace_at(count) is not NULL");
+    fz_check_info(t);
+}
+
+/* The trace as an `.events.csv` file (malloc'd; *len_out bytes). */
+static inline char *fz_write_csv(const sublet_trace *t, size_t *len_out)
+{
+    size_t n = sublet_trace_count(t);
+    size_t cap = 64 + n * 128, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    len += (size_t)snprintf(buf, cap, "seq,action,addr,size,stream,time_us\n");
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *e = sublet_trace_at(t, i);
+        int w;
+        if (e->flags & SUBLET_TRACE_HAS_TIME)
+            w = snprintf(buf + len, cap - len, "%zu,%s,%llu,%llu,%llu,%llu\n", i,
+                         sublet_trace_kind_name(e->kind), (unsigned long long)e->addr,
+                         (unsigned long long)e->size, (unsigned long long)e->stream,
+                         (unsigned long long)e->time_us);
+        else
+            w = snprintf(buf + len, cap - len, "%zu,%s,%llu,%llu,%llu,\n", i,
+                         sublet_trace_kind_name(e->kind), (unsigned long long)e->addr,
+                         (unsigned long long)e->size, (unsigned long long)e->stream);
+        if (w < 0 || (size_t)w >= cap - len)
+            FZ_FAIL("write_csv buffer too small");
+        len += (size_t)w;
+    }
+    *len_out = len;
+    return buf;
+}
+
+/* Written out and read back: same events (time_us compared when HAS_TIME). */
+static inline void fz_csv_round_trip(const sublet_trace *t)
+{
+    size_t len = 0;
+    char *csv = fz_write_csv(t, &len);
+    if (!csv)
+        return;
+    sublet_trace *u = NULL;
+    char err[256];
+    sublet_status st = sublet_trace_parse_csv(csv, len, &u, err, sizeof err);
+    if (st == SUBLET_ERR_NO_MEMORY) {
+        free(csv);
+        return;
+    }
+    if (st != SUBLET_OK)
+        FZ_FAIL("re-reading the trace written as CSV: %s: %s", sublet_status_name(st), err);
+    size_t n = sublet_trace_count(t);
+    if (sublet_trace_count(u) != n || sublet_trace_prelude_count(u) != sublet_trace_prelude_count(t))
+        FZ_FAIL("CSV round trip: %zu events (%zu prelude) became %zu (%zu)", n,
+                sublet_trace_prelude_count(t), sublet_trace_count(u),
+                sublet_trace_prelude_count(u));
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *a = sublet_trace_at(t, i), *b = sublet_trace_at(u, i);
+        int timed = (a->flags & SUBLET_TRACE_HAS_TIME) != 0;
+        if (a->kind != b->kind || a->flags != b->flags || a->addr != b->addr ||
+            a->size != b->size || a->stream != b->stream || (timed && a->time_us != b->time_us) ||
+            b->line != i + 2)
+            FZ_FAIL("CSV round trip: event %zu (%s) differs", i, sublet_trace_kind_name(a->kind));
+    }
+    sublet_trace_extras_release(u);
+    sublet_trace_free(u);
+    free(csv);
+}
+
+/* Replay with sublet_check() after every event (traces of at most
+ * max_events events; conf NULL or "" for the defaults). */
+static inline void fz_replay(const sublet_trace *t, const char *conf, uint64_t device_memory,
+                      size_t max_events)
+{
+    if (sublet_trace_count(t) > max_events)
+        return;
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf;
+    o.device_memory = device_memory;
+    o.check = 1;
+    sublet_replay_result r;
+    char err[512];
+    sublet_status st = sublet_replay_run(t, &o, &r, err, sizeof err);
+    if (st != SUBLET_OK && st != SUBLET_ERR_UNSUPPORTED && st != SUBLET_ERR_NO_MEMORY &&
+        !(st == SUBLET_ERR_CONFIG && conf && *conf))
+        FZ_FAIL("replay (conf \"%s\"): %s: %s", conf ? conf : "", sublet_status_name(st), err);
+    if (r.events > sublet_trace_count(t))
+        FZ_FAIL("replay drove %llu events of %zu", (unsigned long long)r.events,
+                sublet_trace_count(t));
+    if (r.peak_reserved_bytes < r.final_reserved_bytes)
+        FZ_FAIL("replay: peak reserved %llu < final %llu",
+                (unsigned long long)r.peak_reserved_bytes,
+                (unsigned long long)r.final_reserved_bytes);
+    sublet_replay_result_free(&r);
+}
+
+/* Options from the input length, so the corpus holds plain trace files. */
+static inline void fz_load_options(size_t size, sublet_trace_load_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->pick_device = size % 3 == 1;
+    opt->device = (int64_t)(size / 3 % 2);
+    opt->max_inflated = (size_t)64 << 20;
+    opt->max_tree_bytes = size % 5 == 0 ? (size_t)1 << 20 : 0;
+}
+
+/* What every reader promises about its result; then the model checks, the
+ * CSV round trip, the extras and a checked replay (conf: the settings the
+ * trace recorded when they parse, else the defaults). */
+static inline void fz_check_loaded(sublet_status st, sublet_trace *t, const char *err,
+                                   size_t err_cap, const sublet_trace_load_options *opt)
+{
+    if (memchr(err, '\0', err_cap) == NULL)
+        FZ_FAIL("error buffer not NUL-terminated");
+    switch (st) {
+    case SUBLET_OK:
+        break;
+    case SUBLET_ERR_PARSE:
+        if (t != NULL)
+            FZ_FAIL("*out set after a parse error");
+        if (err[0] == '\0')
+            FZ_FAIL("SUBLET_ERR_PARSE without a message");
+        return;
+    case SUBLET_ERR_NO_MEMORY:
+        if (t != NULL)
+            FZ_FAIL("*out set after NO_MEMORY");
+        return;
+    case SUBLET_ERR_INVALID_ARGUMENT: /* a device that the source does not have */
+        if (!opt || !opt->pick_device)
+            FZ_FAIL("SUBLET_ERR_INVALID_ARGUMENT without pick_device: %s", err);
+        if (t != NULL)
+            FZ_FAIL("*out set after INVALID_ARGUMENT");
+        return;
+    default:
+        FZ_FAIL("unexpected status %s: %s", sublet_status_name(st), err);
+    }
+    if (!t)
+        FZ_FAIL("SUBLET_OK without a trace");
+    fz_check_trace(t);
+    fz_csv_round_trip(t);
+    sublet_trace_format f = sublet_trace_source_format(t);
+    if ((unsigned)f >= SUBLET_FORMAT_COUNT)
+        FZ_FAIL("source format %d", (int)f);
+    (void)sublet_trace_format_name(f);
+    (void)sublet_trace_device(t);
+    const char *conf = sublet_trace_settings(t);
+    if (conf) {
+        sublet_settings s;
+        sublet_settings_default(&s);
+        if (sublet_settings_parse(&s, conf, NULL, 0) != SUBLET_OK)
+            conf = NULL;
+    }
+    fz_replay(t, conf, sublet_trace_device_memory(t), 5000);
+    sublet_trace_extras_release(t);
+    sublet_trace_free(t);
+}
+
+#endif
