@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/history.h"
 #include "sublet/stats.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
@@ -69,6 +70,26 @@ typedef struct sublet_replay_options {
     int placement_hints;
     sublet_replay_oom_fn on_oom;
     void *oom_user;
+    /* Recording the replayed allocator (sublet/history.h), e.g. to write its
+     * snapshot.  With record != SUBLET_RECORD_OFF the driver records with
+     * (record, record_context, record_max_entries) from the first recorded
+     * event on (the prelude's seeding is not in the history); the allocator's
+     * clock reads the time_us of the trace row each engine event stands for
+     * (the segment_alloc row before an alloc, the free_completed row after a
+     * free_requested, each row of a segment_free run), and its stacks are the
+     * trace's own frames (sublet_trace_stack of the row being driven), not
+     * backtrace().  A deferred free_completed row is completed at once
+     * (sublet_process_events), so its entry lands where the row was, and a
+     * `snapshot` row walks the segments (as taking a snapshot does).  Off by
+     * default (zeroes). */
+    sublet_record record;
+    sublet_context record_context;
+    size_t record_max_entries;
+    /* Called once after the last event driven (also when an error stopped the
+     * replay: st is then that error), before the allocator is destroyed; a is
+     * NULL when it could not be created.  last_event as in the result. */
+    void (*on_finish)(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st);
+    void *finish_user;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */
