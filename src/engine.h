@@ -63,6 +63,8 @@ typedef struct sl_tree {
     sublet_stream stream;
     sl_block *root;
     size_t count;
+    uint64_t bytes; /* sum of the free blocks' sizes */
+    double squares; /* sum of their squared sizes (spread metric) */
 } sl_tree;
 
 struct sl_pool {

@@ -142,7 +142,7 @@ sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create)
         p->trees_cap = nc;
     }
     memmove(&p->trees[lo + 1], &p->trees[lo], (p->ntrees - lo) * sizeof *p->trees);
-    p->trees[lo] = (sl_tree){.stream = stream, .root = NULL, .count = 0};
+    p->trees[lo] = (sl_tree){.stream = stream};
     p->ntrees++;
     p->last_tree = lo;
     return &p->trees[lo];
@@ -155,6 +155,8 @@ void sl_free_insert(sl_pool *p, sl_block *b)
     sl_tree *t = sl_pool_tree(p, b->stream, false);
     t->root = avl_insert(t->root, b);
     t->count++;
+    t->bytes += b->size;
+    t->squares += (double)b->size * (double)b->size;
     b->in_free = true;
     b->gc_count_base = p->clock;
 }
@@ -164,6 +166,10 @@ void sl_free_remove(sl_pool *p, sl_block *b)
     sl_tree *t = sl_pool_tree(p, b->stream, false);
     t->root = avl_remove(t->root, b);
     t->count--;
+    t->bytes -= b->size;
+    t->squares -= (double)b->size * (double)b->size;
+    if (t->count == 0)
+        t->squares = 0.0; /* no drift left behind by rounding */
     b->in_free = false;
     b->left = b->right = NULL;
 }
@@ -291,6 +297,14 @@ static bool verify_node(const sl_block *n, const sl_block *lo, const sl_block *h
            verify_node(n->right, n, hi, stream, count, msg, cap);
 }
 
+static void sum_bytes(const sl_block *n, uint64_t *out)
+{
+    for (; n; n = n->right) {
+        sum_bytes(n->left, out);
+        *out += n->size;
+    }
+}
+
 bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap)
 {
     *count = 0;
@@ -304,6 +318,13 @@ bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap)
             return false;
         if (c != p->trees[i].count) {
             snprintf(msg, cap, "free index count %zu != %zu nodes", p->trees[i].count, c);
+            return false;
+        }
+        uint64_t bytes = 0;
+        sum_bytes(p->trees[i].root, &bytes);
+        if (bytes != p->trees[i].bytes) {
+            snprintf(msg, cap, "free index bytes %llu != %llu recounted",
+                     (unsigned long long)p->trees[i].bytes, (unsigned long long)bytes);
             return false;
         }
         *count += c;

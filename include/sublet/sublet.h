@@ -150,6 +150,37 @@ typedef struct sublet_segment_view {
 typedef void (*sublet_segment_fn)(void *user, const sublet_segment_view *seg);
 void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user);
 
+/* ---- fragmentation (kept live by the engine; no walk of the blocks) ----- */
+#define SUBLET_STREAM_ALL UINT64_MAX
+
+typedef struct sublet_frag_stats {
+    uint64_t reserved_bytes;       /* obtained from the device (mapped pages) */
+    uint64_t allocated_bytes;      /* handed out, rounded sizes */
+    uint64_t active_bytes;         /* allocated or waiting on other streams */
+    uint64_t requested_bytes;      /* what the callers asked for */
+    uint64_t inactive_split_bytes; /* free bytes inside split segments */
+    uint64_t unallocated_bytes;    /* reserved but not allocated */
+    uint64_t free_bytes;           /* cached free blocks (the free index) */
+    uint64_t free_blocks;          /* how many */
+    uint64_t largest_free_block;   /* the biggest one */
+    uint64_t internal_waste_bytes; /* allocated - requested */
+    double external;               /* 1 - largest free / free (0 when none) */
+    double unused;                 /* 1 - active / reserved (0 when none) */
+    double spread;                 /* 1 - sum(free^2) / (sum free)^2 */
+} sublet_frag_stats;
+
+/* Metrics for one pool kind (SUBLET_POOL_ALL/SMALL/LARGE) and one stream
+ * (SUBLET_STREAM_ALL for every stream).  Byte totals that are not tracked
+ * per stream (reserved, allocated, active, requested, inactive split) are
+ * given for the pool whatever the stream. */
+sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream stream,
+                               sublet_frag_stats *out);
+
+/* The largest request on `stream` that would succeed right now without
+ * asking the device for memory (cached free blocks only, PyTorch's rounding
+ * and oversize rules applied).  0 when none would. */
+uint64_t sublet_max_allocatable(sublet_allocator *a, sublet_stream stream);
+
 /* ---- replay seeding ------------------------------------------------------ */
 /* Adopt a segment that existed before recording started (replay of a trace
  * whose ring buffer began mid-run).  The backend is asked for exactly this
