@@ -29,7 +29,7 @@ static sublet_status check_supported(const sublet_backend *b, const sublet_setti
     const char *why = NULL;
     if (s->backend_async)
         why = "backend:cudaMallocAsync is not supported by sublet (it is the native allocator)";
-    else if (s->expandable_segments && (!b->ops->va_reserve || !b->ops->va_map ||
+    else if ((s->expandable_segments || s->policy == SUBLET_POLICY_STITCH) && (!b->ops->va_reserve || !b->ops->va_map ||
                                         !b->ops->va_unmap || !b->ops->va_release))
         why = "expandable_segments not supported on this platform: the backend has no virtual "
               "memory support";

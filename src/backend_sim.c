@@ -70,6 +70,7 @@ typedef struct sim_backend {
     size_t n_streams;
     size_t cap_streams;
     uint64_t next_hint; /* one-shot placement for the next segment_alloc */
+    sublet_sim_ops ops_done; /* successful device calls, by kind */
 } sim_backend;
 
 struct sublet_event {
@@ -297,6 +298,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
         goto out;
     s->used += size;
     s->segments++;
+    s->ops_done.segment_allocs++;
     *addr_out = addr;
 out:
     pthread_mutex_unlock(&s->lock);
@@ -315,6 +317,7 @@ static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t
         rv_remove_span(&s->placed, i, 1);
         s->used -= size;
         s->segments--;
+        s->ops_done.segment_frees++;
         st = SUBLET_OK;
     }
     pthread_mutex_unlock(&s->lock);
@@ -433,8 +436,10 @@ static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t a
         st = SUBLET_ERR_DEVICE_OOM;
     } else {
         st = rv_insert(&s->placed, addr, size, RANGE_RESERVATION);
-        if (st == SUBLET_OK)
+        if (st == SUBLET_OK) {
+            s->ops_done.va_reserves++;
             *addr_out = addr;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -454,6 +459,7 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
             st = SUBLET_ERR_BUSY;
         } else {
             rv_remove_span(&s->placed, i, 1);
+            s->ops_done.va_releases++;
             st = SUBLET_OK;
         }
     }
@@ -476,8 +482,10 @@ static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
         st = SUBLET_ERR_DEVICE_OOM;
     } else {
         st = rv_insert(&s->mapped, addr, size, RANGE_MAPPED);
-        if (st == SUBLET_OK)
+        if (st == SUBLET_OK) {
             s->used += size;
+            s->ops_done.va_maps++;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -528,6 +536,7 @@ static sublet_status sim_va_unmap(sublet_backend *b, uint64_t addr, uint64_t siz
     if (keep_tail)
         (void)rv_insert_at(mv, at, end, last_end - end, RANGE_MAPPED);
     s->used -= size;
+    s->ops_done.va_unmaps++;
 out:
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -644,5 +653,16 @@ void sublet_sim_next_hint(sublet_backend *b, uint64_t addr)
         return;
     pthread_mutex_lock(&s->lock);
     s->next_hint = addr;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sublet_sim_ops_read(const sublet_backend *b, sublet_sim_ops *out)
+{
+    sim_backend *s = as_sim((sublet_backend *)b);
+    *out = (sublet_sim_ops){0};
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    *out = s->ops_done;
     pthread_mutex_unlock(&s->lock);
 }

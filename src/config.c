@@ -336,7 +336,7 @@ static sublet_status check_backend(pctx *c, const opt_desc *o, const char *key, 
 }
 
 static const char *const backend_choices[] = {"native", "cudaMallocAsync", NULL};
-static const char *const policy_choices[] = {"native", NULL};
+static const char *const policy_choices[] = {"native", "stitch", NULL};
 
 #define F(field) offsetof(sublet_settings, field)
 static const opt_desc options[] = {
@@ -500,7 +500,8 @@ static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v
             if (strcmp(vt->s, o->choices[i]) == 0)
                 u = i;
         if (u == UINT64_MAX && !o->check)
-            return fail(c, "Unknown sublet %s '%s', options are native", o->name, show(vt->s).s);
+            return fail(c, "Unknown sublet %s '%s', options are native and stitch", o->name,
+                        show(vt->s).s);
         break;
     case OPT_ROUNDUP:
         return apply_roundup(c, key, v, end);

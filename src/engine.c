@@ -80,6 +80,11 @@ static inline bool is_split(const sl_block *b) { return b->prev || b->next; }
 
 static inline sl_pool *pool_for(sublet_allocator *a, uint64_t rounded)
 {
+    /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
+     * page, not a segment, so the small pool's separation buys nothing and
+     * costs a partly used page of its own */
+    if (a->settings.policy == SUBLET_POLICY_STITCH)
+        return &a->large;
     return rounded <= SL_SMALL_SIZE ? &a->small : &a->large;
 }
 
@@ -576,7 +581,7 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
     if (!b)
         return NULL;
     if (b->seg->expandable) {
-        if (a->settings.expandable_segments) {
+        if (sl_virtual(a)) {
             /* prefer a block that cannot grow over the growable tail (§6.4) */
             for (sl_block *n = sl_free_after(pool, stream, b->size, b->addr);
                  b->seg->expandable && n && sl_exp_size(n) < sl_exp_size(b);
@@ -609,7 +614,7 @@ static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stre
         a->stats.num_alloc_retries++;
     if (a->limit_in_effect && a->total_allocated_memory + alloc_size > a->allowed_memory_maximum)
         return SUBLET_ERR_DEVICE_OOM;
-    if (a->settings.expandable_segments)
+    if (sl_virtual(a))
         return sl_exp_allocate(a, pool, stream, size, out);
     return segment_create(a, pool, stream, alloc_size, 0, false, out);
 }
@@ -617,7 +622,7 @@ static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stre
 static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
-    if (b->pool->is_small || a->settings.expandable_segments)
+    if (b->pool->is_small || sl_virtual(a))
         return remaining >= SL_MIN_BLOCK;
     return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
 }

@@ -172,6 +172,12 @@ struct sublet_allocator {
     void *clock_user;
 };
 
+/* Virtual-memory segments in use: expandable_segments:True or policy:stitch. */
+static inline bool sl_virtual(const sublet_allocator *a)
+{
+    return a->settings.expandable_segments || a->settings.policy == SUBLET_POLICY_STITCH;
+}
+
 /* engine.c helpers used by inspect.c */
 void sl_lock(sublet_allocator *a);
 void sl_unlock(sublet_allocator *a);

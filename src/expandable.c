@@ -101,7 +101,11 @@ static sublet_status new_segment(sublet_allocator *a, sl_pool *pool, sublet_stre
     sublet_status st = a->backend->ops->mem_info(a->backend, &dev_free, &dev_total);
     if (st != SUBLET_OK)
         return st;
-    uint64_t page = pool->is_small ? SL_SMALL_BUFFER : a->settings.large_segment_size;
+    /* PyTorch: 2 MiB pages for the small pool, large_segment_size for the
+     * large one; policy:stitch uses 2 MiB pages for both */
+    uint64_t page = pool->is_small || a->settings.policy == SUBLET_POLICY_STITCH
+                        ? SL_SMALL_BUFFER
+                        : a->settings.large_segment_size;
     uint64_t want = dev_total + dev_total / 8;
     uint64_t pages = (want + page - 1) / page;
     if (pages == 0)

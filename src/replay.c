@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history_internal.h" /* the snapshot marker */
 #include "sublet/replay.h"
 
 #define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
@@ -218,12 +219,6 @@ static void clock_rows(rp *s, size_t first, size_t count)
     s->clk_pos = 0;
 }
 
-static void noop_segment(void *user, const sublet_segment_view *seg)
-{
-    (void)user;
-    (void)seg;
-}
-
 static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
                      sublet_stream stream)
 {
@@ -315,8 +310,64 @@ static const seg_ref *seg_containing(const seg_ref *v, size_t n, uint64_t addr)
     return &v[lo - 1];
 }
 
+/* The prelude's live blocks allocated through the engine, lowest address
+ * first (SUBLET_PRELUDE_ALLOCATE). */
+static sublet_status allocate_prelude(rp *s, size_t npre)
+{
+    const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
+    if (!allocs)
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+    size_t nalloc = 0;
+    for (size_t i = 0; i < npre; i++) {
+        if (s->ev[i].kind == SUBLET_TRACE_PRE_ALLOC)
+            allocs[nalloc++] = &s->ev[i];
+        else
+            s->recorded_reserved += s->ev[i].size;
+    }
+    qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    sublet_status fat = SUBLET_OK;
+    for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
+        const sublet_trace_event *e = allocs[j];
+        size_t i = (size_t)(e - s->ev);
+        s->cur = i;
+        clock_rows(s, i, 1);
+        void *p = NULL;
+        sublet_status st = sublet_malloc(s->a, e->size ? e->size : 1, e->stream, &p);
+        if (st == SUBLET_ERR_OOM) {
+            s->r->ooms++;
+            if (s->r->first_oom_event == SUBLET_REPLAY_NONE)
+                s->r->first_oom_event = i;
+            if (s->o->stop_on_oom) {
+                s->r->stopped_on_oom = 1;
+                break;
+            }
+            continue;
+        }
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_alloc of %llu bytes cannot be allocated: %s",
+                      (unsigned long long)e->size, sublet_status_text(st));
+            continue;
+        }
+        if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+            fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+        s->r->pre_allocs++;
+    }
+    free(allocs);
+    return fat;
+}
+
 static sublet_status seed_prelude(rp *s, size_t npre)
 {
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
+    int mode = s->o->prelude;
+    if (mode == SUBLET_PRELUDE_AUTO)
+        mode = set.expandable_segments || set.policy != SUBLET_POLICY_NATIVE
+                   ? SUBLET_PRELUDE_ALLOCATE
+                   : SUBLET_PRELUDE_ADOPT;
+    if (mode == SUBLET_PRELUDE_ALLOCATE)
+        return allocate_prelude(s, npre);
+
     seg_ref *segs = malloc((npre ? npre : 1) * sizeof *segs);
     const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
     if (!segs || !allocs) {
@@ -347,8 +398,6 @@ static sublet_status seed_prelude(rp *s, size_t npre)
     }
     qsort(segs, nseg, sizeof *segs, cmp_seg);
     qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
-    sublet_settings set;
-    sublet_settings_get(s->a, &set);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
@@ -553,7 +602,7 @@ static sublet_status do_event(rp *s, size_t i)
                      (unsigned long long)e->line, kind_of(s, i));
     case SUBLET_ACT_SNAPSHOT:
         if (s->o->record != SUBLET_RECORD_OFF)
-            sublet_segments_walk(s->a, noop_segment, NULL); /* what taking one records */
+            sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
         return SUBLET_OK;
     case SUBLET_ACT_OOM:
         return SUBLET_OK;
@@ -704,6 +753,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
         r->device_allocs = (uint64_t)e->num_device_alloc;
         r->device_frees = (uint64_t)e->num_device_free;
         r->alloc_retries = (uint64_t)e->num_alloc_retries;
+        sublet_sim_ops_read(s.sim, &r->device_ops);
         r->fidelity.recorded_final_reserved_bytes = s.recorded_reserved;
         if (o->capture_summary) {
             r->summary_peak = summary_text(&r->stats_peak, 0);

@@ -201,7 +201,7 @@ static void test_error_texts(void **state)
     expect_error("per_process_memory_fraction:1.1",
                  "per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
     expect_error("backend:foo", "Unknown allocator backend, options are native and cudaMallocAsync");
-    expect_error("policy:x", "Unknown sublet policy 'x', options are native");
+    expect_error("policy:x", "Unknown sublet policy 'x', options are native and stitch");
     expect_error("pinned_num_register_threads:3",
                  "Number of register threads has to be power of 2, got 3");
     expect_error("pinned_num_register_threads:0",

@@ -76,6 +76,13 @@ uint64_t sublet_sim_segments(const sublet_backend *sim);
  * `addr` when that range is free (replay places segments where a trace
  * recorded them); the request is dropped after that call.  0 clears it. */
 void sublet_sim_next_hint(sublet_backend *sim, uint64_t addr);
+/* Successful device calls by kind, since creation (the cost of a policy). */
+typedef struct sublet_sim_ops {
+    uint64_t segment_allocs, segment_frees; /* cudaMalloc / cudaFree */
+    uint64_t va_reserves, va_releases;      /* cuMemAddressReserve / Free */
+    uint64_t va_maps, va_unmaps;            /* map / unmap calls */
+} sublet_sim_ops;
+void sublet_sim_ops_read(const sublet_backend *sim, sublet_sim_ops *out);
 /* Change capacity (e.g. to model other processes taking memory). */
 void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
 

@@ -23,6 +23,10 @@ extern "C" {
 
 typedef enum sublet_policy {
     SUBLET_POLICY_NATIVE = 0, /* PyTorch's native caching allocator */
+    /* sublet's: every segment is virtual memory backed by 2 MiB pages (both
+     * pools), so free pages anywhere can back a request anywhere; see
+     * docs/policies.md. */
+    SUBLET_POLICY_STITCH = 1,
 } sublet_policy;
 
 typedef struct sublet_settings {

@@ -68,6 +68,13 @@ typedef struct sublet_replay_options {
      * breaks ties between equal free blocks by address, so following the
      * recording keeps the engine on PyTorch's path. */
     int placement_hints;
+    /* The prelude (state that existed before recording began): adopt
+     * PyTorch's segments and blocks as recorded, or allocate the live
+     * blocks through the engine under the replay's own settings (what a run
+     * that used those settings from the start would hold).  AUTO adopts
+     * under PyTorch's native policy without expandable segments, and
+     * allocates otherwise. */
+    enum { SUBLET_PRELUDE_AUTO = 0, SUBLET_PRELUDE_ADOPT = 1, SUBLET_PRELUDE_ALLOCATE = 2 } prelude;
     sublet_replay_oom_fn on_oom;
     void *oom_user;
     /* Recording the replayed allocator (sublet/history.h), e.g. to write its
@@ -80,7 +87,7 @@ typedef struct sublet_replay_options {
      * trace's own frames (sublet_trace_stack of the row being driven), not
      * backtrace().  A deferred free_completed row is completed at once
      * (sublet_process_events), so its entry lands where the row was, and a
-     * `snapshot` row walks the segments (as taking a snapshot does).  Off by
+     * `snapshot` row records the marker taking a snapshot records.  Off by
      * default (zeroes). */
     sublet_record record;
     sublet_context record_context;
@@ -132,6 +139,7 @@ typedef struct sublet_replay_result {
     uint64_t errors;
     char first_error[256];
     sublet_replay_fidelity fidelity;
+    sublet_sim_ops device_ops; /* the simulated device's calls, by kind */
     sublet_stats stats_peak; /* statistics when reserved first reached its peak */
     sublet_stats stats_end;  /* statistics after the last event */
     /* memory_summary() texts (capture_summary); malloc'd, NULL otherwise. */
@@ -150,6 +158,27 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
                                 sublet_replay_result *r, char *err, size_t err_cap);
 /* Free the summary texts (the struct itself belongs to the caller). */
 void sublet_replay_result_free(sublet_replay_result *r);
+
+/* ---- min capacity ---------------------------------------------------------- */
+typedef struct sublet_mincap_result {
+    uint64_t resolution;           /* search step in bytes (2 MiB by default) */
+    uint64_t min_capacity_bytes;   /* smallest simulated device with no OOM */
+    uint64_t peak_requested_bytes; /* peak of live requested bytes: the floor */
+    double overhead;               /* min_capacity / peak_requested - 1 */
+    uint64_t replays;              /* replays the search ran */
+    sublet_replay_result at_min;   /* the replay at min_capacity_bytes */
+} sublet_mincap_result;
+
+/* Find by bisection the smallest simulated device (a multiple of
+ * `resolution`, 0 = 2 MiB) on which `t` replays under `o`'s settings without
+ * an OOM.  `o` may be NULL (defaults); its device_memory, stop_on_oom and
+ * check are ignored.  Assumes that a larger device never does worse, as
+ * holds for PyTorch's policy in practice.  Release with
+ * sublet_mincap_result_free. */
+sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *o,
+                                         uint64_t resolution, sublet_mincap_result *out,
+                                         char *err, size_t err_cap);
+void sublet_mincap_result_free(sublet_mincap_result *r);
 
 #ifdef __cplusplus
 }
