@@ -90,6 +90,10 @@ static const char *const create_confs[] = {
     "max_split_size_mb:20,max_non_split_rounding_mb:30,roundup_power2_divisions:2",
     "large_segment_size_mb:12",
     "per_process_memory_fraction:0.25",
+    "expandable_segments:True",
+    "expandable_segments:True,garbage_collection_threshold:0.5,per_process_memory_fraction:0.75",
+    "expandable_segments:True,max_split_size_mb:40",
+    "policy:stitch",
 };
 #define N_CONFS (sizeof create_confs / sizeof create_confs[0])
 
@@ -121,7 +125,11 @@ static const conf_case apply_confs[] = {
     {"garbage_collection_threshold:0", 0, 0, 0},
     {"roundup_power2_divisions:3", 0, 0, 0},
     {"roundup_power2_divisions:[256:1,", 0, 0, 0},
-    {"expandable_segments:True", 0, 0, 0},
+    {"expandable_segments:True", 1, 0, 0},
+    {"expandable_segments:False", 1, 0, 0},
+    {"policy:stitch", 1, 0, 0},
+    {"policy:native", 1, 0, 0},
+    {"policy:gmlake", 0, 0, 0},
     {"backend:cudaMallocAsync", 0, 0, 0},
     {"max_split_size_mb:", 0, 0, 0},
     {"bogus_option:1", 0, 0, 0},

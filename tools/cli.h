@@ -2,8 +2,13 @@
 #ifndef SUBLET_CLI_H
 #define SUBLET_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "sublet/replay.h"
+#include "sublet/snapshot.h"
+#include "sublet/trace.h"
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
@@ -12,6 +17,55 @@ enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
 int cli_replay(int argc, char **argv);
 /* The replay part of `sublet help`. */
 void cli_replay_usage(FILE *out);
+/* `sublet convert IN OUT ...` (convert.c). */
+int cli_convert(int argc, char **argv);
+void cli_convert_usage(FILE *out);
+/* `sublet summary SNAPSHOT ...` (summary.c). */
+int cli_summary(int argc, char **argv);
+void cli_summary_usage(FILE *out);
+/* `sublet mincap TRACE ...` (mincap.c): the smallest simulated device on
+ * which the trace runs, by bisection (sublet_replay_min_capacity). */
+int cli_mincap(int argc, char **argv);
+void cli_mincap_usage(FILE *out);
+/* The min-capacity report (`sublet replay TRACE --min-capacity`): text or one
+ * JSON object on `out`, settings `conf` (NULL = PyTorch's defaults); errors
+ * go to stderr.  Returns CLI_OK or CLI_ERROR. */
+int cli_min_capacity(const sublet_trace *t, const char *conf, int json, FILE *out);
+/* The same with the trace's name in the report (path may be NULL) and a
+ * search step (0 = 2 MiB). */
+int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *conf,
+                        uint64_t resolution, int json, FILE *out);
+
+/* ---- shared helpers (cli_util.c) ------------------------------------------------------- */
+/* Read a whole file ("-": stdin) into a malloc'd buffer; -1 with the reason
+ * (naming the path) in err. */
+int cli_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t cap);
+/* Load a trace of any format ("-": stdin), detected by content; input that
+ * matches no format is read as the events CSV so the error names its line.
+ * Messages start with the path.  Free with cli_trace_free. */
+sublet_status cli_load_trace(const char *path, const sublet_trace_load_options *opt,
+                             sublet_trace **out, char *err, size_t cap);
+/* The same from bytes already read (name: for messages). */
+sublet_status cli_parse_trace(const uint8_t *buf, size_t n, const char *name,
+                              const sublet_trace_load_options *opt, sublet_trace **out, char *err,
+                              size_t cap);
+void cli_trace_free(sublet_trace *t);
+/* A decimal event index (below UINT64_MAX); 0 or -1. */
+int cli_parse_index(const char *s, uint64_t *out);
+/* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing); *matched
+ * tells whether argv[*i] is this option.  *i advances past a separate value. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *matched);
+/* Recording options for a replay whose allocator's snapshot is wanted: every
+ * event, stacks from the trace (context "all") when it has any. */
+void cli_record_options(const sublet_trace *t, sublet_replay_options *o);
+/* sublet_replay_run with recording on, taking the allocator's snapshot after
+ * the last event (*snap, NULL when the replay could not create it). */
+sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,
+                                  sublet_replay_result *r, sublet_snapshot **snap, char *err,
+                                  size_t cap);
+/* The settings a replay of t uses: `given` (--conf) when not NULL, else the
+ * settings the trace recorded (*from_trace = 1), else "". */
+const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace);
 
 /* ---- JSON writer (json.c) ---------------------------------------------------------- */
 /* Writes one JSON document to a FILE*, pretty-printed with two-space

@@ -10,10 +10,18 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: sublet COMMAND [options]\n"
             "commands:\n"
-            "  replay TRACE.events.csv [options]  replay a recorded trace through the engine\n"
-            "  help [COMMAND]                     this text, or a command's options\n"
-            "  --version                          print the version\n\n");
+            "  replay TRACE [options]     replay a recorded trace through the engine\n"
+            "  convert IN OUT [options]   convert a trace or snapshot to a snapshot pickle,\n"
+            "                             snapshot JSON or events CSV\n"
+            "  summary SNAPSHOT [--json]  memory_summary() and memory_stats() of a snapshot\n"
+            "  mincap TRACE [options]     smallest simulated device that runs the trace\n"
+            "  help [COMMAND]             this text, or a command's options\n"
+            "  --version                  print the version\n\n");
     cli_replay_usage(out);
+    fputc('\n', out);
+    cli_convert_usage(out);
+    fputc('\n', out);
+    cli_summary_usage(out);
 }
 
 int main(int argc, char **argv)
@@ -30,6 +38,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         if (argc > 2 && strcmp(argv[2], "replay") == 0)
             cli_replay_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "convert") == 0)
+            cli_convert_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "summary") == 0)
+            cli_summary_usage(stdout);
         else if (argc > 2) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
@@ -40,6 +52,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "replay") == 0)
         return cli_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0)
+        return cli_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "summary") == 0)
+        return cli_summary(argc - 1, argv + 1);
+    if (strcmp(cmd, "mincap") == 0)
+        return cli_mincap(argc - 1, argv + 1);
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;

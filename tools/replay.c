@@ -1,6 +1,8 @@
-/* sublet CLI — `sublet replay TRACE.events.csv [options]`: drive a recorded
- * PyTorch trace through the engine on the sim backend and report memory,
- * counts and fidelity against PyTorch's own decisions. */
+/* sublet CLI — `sublet replay TRACE [options]`: drive a recorded trace (any
+ * format sublet_trace_parse reads, detected by content) through the engine
+ * on the sim backend and report memory, counts and fidelity against
+ * PyTorch's own decisions; optionally write the replayed allocator's
+ * snapshot. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,18 @@
 
 void cli_replay_usage(FILE *out)
 {
-    fputs("usage: sublet replay TRACE.events.csv [options]\n"
+    fputs("usage: sublet replay TRACE [options]\n"
           "  Replay a recorded allocation trace through the engine (sim backend) and\n"
-          "  compare every decision with PyTorch's.\n"
+          "  compare every decision with PyTorch's.  TRACE is an events CSV, a PyTorch\n"
+          "  snapshot (pickle or JSON), an RMM log or a Kineto trace, gzip'd or not\n"
+          "  (detected by content); '-' reads stdin.\n"
           "options:\n"
           "  --conf STR            allocator settings (PYTORCH_CUDA_ALLOC_CONF grammar);\n"
-          "                        default: PyTorch's defaults (the environment is not read)\n"
+          "                        default: the settings the trace recorded, else PyTorch's\n"
+          "                        defaults (the environment is not read)\n"
+          "  --snapshot-out FILE   record the replay and write the replayed allocator's\n"
+          "                        snapshot (segments, blocks and trace) after the last\n"
+          "                        event: FILE.pickle/.pkl or FILE.json, optionally .gz\n"
           "  --device-memory SIZE  simulated device capacity, e.g. 80GiB, 24GB (default 80GiB)\n"
           "  --json                print one JSON object instead of the text report\n"
           "  --at N                stop after event N (0-based index, prelude rows included)\n"
@@ -211,13 +219,15 @@ static void json_index(json_writer *w, const char *key, uint64_t idx)
 }
 
 static void print_json(const char *path, const sublet_trace *t, const sublet_replay_options *o,
-                       const sublet_replay_result *r, const cli_ctx *c, const char *error)
+                       const sublet_replay_result *r, const cli_ctx *c, const char *error,
+                       const char *snapshot_out)
 {
     const sublet_replay_fidelity *f = &r->fidelity;
     json_writer w;
     json_init(&w, stdout);
     json_object_begin(&w);
     json_kv_string(&w, "trace", path);
+    json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_source_format(t)));
     json_kv_string(&w, "conf", o->conf);
     json_kv_u64(&w, "device_memory_bytes", o->device_memory);
     json_index(&w, "stop_after", o->stop_after);
@@ -279,6 +289,11 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_object_end(&w);
     json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
     json_stats(&w, "memory_stats_at_end", &r->stats_end);
+    json_key(&w, "snapshot_out");
+    if (snapshot_out)
+        json_string(&w, snapshot_out);
+    else
+        json_null(&w);
     json_key(&w, "error");
     if (error)
         json_string(&w, error);
@@ -299,48 +314,11 @@ static int usage_error(const char *fmt, const char *arg)
     return CLI_USAGE;
 }
 
-static int parse_index(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    uint64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return -1;
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - 1 - d) / 10) /* UINT64_MAX means "all" */
-            return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-/* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing).  *i advances. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *matched)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    *matched = 0;
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=') {
-        *matched = 1;
-        return a + n + 1;
-    }
-    if (a[n] != '\0')
-        return NULL;
-    *matched = 1;
-    if (*i + 1 >= argc)
-        return NULL;
-    return argv[++*i];
-}
-
 int cli_replay(int argc, char **argv)
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o);
-    const char *path = NULL;
+    const char *path = NULL, *conf = NULL, *snap_out = NULL;
     int json = 0, only_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -363,19 +341,26 @@ int cli_replay(int argc, char **argv)
             o.stop_on_oom = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {
             o.placement_hints = 0;
-        } else if ((v = opt_value(argc, argv, &i, "--conf", &m)) || m) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--conf");
-            o.conf = v;
-        } else if ((v = opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
+            conf = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--snapshot-out", &m)) || m) {
+            if (!v || !*v)
+                return usage_error("%s needs a value", "--snapshot-out");
+            if (sublet_snapshot_format_of_path(v, NULL) == SUBLET_SNAPSHOT_AUTO)
+                return usage_error("--snapshot-out: '%s' does not end in .pickle, .pkl or .json "
+                                   "(optionally followed by .gz)", v);
+            snap_out = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--device-memory");
             if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
                 return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
-        } else if ((v = opt_value(argc, argv, &i, "--at", &m)) || m) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--at", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--at");
-            if (parse_index(v, &o.stop_after) != 0)
+            if (cli_parse_index(v, &o.stop_after) != 0)
                 return usage_error("--at: '%s' is not an event index", v);
         } else {
             return usage_error("unknown option '%s'", a);
@@ -387,18 +372,19 @@ int cli_replay(int argc, char **argv)
     sublet_settings probe;
     sublet_settings_default(&probe);
     char err[1024];
-    if (sublet_settings_parse(&probe, o.conf, err, sizeof err) != SUBLET_OK) {
+    if (conf && sublet_settings_parse(&probe, conf, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet replay: --conf: %s\n", err);
         return CLI_USAGE;
     }
 
     sublet_trace *t = NULL;
-    sublet_status st = strcmp(path, "-") == 0 ? sublet_trace_read_csv(stdin, &t, err, sizeof err)
-                                              : sublet_trace_load_csv(path, &t, err, sizeof err);
+    sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
         return CLI_ERROR;
     }
+    int conf_from_trace;
+    o.conf = cli_conf_for(t, conf, &conf_from_trace);
 
     cli_ctx c = {.json = json};
     o.on_oom = on_oom;
@@ -406,11 +392,13 @@ int cli_replay(int argc, char **argv)
     o.capture_summary = !json;
     if (!json) {
         printf("sublet replay %s\n", path);
-        printf("  trace:          %zu rows (%zu prelude: %zu pre_segment, %zu pre_alloc)\n",
+        printf("  trace:          %zu rows (%zu prelude: %zu pre_segment, %zu pre_alloc), %s\n",
                sublet_trace_count(t), sublet_trace_prelude_count(t),
                sublet_trace_count_kind(t, SUBLET_TRACE_PRE_SEGMENT),
-               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_ALLOC));
-        printf("  settings:       %s\n", o.conf[0] ? o.conf : "(PyTorch defaults)");
+               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_ALLOC),
+               sublet_trace_format_name(sublet_trace_source_format(t)));
+        printf("  settings:       %s%s\n", o.conf[0] ? o.conf : "(PyTorch defaults)",
+               conf_from_trace ? " (recorded in the trace)" : "");
         char b[48];
         sublet_format_size(o.device_memory, b, sizeof b);
         printf("  device memory:  %s (%" PRIu64 " bytes), sim backend%s\n", b, o.device_memory,
@@ -420,19 +408,40 @@ int cli_replay(int argc, char **argv)
         fflush(stdout);
     }
     sublet_replay_result r;
-    char rerr[1024];
-    st = sublet_replay_run(t, &o, &r, rerr, sizeof rerr);
-    const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
-    if (json)
-        print_json(path, t, &o, &r, &c, failure);
+    char rerr[1024] = "";
+    sublet_snapshot *snap = NULL;
+    if (snap_out)
+        st = cli_replay_snapshot(t, &o, &r, &snap, rerr, sizeof rerr);
     else
+        st = sublet_replay_run(t, &o, &r, rerr, sizeof rerr);
+    const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
+    char werr[1024] = "";
+    int wrote = 0;
+    if (snap_out && snap) {
+        if (sublet_snapshot_write(snap, snap_out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr) ==
+            SUBLET_OK)
+            wrote = 1;
+    } else if (snap_out && !failure) {
+        snprintf(werr, sizeof werr, "%s: no snapshot was taken", snap_out);
+    }
+    if (json)
+        print_json(path, t, &o, &r, &c, failure, wrote ? snap_out : NULL);
+    else {
         print_text(path, t, &o, &r);
+        if (wrote)
+            printf("snapshot of the replayed allocator: %s (%zu segments, %zu trace entries)\n",
+                   snap_out, sublet_snapshot_segment_count(snap),
+                   sublet_snapshot_trace_count(snap, sublet_snapshot_device_count(snap) - 1));
+    }
     if (c.oom_nomem)
         fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
     if (failure)
         fprintf(stderr, "sublet replay: %s\n", failure);
+    if (werr[0])
+        fprintf(stderr, "sublet replay: --snapshot-out: %s\n", werr);
+    sublet_snapshot_free(snap);
     sublet_replay_result_free(&r);
     ctx_free(&c);
-    sublet_trace_free(t);
-    return failure ? CLI_ERROR : CLI_OK;
+    cli_trace_free(t);
+    return failure || werr[0] ? CLI_ERROR : CLI_OK;
 }

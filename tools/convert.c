@@ -1,0 +1,327 @@
+/* sublet CLI — `sublet convert IN OUT`: any readable trace or snapshot to a
+ * snapshot pickle, a snapshot JSON or an events CSV.
+ *
+ * How each pair is done:
+ *   snapshot -> snapshot   the value tree is copied as is (pickle <-> JSON,
+ *                          gzip or not): nothing is lost.
+ *   anything -> CSV        read as a trace (sublet_trace_parse: prelude
+ *                          rebuilt, one device), written by
+ *                          sublet_trace_write_csv; stacks and block sizes have
+ *                          no column and are dropped (a note says so).
+ *   trace -> snapshot      replayed through the engine with recording on
+ *                          (sublet_replay_run + sublet_snapshot_take): the
+ *                          segments and blocks are the replayed allocator's,
+ *                          the events its recorded ones, with the trace's
+ *                          times and stacks — the same as the trace's own
+ *                          wherever the replay matches PyTorch's decisions.
+ *                          With --direct, or when the trace cannot be replayed
+ *                          (expandable segments), the snapshot is built from
+ *                          the trace alone (sublet_snapshot_from_trace: the
+ *                          events verbatim, blocks approximated). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_convert_usage(FILE *out)
+{
+    fputs("usage: sublet convert IN OUT [options]\n"
+          "  Convert a trace or snapshot (any format `sublet replay` reads) to\n"
+          "    OUT.pickle, OUT.pkl  a PyTorch memory snapshot pickle (as _dump_snapshot;\n"
+          "                         pytorch.org/memory_viz opens it)\n"
+          "    OUT.json             the same snapshot as JSON\n"
+          "    OUT.csv              an events CSV (seq,action,addr,size,stream,time_us)\n"
+          "  each optionally followed by .gz.  A snapshot converted to a snapshot is\n"
+          "  copied as is.  A trace (events CSV, RMM log, Kineto) converted to a snapshot\n"
+          "  is replayed through the engine with recording on: segments and blocks are\n"
+          "  the replayed allocator's, the events its recording (with the trace's times\n"
+          "  and stacks).  The CSV has no column for stacks: they are dropped.\n"
+          "options:\n"
+          "  --device N            device of a multi-device source (default: the one\n"
+          "                        with the most events)\n"
+          "  --conf STR            settings for the replay (default: the trace's, else\n"
+          "                        PyTorch's defaults)\n"
+          "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n"
+          "  --direct              build the snapshot from the trace without replaying it\n"
+          "                        (the events verbatim; block sizes approximated); also\n"
+          "                        used when the trace cannot be replayed\n"
+          "  --no-placement-hints  let the sim place new segments itself\n",
+          out);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("sublet convert: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n", stderr);
+    cli_convert_usage(stderr);
+    return CLI_USAGE;
+}
+
+static int is_csv_path(const char *p)
+{
+    size_t n = strlen(p);
+    if (n >= 3 && strcmp(p + n - 3, ".gz") == 0)
+        n -= 3;
+    return n >= 4 && strncmp(p + n - 4, ".csv", 4) == 0;
+}
+
+typedef struct dev_seen {
+    int64_t max_dev;
+    uint64_t mask; /* devices 0..63 that own segments */
+} dev_seen;
+
+static void note_device(void *user, int64_t device, const sublet_segment_view *seg)
+{
+    (void)seg;
+    dev_seen *d = user;
+    if (device >= 0 && device < 64)
+        d->mask |= (uint64_t)1 << device;
+    if (device > d->max_dev)
+        d->max_dev = device;
+}
+
+/* How many devices have events or segments; the list in `which`. */
+static int devices_in(const sublet_snapshot *s, char *which, size_t cap)
+{
+    dev_seen d = {-1, 0};
+    sublet_snapshot_segments_walk(s, note_device, &d);
+    for (size_t i = 0; i < sublet_snapshot_device_count(s) && i < 64; i++)
+        if (sublet_snapshot_trace_count(s, i))
+            d.mask |= (uint64_t)1 << i;
+    int n = 0;
+    size_t o = 0;
+    which[0] = '\0';
+    for (int i = 0; i < 64; i++)
+        if (d.mask >> i & 1) {
+            int k = snprintf(which + o, cap - o, "%s%d", n ? ", " : "", i);
+            if (k > 0 && (size_t)k < cap - o)
+                o += (size_t)k;
+            n++;
+        }
+    return n;
+}
+
+static const char *snapshot_kind(sublet_snapshot_format f)
+{
+    return f == SUBLET_SNAPSHOT_JSON ? "snapshot JSON" : "snapshot pickle";
+}
+
+static size_t last_trace_count(const sublet_snapshot *s)
+{
+    size_t nd = sublet_snapshot_device_count(s);
+    return nd ? sublet_snapshot_trace_count(s, nd - 1) : 0;
+}
+
+int cli_convert(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *conf = NULL;
+    sublet_trace_load_options lo = {0};
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    int direct = 0, only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        const char *v;
+        if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
+            if (!in)
+                in = a;
+            else if (!out)
+                out = a;
+            else
+                return usage_error("too many arguments ('%s')", a);
+        } else if (strcmp(a, "--") == 0) {
+            only_positional = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli_convert_usage(stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--direct") == 0) {
+            direct = 1;
+        } else if (strcmp(a, "--no-placement-hints") == 0) {
+            o.placement_hints = 0;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--conf");
+            conf = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--device-memory");
+            if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
+                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device", &m)) || m) {
+            uint64_t d;
+            if (!v)
+                return usage_error("%s needs a value", "--device");
+            if (cli_parse_index(v, &d) != 0 || d > INT32_MAX)
+                return usage_error("--device: '%s' is not a device number", v);
+            lo.pick_device = 1;
+            lo.device = (int64_t)d;
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    if (!in || !out)
+        return usage_error("%s", "IN and OUT are both needed");
+    int to_csv = is_csv_path(out);
+    sublet_snapshot_format sf = sublet_snapshot_format_of_path(out, NULL);
+    if (!to_csv && sf == SUBLET_SNAPSHOT_AUTO)
+        return usage_error("cannot write '%s': sublet writes snapshot pickles (.pickle, .pkl), "
+                           "snapshot JSON (.json) and events CSVs (.csv), each optionally .gz",
+                           out);
+    char err[1024];
+    if (conf) {
+        sublet_settings probe;
+        sublet_settings_default(&probe);
+        if (sublet_settings_parse(&probe, conf, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: --conf: %s\n", err);
+            return CLI_USAGE;
+        }
+    }
+
+    uint8_t *buf;
+    size_t n;
+    if (cli_read_file(in, &buf, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "sublet convert: %s\n", err);
+        return CLI_ERROR;
+    }
+    const char *name = strcmp(in, "-") == 0 ? "stdin" : in;
+    sublet_trace_format inf = sublet_trace_detect(buf, n);
+    int is_snap = inf == SUBLET_FORMAT_SNAPSHOT_PICKLE || inf == SUBLET_FORMAT_SNAPSHOT_JSON;
+    sublet_snapshot *snap = NULL;
+    sublet_trace *t = NULL;
+    sublet_status st;
+    int rc = CLI_OK;
+    char werr[1024] = "";
+    const char *how = "";
+    if (is_snap) {
+        char inner[1024];
+        st = sublet_snapshot_parse(buf, n, &snap, inner, sizeof inner);
+        free(buf);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s: %s\n", name, inner);
+            return CLI_ERROR;
+        }
+        if (!to_csv) {
+            how = "copied";
+            st = sublet_snapshot_write(snap, out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr);
+            goto written;
+        }
+        char which[256];
+        int ndev = devices_in(snap, which, sizeof which);
+        if (ndev > 1 && !lo.pick_device) {
+            fprintf(stderr,
+                    "sublet convert: %s holds %d devices (%s); an events CSV holds one: choose "
+                    "it with --device N\n",
+                    name, ndev, which);
+            sublet_snapshot_free(snap);
+            return CLI_ERROR;
+        }
+        st = sublet_snapshot_trace(snap, &lo, &t, inner, sizeof inner);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s: %s\n", name, inner);
+            sublet_snapshot_free(snap);
+            return CLI_ERROR;
+        }
+        sublet_snapshot_free(snap);
+        snap = NULL;
+    } else {
+        st = cli_parse_trace(buf, n, name, &lo, &t, err, sizeof err);
+        free(buf);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s\n", err);
+            return CLI_ERROR;
+        }
+    }
+
+    if (to_csv) {
+        how = "written";
+        if (sublet_trace_stack_count(t))
+            fprintf(stderr, "sublet convert: note: an events CSV has no column for stacks; "
+                            "%u distinct stacks were dropped\n",
+                    sublet_trace_stack_count(t));
+        st = sublet_trace_write_csv(t, out, werr, sizeof werr);
+        if (st == SUBLET_OK)
+            printf("%s (%s) -> %s (events CSV): %zu rows (%zu prelude)\n", name,
+                   sublet_trace_format_name(sublet_trace_source_format(t)), out,
+                   sublet_trace_count(t), sublet_trace_prelude_count(t));
+        else
+            rc = CLI_ERROR;
+        if (rc != CLI_OK)
+            fprintf(stderr, "sublet convert: %s\n", werr);
+        cli_trace_free(t);
+        return rc;
+    }
+
+    /* a trace to a snapshot */
+    int from_trace;
+    o.conf = cli_conf_for(t, conf, &from_trace);
+    if (!o.device_memory || o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY) {
+        uint64_t dm = sublet_trace_device_memory(t);
+        if (dm)
+            o.device_memory = dm;
+    }
+    if (!direct && (sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_MAP) ||
+                    sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP))) {
+        fprintf(stderr, "sublet convert: note: the trace maps expandable segments, which the "
+                        "replay does not drive: building the snapshot from the trace alone\n");
+        direct = 1;
+    }
+    if (!direct) {
+        sublet_replay_result r;
+        char rerr[1024] = "";
+        st = cli_replay_snapshot(t, &o, &r, &snap, rerr, sizeof rerr);
+        if (st == SUBLET_OK) {
+            how = "replayed through the engine";
+            if (r.errors)
+                fprintf(stderr, "sublet convert: note: %" PRIu64 " rows could not be replayed "
+                                "(first: %s); the snapshot is the engine's state\n",
+                        r.errors, r.first_error);
+            if (r.ooms)
+                fprintf(stderr, "sublet convert: note: %" PRIu64 " allocations ran out of the "
+                                "simulated device's memory (--device-memory)\n",
+                        r.ooms);
+        } else if (st == SUBLET_ERR_UNSUPPORTED) {
+            fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
+                            "snapshot from the trace alone\n",
+                    rerr);
+            sublet_snapshot_free(snap);
+            snap = NULL;
+            direct = 1;
+        } else {
+            fprintf(stderr, "sublet convert: replay of %s: %s\n", name,
+                    rerr[0] ? rerr : sublet_status_text(st));
+            sublet_snapshot_free(snap);
+            snap = NULL;
+            rc = CLI_ERROR;
+        }
+        sublet_replay_result_free(&r);
+    }
+    if (direct && rc == CLI_OK) {
+        how = "built from the trace";
+        st = sublet_snapshot_from_trace(t, o.conf, &snap, err, sizeof err);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s: %s\n", name, err);
+            rc = CLI_ERROR;
+        }
+    }
+    if (rc == CLI_OK)
+        st = sublet_snapshot_write(snap, out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr);
+
+written:
+    if (rc == CLI_OK && st == SUBLET_OK)
+        printf("%s (%s) -> %s (%s, %s): %zu segments, %zu trace entries\n", name,
+               sublet_trace_format_name(inf == SUBLET_FORMAT_UNKNOWN && t
+                                            ? sublet_trace_source_format(t)
+                                            : inf),
+               out, snapshot_kind(sf), how, sublet_snapshot_segment_count(snap),
+               last_trace_count(snap));
+    else if (rc == CLI_OK) {
+        fprintf(stderr, "sublet convert: %s\n", werr);
+        rc = CLI_ERROR;
+    }
+    sublet_snapshot_free(snap);
+    cli_trace_free(t);
+    return rc;
+}

@@ -1,0 +1,198 @@
+/* sublet CLI — the smallest simulated device on which a trace runs.
+ *
+ * `sublet mincap TRACE [--conf STR] [--resolution SIZE] [--json]`, and the
+ * report behind `sublet replay TRACE --min-capacity` (cli_min_capacity):
+ * bisection over device sizes (sublet_replay_min_capacity), then the min
+ * capacity, the floor (peak of live requested bytes), the overhead over it,
+ * the replays the search ran, and the device calls of the replay at the
+ * minimum: segment allocs/frees (cudaMalloc/cudaFree), virtual reserves,
+ * releases, maps and unmaps (expandable segments, policy:stitch), and the
+ * engine's alloc retries (the OOM path: free cached memory, try again). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sublet/replay.h"
+#include "sublet/sublet.h"
+#include "sublet/trace.h"
+
+void cli_mincap_usage(FILE *out)
+{
+    fputs("usage: sublet mincap TRACE [options]\n"
+          "  Find by bisection the smallest simulated device (2 MiB resolution) on which\n"
+          "  TRACE replays without an OOM, and report it with the overhead over the peak\n"
+          "  of live requested bytes and the device calls at that size.  Also available\n"
+          "  as `sublet replay TRACE --min-capacity`.\n"
+          "options:\n"
+          "  --conf STR         allocator settings (PYTORCH_CUDA_ALLOC_CONF grammar, plus\n"
+          "                     sublet's policy:stitch); default: the settings the trace\n"
+          "                     recorded, else PyTorch's defaults\n"
+          "  --resolution SIZE  search step (default 2MiB)\n"
+          "  --json             print one JSON object instead of the text report\n"
+          "  -h, --help         this text\n",
+          out);
+}
+
+static void text_report(FILE *out, const char *path, const char *conf,
+                        const sublet_mincap_result *m)
+{
+    const sublet_replay_result *r = &m->at_min;
+    const sublet_sim_ops *d = &r->device_ops;
+    char b1[32], b2[32];
+    if (path)
+        fprintf(out, "trace:                %s\n", path);
+    fprintf(out, "settings:             %s\n", conf && *conf ? conf : "(PyTorch defaults)");
+    sublet_format_size(m->min_capacity_bytes, b1, sizeof b1);
+    fprintf(out, "min capacity:         %" PRIu64 " bytes (%.4f GiB, %s)\n", m->min_capacity_bytes,
+            (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30), b1);
+    sublet_format_size(m->peak_requested_bytes, b1, sizeof b1);
+    fprintf(out, "peak live requested:  %" PRIu64 " bytes (%.4f GiB, %s)\n",
+            m->peak_requested_bytes,
+            (double)m->peak_requested_bytes / (double)(UINT64_C(1) << 30), b1);
+    fprintf(out, "overhead:             %.2f %%\n", 100.0 * m->overhead);
+    sublet_format_size(m->resolution, b1, sizeof b1);
+    fprintf(out, "resolution:           %s\n", b1);
+    fprintf(out, "replays run:          %" PRIu64 "\n", m->replays);
+    sublet_format_size(r->peak_reserved_bytes, b1, sizeof b1);
+    sublet_format_size(r->final_reserved_bytes, b2, sizeof b2);
+    fprintf(out, "at min capacity:      peak reserved %s, final reserved %s\n", b1, b2);
+    fprintf(out, "device calls at min capacity:\n");
+    fprintf(out, "  segment allocs:     %" PRIu64 "\n", d->segment_allocs);
+    fprintf(out, "  segment frees:      %" PRIu64 "\n", d->segment_frees);
+    fprintf(out, "  va reserves:        %" PRIu64 "\n", d->va_reserves);
+    fprintf(out, "  va releases:        %" PRIu64 "\n", d->va_releases);
+    fprintf(out, "  maps:               %" PRIu64 "\n", d->va_maps);
+    fprintf(out, "  unmaps:             %" PRIu64 "\n", d->va_unmaps);
+    fprintf(out, "  alloc retries:      %" PRIu64 "\n", r->alloc_retries);
+    fprintf(out, "events driven:        %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees)\n",
+            r->events, r->allocs, r->frees);
+}
+
+static void json_report(FILE *out, const char *path, const char *conf,
+                        const sublet_mincap_result *m)
+{
+    const sublet_replay_result *r = &m->at_min;
+    const sublet_sim_ops *d = &r->device_ops;
+    json_writer w;
+    json_init(&w, out);
+    json_object_begin(&w);
+    if (path)
+        json_kv_string(&w, "trace", path);
+    json_kv_string(&w, "conf", conf ? conf : "");
+    json_kv_u64(&w, "resolution_bytes", m->resolution);
+    json_kv_u64(&w, "min_capacity_bytes", m->min_capacity_bytes);
+    json_key(&w, "min_capacity_gib");
+    json_double(&w, (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30));
+    json_kv_u64(&w, "peak_requested_bytes", m->peak_requested_bytes);
+    json_key(&w, "overhead");
+    json_double(&w, m->overhead);
+    json_key(&w, "overhead_percent");
+    json_double(&w, 100.0 * m->overhead);
+    json_kv_u64(&w, "replays", m->replays);
+    json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
+    json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
+    json_kv_u64(&w, "events", r->events);
+    json_key(&w, "device_calls");
+    json_object_begin(&w);
+    json_kv_u64(&w, "segment_allocs", d->segment_allocs);
+    json_kv_u64(&w, "segment_frees", d->segment_frees);
+    json_kv_u64(&w, "va_reserves", d->va_reserves);
+    json_kv_u64(&w, "va_releases", d->va_releases);
+    json_kv_u64(&w, "maps", d->va_maps);
+    json_kv_u64(&w, "unmaps", d->va_unmaps);
+    json_kv_u64(&w, "alloc_retries", r->alloc_retries);
+    json_object_end(&w);
+    json_object_end(&w);
+    json_finish(&w);
+}
+
+int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *conf,
+                        uint64_t resolution, int json, FILE *out)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf ? conf : "";
+    sublet_mincap_result m;
+    char err[512] = "";
+    sublet_status st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
+                err[0] ? err : sublet_status_text(st));
+        sublet_mincap_result_free(&m);
+        return CLI_ERROR;
+    }
+    if (json)
+        json_report(out, path, o.conf, &m);
+    else
+        text_report(out, path, o.conf, &m);
+    sublet_mincap_result_free(&m);
+    return ferror(out) ? CLI_ERROR : CLI_OK;
+}
+
+int cli_min_capacity(const sublet_trace *t, const char *conf, int json, FILE *out)
+{
+    return cli_min_capacity_ex(t, NULL, conf, 0, json, out);
+}
+
+int cli_mincap(int argc, char **argv)
+{
+    const char *path = NULL, *conf = NULL;
+    uint64_t resolution = 0;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        int m = 0;
+        const char *v;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            cli_mincap_usage(stdout);
+            return CLI_OK;
+        }
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        v = cli_opt_value(argc, argv, &i, "--conf", &m);
+        if (m) {
+            if (!v) {
+                fprintf(stderr, "sublet mincap: --conf needs a value\n");
+                return CLI_USAGE;
+            }
+            conf = v;
+            continue;
+        }
+        v = cli_opt_value(argc, argv, &i, "--resolution", &m);
+        if (m) {
+            if (!v || sublet_parse_size(v, &resolution) != 0 || resolution == 0) {
+                fprintf(stderr, "sublet mincap: --resolution needs a size, e.g. 2MiB\n");
+                return CLI_USAGE;
+            }
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "sublet mincap: unknown option '%s'\n", argv[i]);
+            cli_mincap_usage(stderr);
+            return CLI_USAGE;
+        }
+        if (path) {
+            fprintf(stderr, "sublet mincap: more than one trace given\n");
+            return CLI_USAGE;
+        }
+        path = argv[i];
+    }
+    if (!path) {
+        cli_mincap_usage(stderr);
+        return CLI_USAGE;
+    }
+    sublet_trace *t = NULL;
+    char err[512];
+    sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet mincap: %s\n", err);
+        return CLI_ERROR;
+    }
+    int from_trace;
+    const char *c = cli_conf_for(t, conf, &from_trace);
+    int rc = cli_min_capacity_ex(t, path, c, resolution, json, stdout);
+    cli_trace_free(t);
+    return rc;
+}

@@ -1,0 +1,246 @@
+/* sublet CLI — `sublet summary SNAPSHOT`: torch.cuda.memory_summary() and the
+ * flat memory_stats() of the allocator state a snapshot records.
+ *
+ * With recorded events, the snapshot's trace (prelude rebuilt from its
+ * segments) is replayed through the engine, and the statistics are the
+ * engine's after the last event: current values, and peaks and totals over
+ * the recorded window.  Without events (memory_snapshot()'s bare segment
+ * list, or an empty trace) the current values are computed from the segments
+ * (sublet_snapshot_stats: peak = current).  Any other trace format is
+ * accepted too and replayed. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_summary_usage(FILE *out)
+{
+    fputs("usage: sublet summary SNAPSHOT [options]\n"
+          "  memory_summary() and the flat memory_stats() keys of a snapshot (pickle or\n"
+          "  JSON, gzip'd or not; any trace format is accepted too).  When it holds\n"
+          "  recorded events they are replayed through the engine (the prelude seeded\n"
+          "  from the segments) and the statistics are the engine's after the last one;\n"
+          "  otherwise the current values are computed from the segments.\n"
+          "options:\n"
+          "  --json                one JSON object: snapshot, device, source, summary,\n"
+          "                        stats\n"
+          "  --device N            device of a multi-device snapshot\n"
+          "  --segments            compute from the segments even when there are events\n"
+          "  --conf STR            settings for the replay (default: the snapshot's)\n"
+          "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n",
+          out);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("sublet summary: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n", stderr);
+    cli_summary_usage(stderr);
+    return CLI_USAGE;
+}
+
+static char *format_alloc(size_t (*fn)(const sublet_stats *, char *, size_t),
+                          const sublet_stats *s)
+{
+    size_t n = fn(s, NULL, 0);
+    char *b = malloc(n + 1);
+    if (b)
+        fn(s, b, n + 1);
+    return b;
+}
+
+static char *summary_alloc(const sublet_stats *s, int device)
+{
+    size_t n = sublet_stats_format_summary(s, device, 0, NULL, 0);
+    char *b = malloc(n + 1);
+    if (b)
+        sublet_stats_format_summary(s, device, 0, b, n + 1);
+    return b;
+}
+
+int cli_summary(int argc, char **argv)
+{
+    const char *path = NULL, *conf = NULL;
+    sublet_trace_load_options lo = {0};
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    int json = 0, only_segments = 0, only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        const char *v;
+        if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
+            if (path)
+                return usage_error("more than one snapshot given ('%s')", a);
+            path = a;
+        } else if (strcmp(a, "--") == 0) {
+            only_positional = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli_summary_usage(stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--segments") == 0) {
+            only_segments = 1;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--conf");
+            conf = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--device-memory");
+            if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
+                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device", &m)) || m) {
+            uint64_t d;
+            if (!v)
+                return usage_error("%s needs a value", "--device");
+            if (cli_parse_index(v, &d) != 0 || d > INT32_MAX)
+                return usage_error("--device: '%s' is not a device number", v);
+            lo.pick_device = 1;
+            lo.device = (int64_t)d;
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    if (!path)
+        return usage_error("%s", "no snapshot given");
+    char err[1600];
+    if (conf) {
+        sublet_settings probe;
+        sublet_settings_default(&probe);
+        if (sublet_settings_parse(&probe, conf, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet summary: --conf: %s\n", err);
+            return CLI_USAGE;
+        }
+    }
+    uint8_t *buf;
+    size_t n;
+    if (cli_read_file(path, &buf, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "sublet summary: %s\n", err);
+        return CLI_ERROR;
+    }
+    const char *name = strcmp(path, "-") == 0 ? "stdin" : path;
+    sublet_trace_format f = sublet_trace_detect(buf, n);
+    sublet_snapshot *snap = NULL;
+    sublet_trace *t = NULL;
+    sublet_status st;
+    char inner[1024];
+    if (f == SUBLET_FORMAT_SNAPSHOT_PICKLE || f == SUBLET_FORMAT_SNAPSHOT_JSON) {
+        st = sublet_snapshot_parse(buf, n, &snap, inner, sizeof inner);
+        if (st == SUBLET_OK)
+            st = sublet_snapshot_trace(snap, &lo, &t, inner, sizeof inner);
+        if (st != SUBLET_OK)
+            snprintf(err, sizeof err, "%s: %s", name, inner);
+    } else {
+        st = cli_parse_trace(buf, n, name, &lo, &t, err, sizeof err);
+    }
+    free(buf);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet summary: %s\n", err);
+        sublet_snapshot_free(snap);
+        return CLI_ERROR;
+    }
+    int64_t device = lo.pick_device ? lo.device : sublet_trace_device(t);
+    if (device < 0)
+        device = 0;
+    size_t recorded = sublet_trace_count(t) - sublet_trace_prelude_count(t);
+    int from_segments = snap && (only_segments || recorded == 0);
+    sublet_stats stats;
+    const char *source;
+    sublet_replay_result r;
+    memset(&r, 0, sizeof r);
+    int rc = CLI_OK;
+    int from_trace = 0;
+    if (from_segments) {
+        sublet_snapshot_stats(snap, device, &stats);
+        source = "segments";
+    } else {
+        o.conf = cli_conf_for(t, conf, &from_trace);
+        uint64_t dm = sublet_trace_device_memory(t);
+        if (dm && o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY)
+            o.device_memory = dm;
+        char rerr[1024] = "";
+        st = sublet_replay_run(t, &o, &r, rerr, sizeof rerr);
+        stats = r.stats_end;
+        source = "replay";
+        if (st != SUBLET_OK && snap) {
+            fprintf(stderr, "sublet summary: note: the replay of %s stopped (%s): the values "
+                            "come from the segments\n",
+                    name, rerr[0] ? rerr : sublet_status_text(st));
+            from_segments = 1;
+            sublet_snapshot_stats(snap, device, &stats);
+            source = "segments";
+        } else if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet summary: replay of %s: %s\n", name,
+                    rerr[0] ? rerr : sublet_status_text(st));
+            rc = CLI_ERROR;
+        }
+    }
+    char *summary = summary_alloc(&stats, (int)device);
+    if (rc == CLI_OK && json) {
+        size_t jn = sublet_stats_format_json(&stats, NULL, 0);
+        char *js = malloc(jn + 1);
+        if (js)
+            sublet_stats_format_json(&stats, js, jn + 1);
+        json_writer w;
+        json_init(&w, stdout);
+        json_object_begin(&w);
+        json_kv_string(&w, "snapshot", path);
+        json_kv_string(&w, "format", sublet_trace_format_name(f));
+        json_key(&w, "device");
+        json_i64(&w, device);
+        json_kv_string(&w, "source", source);
+        json_kv_u64(&w, "segments", snap ? sublet_snapshot_segment_count(snap) : 0);
+        json_kv_u64(&w, "events", recorded);
+        json_kv_string(&w, "conf", from_segments ? "" : o.conf);
+        json_key(&w, "replay_errors");
+        json_u64(&w, r.errors);
+        json_kv_string(&w, "summary", summary ? summary : "");
+        json_key(&w, "stats");
+        if (js)
+            json_raw(&w, js);
+        else
+            json_null(&w);
+        json_object_end(&w);
+        json_finish(&w);
+        free(js);
+    } else if (rc == CLI_OK) {
+        printf("sublet summary %s\n", name);
+        printf("  source:   %s, device %" PRId64 ", %zu segments, %zu recorded events\n",
+               sublet_trace_format_name(f), device,
+               snap ? sublet_snapshot_segment_count(snap) : (size_t)0, recorded);
+        if (from_segments)
+            printf("  values:   current, computed from the segments (no history: peak = "
+                   "current)\n");
+        else
+            printf("  values:   the engine's after replaying the %zu events (settings: %s%s)\n",
+                   recorded, o.conf[0] ? o.conf : "PyTorch defaults",
+                   from_trace ? ", recorded" : "");
+        if (r.errors)
+            printf("  note:     %" PRIu64 " rows could not be replayed (first: %s)\n", r.errors,
+                   r.first_error);
+        if (snap && !from_segments) {
+            sublet_stats seg;
+            sublet_snapshot_stats(snap, device, &seg);
+            int64_t a = seg.reserved_bytes[SUBLET_POOL_ALL].current,
+                    b = stats.reserved_bytes[SUBLET_POOL_ALL].current;
+            int64_t c = seg.allocated_bytes[SUBLET_POOL_ALL].current,
+                    d = stats.allocated_bytes[SUBLET_POOL_ALL].current;
+            printf("  check:    the snapshot's segments hold %" PRId64 " reserved / %" PRId64
+                   " allocated bytes; the replay ends with %" PRId64 " / %" PRId64 ": %s\n",
+                   a, c, b, d, a == b && c == d ? "equal" : "different");
+        }
+        printf("\n%s\n", summary ? summary : "");
+        char *flat = format_alloc(sublet_stats_format_flat, &stats);
+        fputs(flat ? flat : "", stdout);
+        free(flat);
+    }
+    free(summary);
+    sublet_replay_result_free(&r);
+    sublet_snapshot_free(snap);
+    cli_trace_free(t);
+    return rc;
+}
