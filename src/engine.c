@@ -190,6 +190,7 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
     if (!seeded) { /* seeds are not part of the recorded run */
         a->stats.num_device_alloc++;
         seg->stack = a->cur_stack;
+        seg->stack_holder = b;
         emit(a, SUBLET_ACT_SEGMENT_ALLOC, addr, size, stream, seg->stack);
     }
     *out = b;
@@ -207,7 +208,7 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
 {
     sl_segment *seg = b->seg;
     sl_pool *pool = b->pool;
-    emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream, seg->stack);
+    emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream, a->op_stack ? a->op_stack : seg->stack);
     sublet_status st = a->backend->ops->segment_free(a->backend, b->addr, b->size);
     if (st != SUBLET_OK)
         return st; /* the segment stays cached and counted */
@@ -237,6 +238,8 @@ uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
         sl_free_remove(src->pool, src);
     else if (!src->mapped)
         sl_unmapped_remove(src->pool, src);
+    if (src->seg->stack_holder == src) /* absorbing prev moves it; next loses it */
+        src->seg->stack_holder = dst->prev == src ? dst : NULL;
     if (dst->prev == src) {
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -259,7 +262,8 @@ uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
 static void free_block(sublet_allocator *a, sl_block *b)
 {
     sl_pool *pool = b->pool;
-    emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->stack);
+    emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream,
+         a->op_stack ? a->op_stack : b->stack);
     b->stack = 0;
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
@@ -707,6 +711,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     if (st != SUBLET_OK)
         goto out;
     a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
+    a->op_stack = a->cur_stack; /* PyTorch passes malloc's context to what it frees */
     uint64_t size = sublet_round_size(&a->settings, n);
     sl_pool *pool = pool_for(a, size);
     uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
@@ -734,7 +739,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             sublet_oom_fn fn = a->oom_fn;
             void *user = a->oom_user;
             int device = a->device;
-            a->cur_stack = 0;
+            a->cur_stack = a->op_stack = 0;
             sl_unlock(a);
             if (fn)
                 fn(user, device, alloc_size, limit, dev_free);
@@ -752,7 +757,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     sl_ptrmap_put(&a->ptrs, blk->addr, blk); /* room reserved above */
     *ptr = (void *)(uintptr_t)blk->addr;
 out:
-    a->cur_stack = 0;
+    a->cur_stack = a->op_stack = 0;
     sl_unlock(a);
     return st;
 }
@@ -805,10 +810,12 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
     if (b->oversize)
         stat_dec(&a->stats.oversize_allocations, 1);
     b->oversize = false;
+    a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
     emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream,
-         a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : b->stack);
+         a->op_stack ? a->op_stack : b->stack);
     if (b->event_count == 0)
         free_block(a, b);
+    a->op_stack = 0;
     sl_unlock(a);
     return SUBLET_OK;
 }
@@ -878,10 +885,14 @@ sublet_status sublet_empty_cache(sublet_allocator *a)
     if (!a)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
+    a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
     sublet_status st = release_cached_blocks(a);
+    a->op_stack = 0;
     sl_unlock(a);
     return st;
 }
+
+int sublet_allocator_device(sublet_allocator *a) { return a ? a->device : -1; }
 
 sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
                                 uint64_t *size, uint64_t *requested)

@@ -56,6 +56,7 @@ struct sl_segment {
     bool expandable; /* a virtual reservation mapped page by page (§6) */
     uint64_t page;   /* expandable: page size */
     uint32_t stack; /* stack of the device allocation (recording) */
+    struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */
 };
 
 /* Free blocks of one stream inside one pool, ordered by (size, addr). */
@@ -165,6 +166,7 @@ struct sublet_allocator {
     /* recording (src/history.c); history is NULL when off */
     struct sl_history *history;
     uint32_t cur_stack; /* stack of the malloc in progress (lock held) */
+    uint32_t op_stack;  /* context of the API call in progress, for what it frees */
     struct sl_stacks *stacks;
     sublet_stack_fn stack_fn;
     void *stack_user;

@@ -204,8 +204,10 @@ static bool map_block(sublet_allocator *a, sl_block *b, uint64_t size)
     sl_arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)mapped);
     a->stats.num_device_alloc++;
     sl_emit(a, SUBLET_ACT_SEGMENT_MAP, at, mapped, b->stream, a->cur_stack);
-    if (!b->prev && !seg->stack)
+    if (!b->prev && !seg->stack) {
         seg->stack = a->cur_stack;
+        seg->stack_holder = b;
+    }
     return true;
 }
 
@@ -290,7 +292,8 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b)
     a->total_allocated_memory -= end - begin;
     sl_arr_dec(a->stats.reserved_bytes, pool->kind, (int64_t)(end - begin));
     a->stats.num_device_free++;
-    sl_emit(a, SUBLET_ACT_SEGMENT_UNMAP, begin, end - begin, b->stream, seg->stack);
+    sl_emit(a, SUBLET_ACT_SEGMENT_UNMAP, begin, end - begin, b->stream,
+            a->op_stack ? a->op_stack : seg->stack);
     return SUBLET_OK;
 }
 

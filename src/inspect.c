@@ -207,7 +207,9 @@ static void walk_run(sl_segment *seg, sl_block *first, sl_block *stop, sublet_bl
                               .stream = seg->stream,
                               .is_small = seg->pool->is_small,
                               .is_expandable = seg->expandable,
-                              .stack = seg->stack,
+                              /* PyTorch keeps the segment's stack on one Block:
+                               * shown only while that block is the head */
+                              .stack = seg->stack_holder == first ? seg->stack : 0,
                               .blocks = views};
     size_t n = 0;
     for (sl_block *b = first; b != stop; b = b->next, n++) {

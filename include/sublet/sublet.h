@@ -69,6 +69,8 @@ typedef struct sublet_options {
  * and, if err is not NULL, PyTorch's error text. */
 sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocator **out,
                                       char *err, size_t err_cap);
+/* The device index the allocator reports (options.device). */
+int sublet_allocator_device(sublet_allocator *a);
 /* Releases every segment the allocator still holds and frees it. */
 void sublet_allocator_destroy(sublet_allocator *a);
 
