@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "sublet/trace.h"
+#include "trace_readers.h"
 
 struct sublet_trace {
     sublet_trace_event *ev;
     size_t n, cap;
     size_t prelude;              /* leading prelude events */
     size_t by_kind[SUBLET_TRACE_KIND_COUNT];
+    trace_extras *extras; /* stacks, settings, source format (src/trace_load.c) */
 };
 
 static const char *const k_prelude_names[] = {"pre_segment", "pre_alloc"};
@@ -56,9 +58,19 @@ void sublet_trace_free(sublet_trace *t)
 {
     if (!t)
         return;
+    trace_extras_destroy(t->extras);
     free(t->ev);
     free(t);
 }
+
+trace_extras *sl_trace_swap_extras(sublet_trace *t, trace_extras *x)
+{
+    trace_extras *old = t->extras;
+    t->extras = x;
+    return old;
+}
+
+const trace_extras *sl_trace_extras(const sublet_trace *t) { return t->extras; }
 
 sublet_status sublet_trace_append(sublet_trace *t, const sublet_trace_event *ev)
 {

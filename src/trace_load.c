@@ -4,10 +4,9 @@
  * trace_readers.h.
  *
  * The trace object itself lives in trace.c, which does not know about the
- * extras; they are kept in a registry keyed by the trace pointer, released by
- * sublet_trace_extras_release. */
+ * extras; they are owned by the trace (freed with it, or earlier by
+ * sublet_trace_extras_release). */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,22 +463,8 @@ sublet_status trace_extras_intern_stack(trace_extras *x, const trace_frame_in *f
     return SUBLET_OK;
 }
 
-/* The registry: extras by trace pointer. */
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static trace_extras **g_reg;
-static size_t g_n, g_cap;
-
-static trace_extras *find_locked(const sublet_trace *t, size_t *at)
-{
-    for (size_t i = 0; t && i < g_n; i++)
-        if (g_reg[i]->owner == t) {
-            if (at)
-                *at = i;
-            return g_reg[i];
-        }
-    return NULL;
-}
-
+/* The extras belong to their trace (src/trace.c keeps the pointer and
+ * destroys it in sublet_trace_free): no registry, no global state. */
 sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x)
 {
     if (!t || !x) {
@@ -498,47 +483,21 @@ sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x)
                                      x->pool + x->strs[x->frames[i].name].off, x->frames[i].line};
     }
     x->owner = t;
-    pthread_mutex_lock(&g_lock);
-    size_t at;
-    trace_extras *old = find_locked(t, &at);
-    sublet_status st = SUBLET_OK;
-    if (old) {
-        g_reg[at] = x;
-    } else if (grow((void **)&g_reg, &g_cap, g_n + 1, sizeof *g_reg) == 0) {
-        g_reg[g_n++] = x;
-    } else {
-        st = SUBLET_ERR_NO_MEMORY;
-        old = x;
-    }
-    pthread_mutex_unlock(&g_lock);
-    trace_extras_destroy(old);
-    return st;
+    trace_extras_destroy(sl_trace_swap_extras((sublet_trace *)t, x));
+    return SUBLET_OK;
 }
 
 void sublet_trace_extras_release(const sublet_trace *t)
 {
-    pthread_mutex_lock(&g_lock);
-    size_t at;
-    trace_extras *x = find_locked(t, &at);
-    if (x) {
-        g_reg[at] = g_reg[--g_n];
-        if (g_n == 0) {
-            free(g_reg);
-            g_reg = NULL;
-            g_cap = 0;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
-    trace_extras_destroy(x);
+    if (t)
+        trace_extras_destroy(sl_trace_swap_extras((sublet_trace *)t, NULL));
 }
 
-/* Run `body` with x = the extras of t (NULL when none) under the lock. */
+/* Run `body` with x = the extras of t (NULL when none). */
 #define WITH_EXTRAS(t, body)                                                                       \
     do {                                                                                           \
-        pthread_mutex_lock(&g_lock);                                                               \
-        const trace_extras *x = find_locked(t, NULL);                                              \
+        const trace_extras *x = (t) ? sl_trace_extras(t) : NULL;                                   \
         body;                                                                                      \
-        pthread_mutex_unlock(&g_lock);                                                             \
     } while (0)
 
 sublet_trace_format sublet_trace_source_format(const sublet_trace *t)

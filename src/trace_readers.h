@@ -50,6 +50,9 @@ sublet_status trace_extras_intern_stack(trace_extras *x, const trace_frame_in *f
                                         uint32_t *id);
 /* Give x to t (x is consumed, also on failure).  Replaces earlier extras of t. */
 sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x);
+/* src/trace.c: the trace's extras pointer (set returns the previous one). */
+trace_extras *sl_trace_swap_extras(sublet_trace *t, trace_extras *x);
+const trace_extras *sl_trace_extras(const sublet_trace *t);
 
 /* ---- an address set (open addressing, deletions) ------------------------------ */
 typedef struct u64set {

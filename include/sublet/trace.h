@@ -186,8 +186,7 @@ typedef struct sublet_trace_load_options {
  * ("device_traces[0][12].size: expected a non-negative int, found str").
  * Unrecognised input: "unrecognised trace format (first bytes: ...)".
  * SUBLET_ERR_NO_MEMORY when host memory runs out.  *out is set only on
- * success; free it with sublet_trace_free (after sublet_trace_extras_release,
- * see below). */
+ * success; free it with sublet_trace_free. */
 sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace_load_options *opt,
                                  sublet_trace **out, char *err, size_t err_cap);
 /* Read the file and parse it (SUBLET_ERR_IO when it cannot be read); error
@@ -199,10 +198,9 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
                                      size_t err_cap);
 
 /* ---- what a reader knew beyond the events ----------------------------------
- * Readers attach these to the trace they return.  sublet_trace_free does not
- * know about them yet: call sublet_trace_extras_release(t) before
- * sublet_trace_free(t) (harmless when there are none, and a no-op once
- * sublet_trace_free calls it itself). */
+ * Readers attach these to the trace they return; sublet_trace_free frees
+ * them.  sublet_trace_extras_release(t) drops them earlier (stacks,
+ * settings, format, device), keeping the events. */
 void sublet_trace_extras_release(const sublet_trace *t);
 
 /* The format the trace was read from (SUBLET_FORMAT_UNKNOWN when it was not
