@@ -169,6 +169,7 @@ typedef struct rp {
     size_t err_cap;
     sublet_backend *sim;
     bool placement_hints; /* ask the sim to place segments as recorded */
+    int reserved_grew;    /* a segment_alloc/map since the last observe */
     sublet_allocator *a;
     u64map addrs;   /* trace address -> engine address (0: its alloc failed) */
     u64map pending; /* trace address -> synthetic stream of a deferred free */
@@ -223,7 +224,10 @@ static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size
                      sublet_stream stream)
 {
     (void)stream;
-    probe *p = user;
+    rp *s = user;
+    probe *p = &s->pr;
+    if (act == SUBLET_ACT_SEGMENT_ALLOC || act == SUBLET_ACT_SEGMENT_MAP)
+        s->reserved_grew = 1; /* the only events that raise reserved bytes */
     if (act == SUBLET_ACT_SEGMENT_ALLOC) {
         p->seg_allocs++;
         p->seg_alloc_addr = addr;
@@ -613,9 +617,18 @@ static sublet_status do_event(rp *s, size_t i)
 }
 
 /* Statistics after event i (SIZE_MAX: after the prelude). */
+/* After each event: a new peak of reserved bytes keeps the statistics of
+ * that moment.  Reserved bytes only rise with a segment_alloc or
+ * segment_map, so the statistics are read only then (a copy per event
+ * would cost more than the event). */
 static void observe(rp *s, size_t i)
 {
     sublet_replay_result *r = s->r;
+    if (s->recorded_reserved > r->fidelity.recorded_peak_reserved_bytes)
+        r->fidelity.recorded_peak_reserved_bytes = s->recorded_reserved;
+    if (!s->reserved_grew)
+        return;
+    s->reserved_grew = 0;
     sublet_stats st;
     sublet_stats_read(s->a, &st);
     int64_t res = st.reserved_bytes[SUBLET_POOL_ALL].current;
@@ -624,9 +637,6 @@ static void observe(rp *s, size_t i)
         r->stats_peak = st;
         r->peak_reserved_event = i == SIZE_MAX ? SUBLET_REPLAY_NONE : i;
     }
-    if (s->recorded_reserved > r->fidelity.recorded_peak_reserved_bytes)
-        r->fidelity.recorded_peak_reserved_bytes = s->recorded_reserved;
-    r->stats_end = st;
 }
 
 /* ---- the driver --------------------------------------------------------------------- */
@@ -676,7 +686,7 @@ static sublet_status setup(rp *s)
         return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
     if (!map_alloc(&s->addrs, 1024) || !map_alloc(&s->pending, 64))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
-    sublet_trace_set(s->a, on_trace, &s->pr);
+    sublet_trace_set(s->a, on_trace, s);
     if (o->record != SUBLET_RECORD_OFF) {
         sublet_clock_set(s->a, rec_clock, s);
         sublet_stack_source_set(s->a, rec_stack, s);
@@ -729,6 +739,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             st = fatal(&s, st, "cannot start recording: %s", sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
+        s.reserved_grew = 1; /* the seeded prelude */
         observe(&s, npre ? npre - 1 : SIZE_MAX);
         if (o->check)
             st = run_check(&s, 0, 1);
@@ -746,6 +757,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             break;
     }
     if (s.a) {
+        sublet_stats_read(s.a, &r->stats_end);
         sublet_stats *e = &r->stats_end;
         r->peak_requested_bytes = (uint64_t)e->requested_bytes[SUBLET_POOL_ALL].peak;
         r->peak_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].peak;
