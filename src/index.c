@@ -371,6 +371,8 @@ void sl_ptrmap_fini(sl_ptrmap *m)
 
 sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr)
 {
+    if (addr == PTR_EMPTY) /* the empty-slot marker is no block's address */
+        return NULL;
     for (size_t i = ptr_hash(addr, m->cap);; i = (i + 1) & (m->cap - 1)) {
         if (m->keys[i] == addr)
             return m->vals[i];
@@ -409,6 +411,8 @@ bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
 
 void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr)
 {
+    if (addr == PTR_EMPTY)
+        return;
     size_t mask = m->cap - 1, i = ptr_hash(addr, m->cap);
     while (m->keys[i] != addr) {
         if (m->keys[i] == PTR_EMPTY)

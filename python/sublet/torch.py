@@ -1,0 +1,462 @@
+"""sublet.torch: sublet as PyTorch's CUDA allocator (ctypes, no build step).
+
+    import sublet.torch
+    sublet.torch.install()          # before the first CUDA tensor
+    ...                             # train as usual
+    print(sublet.torch.memory_summary())
+    stats = sublet.torch.memory_stats()          # torch.cuda.memory_stats() keys
+    sublet.torch.snapshot("run.pickle")          # pytorch.org/memory_viz reads it
+    sublet.torch.max_allocatable()               # largest request served from cache
+
+install() loads libsublet_torch.so (built by CMake next to the `sublet`
+CLI) through torch.cuda.memory.CUDAPluggableAllocator with the entry points
+"sublet_torch_malloc" / "sublet_torch_free", gives the optional hooks (init,
+reset = torch.cuda.empty_cache, memory fraction =
+torch.cuda.set_per_process_memory_fraction, base allocation, record_stream)
+to the allocator object, and makes it current with
+torch.cuda.memory.change_current_allocator.  It must run before PyTorch's
+first CUDA allocation (PyTorch cannot swap an allocator in use).
+
+Settings come from SUBLET_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (the
+PyTorch grammar: "max_split_size_mb:128,garbage_collection_threshold:0.6").
+The library is found from `lib_path`, $SUBLET_TORCH_LIB, the repository's
+build directories, or the system's library path.
+
+Importing this module needs neither PyTorch nor a GPU: the functions raise
+RuntimeError("sublet.torch: PyTorch is not installed") or
+RuntimeError("sublet.torch: no CUDA device found") instead.  Run
+``python -m sublet.torch --check`` for a one-line status.
+
+Not provided: PyTorch's begin/end-allocate-to-pool and release-pool hooks
+(CUDA graph private pools, torch.cuda.MemPool): their C++ signatures cannot
+be implemented in C, and sublet has no private pools yet.  PyTorch treats
+them as no-ops, so graph captures allocate from sublet's default pools.
+A failed allocation returns NULL to PyTorch (its pluggable interface has no
+error channel); last_error() tells why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import sys
+import threading
+from typing import Dict, Optional, Union
+
+__all__ = [
+    "install",
+    "is_installed",
+    "memory_stats",
+    "memory_summary",
+    "snapshot",
+    "max_allocatable",
+    "empty_cache",
+    "reset_peak_memory_stats",
+    "record_memory_history",
+    "last_error",
+    "find_library",
+    "load_library",
+    "Library",
+    "check",
+]
+
+LIB_NAME = "libsublet_torch.so"
+MALLOC_FN = "sublet_torch_malloc"
+FREE_FN = "sublet_torch_free"
+# PyTorch's _CUDAPluggableAllocator setter -> the entry point given to it.
+HOOKS = {
+    "set_init_fn": "sublet_torch_init",
+    "set_reset_fn": "sublet_torch_reset",
+    "set_memory_fraction_fn": "sublet_torch_memory_fraction",
+    "set_base_alloc_fn": "sublet_torch_base_alloc",
+    "set_record_stream_fn": "sublet_torch_record_stream",
+}
+
+NO_TORCH = "sublet.torch: PyTorch is not installed"
+NO_GPU = "sublet.torch: no CUDA device found"
+NOT_INSTALLED = (
+    "sublet.torch: sublet is not PyTorch's allocator in this process: "
+    "call sublet.torch.install() before the first CUDA allocation"
+)
+
+
+# ---- finding and loading the library ------------------------------------------------------
+
+
+def _candidates(lib_path: Optional[str]):
+    if lib_path:
+        yield lib_path
+        return
+    env = os.environ.get("SUBLET_TORCH_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))  # python/sublet -> repository root
+    yield os.path.join(here, LIB_NAME)  # installed next to the package
+    builds = sorted(
+        glob.glob(os.path.join(repo, "build*", LIB_NAME)),
+        key=lambda p: os.path.getmtime(p),
+        reverse=True,
+    )
+    for p in builds:
+        yield p
+    for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/local/lib64"):
+        yield os.path.join(d, LIB_NAME)
+    found = ctypes.util.find_library("sublet_torch")
+    if found:
+        yield found
+
+
+def find_library(lib_path: Optional[str] = None) -> str:
+    """Path of libsublet_torch.so; RuntimeError when none is found."""
+    tried = []
+    for p in _candidates(lib_path):
+        tried.append(p)
+        if os.path.sep not in p or os.path.exists(p):
+            return p
+    raise RuntimeError(
+        "sublet.torch: %s not found (tried %s): build sublet with CMake "
+        "(cmake -S . -B build && cmake --build build) or set SUBLET_TORCH_LIB"
+        % (LIB_NAME, ", ".join(tried) or "nothing")
+    )
+
+
+def _parse_stats(text: str) -> Dict[str, Union[int, float]]:
+    out: Dict[str, Union[int, float]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        key, value = parts
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
+class Library:
+    """libsublet_torch.so through ctypes.  Usable without PyTorch (tests use
+    it with SUBLET_TORCH_BACKEND=sim); the module-level functions use the
+    instance that install() loaded."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self._dll = ctypes.CDLL(path)
+        except OSError as e:
+            raise RuntimeError("sublet.torch: cannot load %s: %s" % (path, e)) from None
+        d = self._dll
+        c = ctypes
+        d.sublet_torch_malloc.argtypes = [c.c_ssize_t, c.c_int, c.c_void_p]
+        d.sublet_torch_malloc.restype = c.c_void_p
+        d.sublet_torch_free.argtypes = [c.c_void_p, c.c_ssize_t, c.c_int, c.c_void_p]
+        d.sublet_torch_free.restype = None
+        d.sublet_torch_init.argtypes = [c.c_int]
+        d.sublet_torch_init.restype = None
+        d.sublet_torch_reset.argtypes = []
+        d.sublet_torch_reset.restype = None
+        d.sublet_torch_memory_fraction.argtypes = [c.c_double, c.c_int]
+        d.sublet_torch_memory_fraction.restype = None
+        d.sublet_torch_base_alloc.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
+        d.sublet_torch_base_alloc.restype = c.c_void_p
+        d.sublet_torch_record_stream.argtypes = [c.c_void_p, c.c_void_p]
+        d.sublet_torch_record_stream.restype = None
+        for name in ("sublet_torch_stats",):
+            getattr(d, name).argtypes = [c.c_int, c.c_char_p, c.c_size_t]
+            getattr(d, name).restype = c.c_longlong
+        d.sublet_torch_summary.argtypes = [c.c_int, c.c_int, c.c_char_p, c.c_size_t]
+        d.sublet_torch_summary.restype = c.c_longlong
+        d.sublet_torch_snapshot.argtypes = [c.c_int, c.c_char_p]
+        d.sublet_torch_snapshot.restype = c.c_int
+        d.sublet_torch_max_allocatable.argtypes = [c.c_int, c.c_ulonglong]
+        d.sublet_torch_max_allocatable.restype = c.c_longlong
+        d.sublet_torch_empty_cache.argtypes = [c.c_int]
+        d.sublet_torch_empty_cache.restype = c.c_int
+        d.sublet_torch_reset_peak_stats.argtypes = [c.c_int]
+        d.sublet_torch_reset_peak_stats.restype = c.c_int
+        d.sublet_torch_record_history.argtypes = [c.c_int, c.c_int, c.c_ulonglong]
+        d.sublet_torch_record_history.restype = c.c_int
+        d.sublet_torch_device_count.argtypes = []
+        d.sublet_torch_device_count.restype = c.c_int
+        d.sublet_torch_last_error.argtypes = [c.c_char_p, c.c_size_t]
+        d.sublet_torch_last_error.restype = c.c_size_t
+        d.sublet_torch_version.argtypes = []
+        d.sublet_torch_version.restype = c.c_char_p
+
+    # -- raw access
+    def address(self, name: str) -> int:
+        """Address of an exported entry point (what PyTorch's set_*_fn take)."""
+        return ctypes.cast(getattr(self._dll, name), ctypes.c_void_p).value
+
+    @property
+    def dll(self):
+        return self._dll
+
+    def version(self) -> str:
+        return self._dll.sublet_torch_version().decode()
+
+    def last_error(self) -> str:
+        n = self._dll.sublet_torch_last_error(None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        self._dll.sublet_torch_last_error(buf, n + 1)
+        return buf.value.decode(errors="replace")
+
+    def _fail(self, what: str):
+        raise RuntimeError("sublet.torch: %s: %s" % (what, self.last_error()))
+
+    def _text(self, fn, *args) -> str:
+        n = fn(*args, None, 0)
+        while True:
+            if n < 0:
+                self._fail(fn.__name__)
+            buf = ctypes.create_string_buffer(n + 1)
+            m = fn(*args, buf, n + 1)
+            if m < 0:
+                self._fail(fn.__name__)
+            if m <= n:
+                return buf.value.decode(errors="replace")
+            n = m  # grew in between
+
+    # -- queries
+    def memory_stats(self, device: int = 0) -> Dict[str, Union[int, float]]:
+        return _parse_stats(self._text(self._dll.sublet_torch_stats, device))
+
+    def memory_summary(self, device: int = 0, abbreviated: bool = False) -> str:
+        return self._text(self._dll.sublet_torch_summary, device, 1 if abbreviated else 0)
+
+    def snapshot(self, path: str, device: int = 0) -> None:
+        if self._dll.sublet_torch_snapshot(device, os.fsencode(path)) != 0:
+            self._fail("snapshot")
+
+    def max_allocatable(self, device: int = 0, stream: int = 0) -> int:
+        v = self._dll.sublet_torch_max_allocatable(device, stream)
+        if v < 0:
+            self._fail("max_allocatable")
+        return int(v)
+
+    def empty_cache(self, device: int = 0) -> None:
+        if self._dll.sublet_torch_empty_cache(device) != 0:
+            self._fail("empty_cache")
+
+    def reset_peak_memory_stats(self, device: int = 0) -> None:
+        if self._dll.sublet_torch_reset_peak_stats(device) != 0:
+            self._fail("reset_peak_memory_stats")
+
+    def record_memory_history(self, enabled: bool = True, device: int = 0,
+                              max_entries: int = 0) -> None:
+        if self._dll.sublet_torch_record_history(device, 1 if enabled else 0, max_entries) != 0:
+            self._fail("record_memory_history")
+
+
+_lock = threading.Lock()
+_loaded: Dict[str, Library] = {}
+
+
+def load_library(lib_path: Optional[str] = None) -> Library:
+    """Load libsublet_torch.so (once per path) without touching PyTorch."""
+    path = find_library(lib_path)
+    with _lock:
+        lib = _loaded.get(path)
+        if lib is None:
+            lib = Library(path)
+            _loaded[path] = lib
+        return lib
+
+
+# ---- PyTorch -------------------------------------------------------------------------------
+
+
+class _State:
+    lib: Optional[Library] = None
+    allocator = None  # keeps PyTorch's allocator object alive
+    hooks = ()
+
+
+_state = _State()
+
+
+def _torch():
+    try:
+        import torch  # noqa: F401  (the top-level package, not this module)
+    except ImportError:
+        raise RuntimeError(NO_TORCH) from None
+    return torch
+
+
+def _require_cuda(torch) -> None:
+    try:
+        ok = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    except Exception:  # a broken driver install reports here
+        ok = False
+    if not ok:
+        raise RuntimeError(NO_GPU)
+
+
+def install(lib_path: Optional[str] = None):
+    """Make sublet PyTorch's CUDA allocator.  Returns PyTorch's
+    CUDAPluggableAllocator object.  Idempotent."""
+    torch = _torch()
+    _require_cuda(torch)
+    with _lock:
+        if _state.allocator is not None:
+            return _state.allocator
+    lib = load_library(lib_path)
+    memory = torch.cuda.memory
+    if not hasattr(memory, "CUDAPluggableAllocator"):
+        raise RuntimeError(
+            "sublet.torch: this PyTorch (%s) has no torch.cuda.memory.CUDAPluggableAllocator"
+            % getattr(torch, "__version__", "?")
+        )
+    alloc = memory.CUDAPluggableAllocator(lib.path, MALLOC_FN, FREE_FN)
+    raw = getattr(alloc, "_allocator", None)
+    hooks = []
+    for setter, symbol in HOOKS.items():
+        fn = getattr(raw, setter, None)
+        if fn is not None:
+            fn(lib.address(symbol))
+            hooks.append(setter)
+    try:
+        memory.change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise RuntimeError(
+            "sublet.torch: install() must run before PyTorch's first CUDA allocation "
+            "(PyTorch says: %s)" % e
+        ) from None
+    with _lock:
+        _state.lib = lib
+        _state.allocator = alloc
+        _state.hooks = tuple(hooks)
+    return alloc
+
+
+def is_installed() -> bool:
+    return _state.allocator is not None
+
+
+def _installed() -> Library:
+    if _state.lib is None:
+        torch = _torch()
+        _require_cuda(torch)
+        raise RuntimeError(NOT_INSTALLED)
+    return _state.lib
+
+
+def _device(device) -> int:
+    if device is None:
+        return int(_torch().cuda.current_device())
+    if isinstance(device, int):
+        return device
+    index = getattr(device, "index", None)  # torch.device
+    if index is not None:
+        return int(index)
+    if isinstance(device, str) and ":" in device:
+        return int(device.split(":", 1)[1])
+    return int(_torch().cuda.current_device())
+
+
+def memory_stats(device=None) -> Dict[str, Union[int, float]]:
+    """torch.cuda.memory_stats() keys (flat, e.g. "allocated_bytes.all.peak")
+    for sublet's allocator of the device, plus device_free_bytes and
+    device_total_bytes (the driver's view)."""
+    lib = _installed()
+    return lib.memory_stats(_device(device))
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """torch.cuda.memory_summary() text, then the driver's view of the device."""
+    lib = _installed()
+    return lib.memory_summary(_device(device), abbreviated)
+
+
+def snapshot(path: str, device=None) -> None:
+    """Write the allocator's state: a PyTorch snapshot for .pickle/.pkl/.json
+    (optionally .gz; pytorch.org/memory_viz reads the pickle), else the
+    summary text."""
+    lib = _installed()
+    lib.snapshot(path, _device(device))
+
+
+def max_allocatable(device=None, stream: int = 0) -> int:
+    """The largest request that would be served from sublet's cache right
+    now, without asking the driver (0 when none)."""
+    lib = _installed()
+    return lib.max_allocatable(_device(device), stream)
+
+
+def empty_cache(device=None) -> None:
+    lib = _installed()
+    lib.empty_cache(_device(device))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    lib = _installed()
+    lib.reset_peak_memory_stats(_device(device))
+
+
+def record_memory_history(enabled: bool = True, device=None, max_entries: int = 0) -> None:
+    """Record a trace of every event (for snapshot()), as
+    torch.cuda.memory._record_memory_history(enabled="all") does."""
+    lib = _installed()
+    lib.record_memory_history(enabled, _device(device), max_entries)
+
+
+def last_error() -> str:
+    """Why the last malloc/free/hook failed ("" when none)."""
+    lib = _installed()
+    return lib.last_error()
+
+
+# ---- python -m sublet.torch --check ----------------------------------------------------------
+
+
+def check(lib_path: Optional[str] = None):
+    """(ok, one-line status)."""
+    try:
+        path = find_library(lib_path)
+        where = "library %s" % path
+    except RuntimeError as e:
+        path = None
+        where = str(e).replace("sublet.torch: ", "")
+    try:
+        torch = _torch()
+    except RuntimeError as e:
+        return False, "%s; %s" % (e, where)
+    version = getattr(torch, "__version__", "?")
+    try:
+        _require_cuda(torch)
+    except RuntimeError as e:
+        return False, "%s (PyTorch %s, CUDA build %s); %s" % (
+            e, version, getattr(torch.version, "cuda", None), where)
+    if path is None:
+        return False, "sublet.torch: %s" % where
+    try:
+        load_library(path)
+    except RuntimeError as e:
+        return False, str(e)
+    n = torch.cuda.device_count()
+    name = torch.cuda.get_device_name(0)
+    return True, "sublet.torch: ready: PyTorch %s, %d CUDA device%s (%s), %s" % (
+        version, n, "" if n == 1 else "s", name, where)
+
+
+def _main(argv) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m sublet.torch --check [LIB_PATH]")
+        return 0 if argv else 2
+    if argv[0] != "--check":
+        print("usage: python -m sublet.torch --check [LIB_PATH]", file=sys.stderr)
+        return 2
+    ok, msg = check(argv[1] if len(argv) > 1 else None)
+    print(msg)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# libsublet_torch.so exports every entry point PyTorch's CUDAPluggableAllocator
+# loads (and nothing else); python/sublet/torch.py imports without PyTorch or
+# a GPU and says which is missing; the hooks, called through ctypes as PyTorch
+# calls them, work on a simulated device (SUBLET_TORCH_BACKEND=sim).
+set -euo pipefail
+cli=$1
+build=$(cd "$(dirname "$cli")" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+lib=$build/libsublet_torch.so
+[ -f "$lib" ] || { echo "missing $lib"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- exports ---------------------------------------------------------------------
+nm -D --defined-only "$lib" | awk '{print $NF}' | sort > "$tmp/exports"
+for sym in sublet_torch_malloc sublet_torch_free sublet_torch_init sublet_torch_reset \
+           sublet_torch_memory_fraction sublet_torch_record_stream sublet_torch_base_alloc \
+           sublet_torch_stats sublet_torch_summary sublet_torch_snapshot \
+           sublet_torch_max_allocatable sublet_torch_empty_cache sublet_torch_reset_peak_stats \
+           sublet_torch_record_history sublet_torch_last_error sublet_torch_version; do
+  grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
+done
+# Only the entry points: no copy of the library's sublet_* API leaks out.
+if grep -v '^sublet_torch_' "$tmp/exports" | grep '^sublet_' >/dev/null; then
+  echo "libsublet_torch.so exports library symbols:"; grep -v '^sublet_torch_' "$tmp/exports"
+  exit 1
+fi
+echo "exports: ok ($(grep -c '^sublet_torch_' "$tmp/exports") entry points)"
+
+# ---- a sanitizer build cannot be loaded into an uninstrumented python ----------------
+if nm -D "$lib" | grep -E ' U __(asan|tsan)_' >/dev/null; then
+  echo "sanitizer build: the Python checks are skipped (python3 is not instrumented)"
+  exit 77
+fi
+command -v python3 >/dev/null || { echo "python3 not found: Python checks skipped"; exit 77; }
+export PYTHONPATH=$src/python SUBLET_TORCH_LIB=$lib
+unset SUBLET_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+
+# ---- import without PyTorch / without a GPU --------------------------------------------
+python3 -c 'import sublet, sublet.torch' || { echo "import sublet.torch failed"; exit 1; }
+set +e
+out=$(python3 -m sublet.torch --check 2>&1); rc=$?
+set -e
+echo "$out"
+if python3 -c 'import torch' 2>/dev/null; then
+  if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    [ $rc -eq 0 ] && grep -q 'sublet.torch: ready' <<<"$out" || { echo "expected ready"; exit 1; }
+  else
+    [ $rc -eq 1 ] && grep -q 'sublet.torch: no CUDA device found' <<<"$out" ||
+      { echo "expected 'no CUDA device found'"; exit 1; }
+  fi
+  want_msg=$(python3 -c 'import torch; print("ready" if torch.cuda.is_available() else "sublet.torch: no CUDA device found")')
+else
+  [ $rc -eq 1 ] && grep -q '^sublet.torch: PyTorch is not installed' <<<"$out" ||
+    { echo "expected 'PyTorch is not installed' and exit status 1"; exit 1; }
+  want_msg="sublet.torch: PyTorch is not installed"
+fi
+python3 - "$want_msg" <<'PY'
+import sys
+import sublet.torch as st
+want = sys.argv[1]
+if want != "ready":
+    for name, call in [("install", lambda: st.install()),
+                       ("memory_stats", lambda: st.memory_stats()),
+                       ("memory_summary", lambda: st.memory_summary()),
+                       ("snapshot", lambda: st.snapshot("/nonexistent/x.pickle")),
+                       ("max_allocatable", lambda: st.max_allocatable())]:
+        try:
+            call()
+        except RuntimeError as e:
+            assert str(e) == want, (name, str(e))
+        else:
+            raise SystemExit("%s did not raise" % name)
+    assert not st.is_installed()
+print("python without GPU: ok (%s)" % want)
+PY
+
+# ---- the hooks through ctypes, as PyTorch calls them, on a simulated device -----------
+SUBLET_TORCH_BACKEND=sim SUBLET_TORCH_SIM_MEMORY=4GiB python3 - "$tmp" <<'PY'
+import ctypes, os, sys
+import sublet.torch as st
+tmp = sys.argv[1]
+lib = st.load_library()
+d = lib.dll
+d.sublet_torch_init(2)
+assert d.sublet_torch_device_count() == 2
+# PyTorch: malloc(size, device, stream) / free(ptr, size, device, stream)
+p = d.sublet_torch_malloc(1000, 0, None)
+q = d.sublet_torch_malloc(3 << 20, 0, ctypes.c_void_p(0x2))
+r = d.sublet_torch_malloc(512, 1, None)        # device 1: its own allocator
+assert p and q and r, lib.last_error()
+assert p >= 0x7f0000000000, hex(p)            # the sim's address space
+assert d.sublet_torch_malloc(0, 0, None) is None
+s = lib.memory_stats(0)
+assert s["allocated_bytes.all.current"] == 1024 + (3 << 20), s["allocated_bytes.all.current"]
+assert s["allocation.all.current"] == 2
+assert s["device_total_bytes"] == 4 << 30
+assert lib.memory_stats(1)["allocated_bytes.all.current"] == 512
+# base_alloc: the segment holding an interior pointer
+size = ctypes.c_size_t(0)
+base = d.sublet_torch_base_alloc(ctypes.c_void_p(p + 100), ctypes.byref(size))
+assert base == p and size.value == 2 << 20, (hex(base or 0), size.value)
+# record_stream, then free: the block waits for the other stream
+d.sublet_torch_record_stream(ctypes.c_void_p(p), ctypes.c_void_p(0x1234))
+d.sublet_torch_free(ctypes.c_void_p(p), 1000, 0, None)
+assert lib.memory_stats(0)["active_bytes.all.current"] == 1024 + (3 << 20)
+d.sublet_torch_free(ctypes.c_void_p(q), 3 << 20, 0, ctypes.c_void_p(0x2))
+d.sublet_torch_free(ctypes.c_void_p(r), 512, 1, None)
+# an unknown pointer: no crash, a reason
+d.sublet_torch_free(ctypes.c_void_p(0x1000), 1, 0, None)
+assert "sublet_torch_free" in lib.last_error(), lib.last_error()
+# memory fraction: a limit of 0.25 x 4 GiB
+d.sublet_torch_memory_fraction(0.25, 0)
+assert d.sublet_torch_malloc(2 << 30, 0, None) is None
+assert "out of memory" in lib.last_error().lower(), lib.last_error()
+d.sublet_torch_memory_fraction(1.0, 0)
+# reset = torch.cuda.empty_cache(): whole free segments go back (the one held
+# by the pending free stays until its event completes)
+d.sublet_torch_reset()
+assert lib.memory_stats(1)["reserved_bytes.all.current"] == 0
+# queries
+summary = lib.memory_summary(0)
+assert "PyTorch CUDA memory summary" in summary, summary[:200]
+assert "Device view (driver), device 0" in summary
+assert lib.max_allocatable(0) >= 0
+lib.record_memory_history(True, 0)
+x = d.sublet_torch_malloc(4096, 0, None)
+d.sublet_torch_free(ctypes.c_void_p(x), 4096, 0, None)
+lib.snapshot(os.path.join(tmp, "snap.pickle"), 0)
+lib.snapshot(os.path.join(tmp, "summary.txt"), 0)
+assert open(os.path.join(tmp, "snap.pickle"), "rb").read(2) == b"\x80\x04"
+assert "PyTorch CUDA memory summary" in open(os.path.join(tmp, "summary.txt")).read()
+try:
+    lib.snapshot(os.path.join(tmp, "snap.pickle"), 7)
+except RuntimeError as e:
+    assert "no allocator for device 7" in str(e), str(e)
+else:
+    raise SystemExit("snapshot of an unused device did not fail")
+lib.reset_peak_memory_stats(0)
+print("hooks on the sim device: ok")
+PY
+# The snapshot reads back with the CLI.
+"$cli" summary "$tmp/snap.pickle" > "$tmp/snap.txt" || { echo "sublet summary failed"; exit 1; }
+grep -q "PyTorch CUDA memory summary" "$tmp/snap.txt" || { cat "$tmp/snap.txt"; exit 1; }
+echo "torch exports: ok"
