@@ -215,8 +215,8 @@ static void trim(const char **s, size_t *n) {
 }
 
 static sublet_status text_index(rd *r, size_t *idx) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     sublet_status st = line(r, &s, &n);
     if (st)
         return st;
@@ -374,8 +374,8 @@ static size_t put_utf8(char *o, uint32_t cp) {
 
 /* STRING: a quoted Python 2 str literal, decoded like codecs.escape_decode. */
 static sublet_status load_string(rd *r) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     sublet_status st = line(r, &s, &n);
     if (st)
         return st;
@@ -434,8 +434,8 @@ static sublet_status load_string(rd *r) {
 
 /* UNICODE: raw-unicode-escape text (latin-1 bytes, \uXXXX and \UXXXXXXXX). */
 static sublet_status load_unicode(rd *r) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     sublet_status st = line(r, &s, &n);
     if (st)
         return st;
@@ -537,8 +537,8 @@ static sublet_status adopt(rd *r, pyval *p, pyval *const *items, size_t k) {
 }
 
 static sublet_status load_text_number(rd *r) {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     sublet_status st = line(r, &s, &n);
     if (st)
         return st;
