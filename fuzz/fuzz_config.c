@@ -74,7 +74,7 @@ static void check_ranges(const sublet_settings *s, const char *conf)
     }
     if (s->backend_async != 0 && s->backend_async != 1)
         FUZZ_FAIL("backend_async %d for \"%s\"", s->backend_async, conf);
-    if (s->policy != SUBLET_POLICY_NATIVE)
+    if (s->policy != SUBLET_POLICY_NATIVE && s->policy != SUBLET_POLICY_STITCH)
         FUZZ_FAIL("policy %d for \"%s\"", (int)s->policy, conf);
     if (memchr(s->raw, '\0', sizeof s->raw) == NULL)
         FUZZ_FAIL("raw not NUL-terminated");
