@@ -498,6 +498,63 @@ static sublet_status release_cached_blocks(sublet_allocator *a)
     return st;
 }
 
+/* Whole pages inside a free block of a virtual segment: what unmapping it
+ * gives back. */
+static uint64_t stitch_whole_pages(const sl_block *b)
+{
+    uint64_t page = b->seg->page, off = b->addr - b->seg->addr;
+    uint64_t begin = (off + page - 1) / page * page, end = (off + b->size) / page * page;
+    return end > begin ? end - begin : 0;
+}
+
+/* policy:stitch's OOM path, before PyTorch's full release: unmap the free
+ * pages of as few cached blocks as the request is short of (the smallest
+ * block whose whole pages cover what is missing, else the largest, and look
+ * again), never those of the run the request will be mapped into.  The
+ * pages it does not need stay mapped where they are, so a repeated workload
+ * near the device's capacity finds its layout again in the next iteration
+ * instead of mapping everything anew (release_cached_blocks unmaps every
+ * free page).  True when the device now has room for the plan. */
+static bool stitch_release_some(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                uint64_t size)
+{
+    for (int round = 0; round < 64; round++) {
+        uint64_t lo, hi, dev_free, dev_total;
+        uint64_t need = sl_exp_plan(pool, stream, size, &lo, &hi);
+        if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
+            return false;
+        if (need <= dev_free)
+            return round > 0; /* round 0: the device was not what failed */
+        uint64_t missing = need - dev_free;
+        size_t n;
+        bool oom;
+        sl_block **all = sl_free_collect(pool, &n, &oom);
+        if (!all)
+            return false;
+        sl_block *best = NULL, *largest = NULL;
+        uint64_t best_pages = 0, largest_pages = 0;
+        for (size_t i = 0; i < n; i++) {
+            sl_block *b = all[i];
+            if (!b->seg->expandable || (b->addr < hi && b->addr + b->size > lo))
+                continue;
+            uint64_t w = stitch_whole_pages(b);
+            if (w >= missing && (!best || w < best_pages)) {
+                best = b;
+                best_pages = w;
+            }
+            if (w > largest_pages) {
+                largest = b;
+                largest_pages = w;
+            }
+        }
+        free(all);
+        sl_block *pick = best ? best : largest;
+        if (!pick || sl_exp_unmap_block(a, pick) != SUBLET_OK)
+            return false;
+    }
+    return false;
+}
+
 /* release_available_cached_blocks (§3.4): free just enough oversize blocks. */
 static bool release_available_cached_blocks(sublet_allocator *a, sl_pool *pool,
                                             sublet_stream stream, uint64_t size)
@@ -728,6 +785,9 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
+        if (st == SUBLET_ERR_DEVICE_OOM && a->settings.policy == SUBLET_POLICY_STITCH &&
+            stitch_release_some(a, pool, stream, size))
+            st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
         if (st == SUBLET_ERR_DEVICE_OOM) {
             st = release_cached_blocks(a);
             if (st == SUBLET_OK)

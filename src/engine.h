@@ -208,6 +208,10 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b);
 sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b);
 void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg);
 uint64_t sl_exp_size(const sl_block *b);
+/* policy:stitch: bytes the next sl_exp_allocate(size) would map, and the
+ * address range of the run it would use (expandable.c). */
+uint64_t sl_exp_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, uint64_t *lo,
+                     uint64_t *hi);
 void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
 void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
 

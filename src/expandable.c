@@ -160,6 +160,42 @@ static sublet_status find_expandable_block(sublet_allocator *a, sl_pool *pool,
     return new_segment(a, pool, stream, out);
 }
 
+/* policy:stitch's OOM path: what sl_exp_allocate would map for `size` on
+ * `stream` right now.  Mirrors find_expandable_block without creating a
+ * reservation: the run it would choose, whose unmapped parts are mapped in
+ * whole pages as map_block rounds them.  [*lo, *hi) is the part of the run
+ * the request would occupy (0, 0 when no run has room and a new reservation
+ * would take the whole request). */
+uint64_t sl_exp_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, uint64_t *lo,
+                     uint64_t *hi)
+{
+    *lo = *hi = 0;
+    for (size_t i = unmapped_lower_bound(pool, stream, 0);
+         i < pool->nunmapped && pool->unmapped[i]->stream == stream; i++) {
+        const sl_block *c = pool->unmapped[i];
+        if (allocatable(c->prev))
+            c = c->prev;
+        if (!has_address_space(c, size))
+            continue;
+        uint64_t got = 0, need = 0, page = c->seg->page;
+        for (const sl_block *x = c; x && got < size; x = x->next) {
+            if (x->mapped) {
+                got += x->size;
+                continue;
+            }
+            uint64_t m = (size - got + page - 1) / page * page;
+            if (m > x->size)
+                m = x->size;
+            need += m;
+            got += m;
+        }
+        *lo = c->addr;
+        *hi = c->addr + got;
+        return need;
+    }
+    return (size + SL_SMALL_BUFFER - 1) / SL_SMALL_BUFFER * SL_SMALL_BUFFER;
+}
+
 /* map_block (§6.3): back the first `size` bytes of an unmapped block. */
 static bool map_block(sublet_allocator *a, sl_block *b, uint64_t size)
 {
