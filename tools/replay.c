@@ -30,6 +30,9 @@ void cli_replay_usage(FILE *out)
           "  --json                print one JSON object instead of the text report\n"
           "  --at N                stop after event N (0-based index, prelude rows included)\n"
           "  --stop-on-oom         stop at the first OOM\n"
+          "  --min-capacity        find by bisection (2 MiB steps) the smallest simulated\n"
+          "                        device that runs the trace without OOM under these\n"
+          "                        settings, and its overhead over peak live bytes\n"
           "  --check               verify every allocator invariant after each event\n"
           "  --no-placement-hints  let the sim place new segments itself instead of at\n"
           "                        the recorded addresses\n"
@@ -319,7 +322,7 @@ int cli_replay(int argc, char **argv)
     sublet_replay_options o;
     sublet_replay_options_init(&o);
     const char *path = NULL, *conf = NULL, *snap_out = NULL;
-    int json = 0, only_positional = 0;
+    int json = 0, only_positional = 0, min_capacity = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m;
@@ -339,6 +342,8 @@ int cli_replay(int argc, char **argv)
             o.check = 1;
         } else if (strcmp(a, "--stop-on-oom") == 0) {
             o.stop_on_oom = 1;
+        } else if (strcmp(a, "--min-capacity") == 0) {
+            min_capacity = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {
             o.placement_hints = 0;
         } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
@@ -385,6 +390,11 @@ int cli_replay(int argc, char **argv)
     }
     int conf_from_trace;
     o.conf = cli_conf_for(t, conf, &conf_from_trace);
+    if (min_capacity) {
+        int rc = cli_min_capacity(t, o.conf, json, stdout);
+        sublet_trace_free(t);
+        return rc;
+    }
 
     cli_ctx c = {.json = json};
     o.on_oom = on_oom;
