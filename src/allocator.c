@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "history_internal.h"
+#include "sublet/frag.h"
 
 const char *sublet_version(void) { return "0.1.0"; }
 
@@ -221,11 +222,22 @@ void sublet_stats_reset_accumulated(sublet_allocator *a)
     sl_unlock(a);
 }
 
-size_t sublet_summary(sublet_allocator *a, int abbreviated, char *buf, size_t cap)
+size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap)
 {
     sublet_stats s;
     sublet_stats_read(a, &s);
-    return sublet_stats_format_summary(&s, a->device, abbreviated, buf, cap);
+    size_t n = sublet_stats_format_summary(&s, a->device, flags & SUBLET_SUMMARY_ABBREVIATED,
+                                           buf, cap);
+    if (!(flags & SUBLET_SUMMARY_FRAGMENTATION))
+        return n;
+    /* sublet's fragmentation section after PyTorch's table (sublet/frag.h) */
+    sublet_frag_state *st = NULL;
+    if (sublet_frag_capture(a, &st) != SUBLET_OK)
+        return n;
+    size_t off = buf && n < cap ? n : (buf && cap ? cap - 1 : 0);
+    size_t m = sublet_frag_format_text(st, NULL, buf ? buf + off : NULL, buf ? cap - off : 0);
+    sublet_frag_state_free(st);
+    return n + m;
 }
 
 void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user)

@@ -36,6 +36,18 @@ int cli_min_capacity(const sublet_trace *t, const char *conf, int json, FILE *ou
 int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *conf,
                         uint64_t resolution, int json, FILE *out);
 
+/* `sublet frag FILE ...` and `sublet diagnose FILE ...` (frag.c). */
+int cli_frag(int argc, char **argv);
+void cli_frag_usage(FILE *out);
+int cli_diagnose(int argc, char **argv);
+void cli_diagnose_usage(FILE *out);
+/* `sublet report FILE -o OUT.html` (report.c). */
+int cli_report(int argc, char **argv);
+void cli_report_usage(FILE *out);
+/* `sublet tune TRACE...` (tune.c). */
+int cli_tune(int argc, char **argv);
+void cli_tune_usage(FILE *out);
+
 /* ---- shared helpers (cli_util.c) ------------------------------------------------------- */
 /* Read a whole file ("-": stdin) into a malloc'd buffer; -1 with the reason
  * (naming the path) in err. */
@@ -102,5 +114,25 @@ void json_kv_string(json_writer *w, const char *key, const char *s);
 void json_finish(json_writer *w);
 /* Escape `s` as a JSON string literal (with quotes) into out. */
 void json_write_escaped(FILE *out, const char *s);
+
+/* ---- fragmentation helpers (frag.c) ---------------------------------------------------- */
+#include "sublet/frag.h"
+/* Read a trace or snapshot (detected by content); *snap is set for a snapshot
+ * (its trace in *t).  Messages start with the path. */
+sublet_status cli_frag_load(const char *path, const sublet_trace_load_options *lo,
+                            sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
+/* Replay options for t: conf (NULL: the trace's), device_memory (0: the
+ * trace's, else 80 GiB). */
+void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
+                             sublet_replay_options *o, int *conf_from_trace);
+/* key: {"all": {metrics}, "small_pool": ..., "large_pool": ..., "streams": [...]}
+ * (null when st is NULL): the "fragmentation" object of the stats outputs. */
+void cli_frag_json(json_writer *w, const char *key, const sublet_frag_state *st);
+/* key: [the top pinning segments with their live blocks and stacks]. */
+void cli_frag_pinning_json(json_writer *w, const char *key, const sublet_frag_state *st,
+                           size_t top);
+/* The OOM diagnosis of a replay (sublet_frag_diagnose_trace) as text / JSON. */
+void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d);
+void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagnosis *d);
 
 #endif

@@ -15,6 +15,13 @@ static void usage(FILE *out)
             "                             snapshot JSON or events CSV\n"
             "  summary SNAPSHOT [--json]  memory_summary() and memory_stats() of a snapshot\n"
             "  mincap TRACE [options]     smallest simulated device that runs the trace\n"
+            "  frag FILE [options]        fragmentation at any event: metrics, free blocks,\n"
+            "                             pinning segments, segment map\n"
+            "  diagnose FILE [options]    explain every OOM and the settings that avoid it\n"
+            "  report FILE -o OUT.html    one self-contained HTML page: memory and\n"
+            "                             fragmentation over time, segment maps\n"
+            "  tune TRACE... [options]    the allocator settings that need the smallest\n"
+            "                             device and the fewest device calls\n"
             "  help [COMMAND]             this text, or a command's options\n"
             "  --version                  print the version\n\n");
     cli_replay_usage(out);
@@ -42,6 +49,14 @@ int main(int argc, char **argv)
             cli_convert_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "summary") == 0)
             cli_summary_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "frag") == 0)
+            cli_frag_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "diagnose") == 0)
+            cli_diagnose_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "report") == 0)
+            cli_report_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "tune") == 0)
+            cli_tune_usage(stdout);
         else if (argc > 2) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
@@ -58,6 +73,14 @@ int main(int argc, char **argv)
         return cli_summary(argc - 1, argv + 1);
     if (strcmp(cmd, "mincap") == 0)
         return cli_mincap(argc - 1, argv + 1);
+    if (strcmp(cmd, "frag") == 0)
+        return cli_frag(argc - 1, argv + 1);
+    if (strcmp(cmd, "diagnose") == 0)
+        return cli_diagnose(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return cli_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "tune") == 0)
+        return cli_tune(argc - 1, argv + 1);
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;

@@ -110,8 +110,14 @@ double sublet_memory_fraction_get(sublet_allocator *a);
 void sublet_stats_read(sublet_allocator *a, sublet_stats *out);
 void sublet_stats_reset_peak(sublet_allocator *a);
 void sublet_stats_reset_accumulated(sublet_allocator *a);
-/* torch.cuda.memory_summary() text into buf (snprintf semantics). */
-size_t sublet_summary(sublet_allocator *a, int abbreviated, char *buf, size_t cap);
+/* torch.cuda.memory_summary() text into buf (snprintf semantics).  flags:
+ * SUBLET_SUMMARY_ABBREVIATED (1) is PyTorch's abbreviated=True;
+ * SUBLET_SUMMARY_FRAGMENTATION (2) appends sublet's fragmentation section
+ * after PyTorch's table (metrics per pool and stream, free blocks by size,
+ * the pinning segments: sublet/frag.h). */
+#define SUBLET_SUMMARY_ABBREVIATED 1
+#define SUBLET_SUMMARY_FRAGMENTATION 2
+size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap);
 /* The full message of the most recent OOM on this allocator ("" if none). */
 size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap);
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# sublet — `sublet report` pages opened in headless Chromium.  $1 is the built
+# CLI.  For the committed attention trace (also on a device small enough to
+# OOM), every trace in $SUBLET_SHARED/traces/pytorch_snapshot/ when it exists,
+# and a synthetic 10^6-event trace (tests/gen_trace.py): write the report,
+# open it in Chromium (Debian's `chromium`, installed with apt-get when
+# missing; exit 77 = skipped when it cannot be), and check that the page
+# reported no error (window errors and console.error are counted into
+# data-errors by the page, and the page logs nothing, so any console line in
+# Chromium's log fails the check),
+# that every chart drew (data-rendered == data-charts), and save a PNG
+# screenshot next to the build (report_screenshots/).  The 10^6-event page
+# must stay under 5 MB and finish drawing within 2 s of navigation start
+# (data-render-ms, the page's performance.now() once it has drawn).
+set -u
+cli=${1:?usage: cli_report.sh PATH_TO_SUBLET}
+here=$(cd "$(dirname "$0")" && pwd)
+data=${SUBLET_TESTDATA:-$here/data}
+shared=${SUBLET_SHARED:-$here/../../shared}
+shots=${SUBLET_REPORT_SHOTS:-$PWD/report_screenshots}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+[ -x "$cli" ] || { echo "no CLI at $cli" >&2; exit 1; }
+
+browser=""
+for b in chromium chromium-browser; do
+    command -v "$b" >/dev/null 2>&1 && { browser=$b; break; }
+done
+if [ -z "$browser" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing chromium (apt-get) ..." >&2
+        (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) \
+            >"$tmp/apt.log" 2>&1 || true
+    fi
+    command -v chromium >/dev/null 2>&1 && browser=chromium
+fi
+if [ -z "$browser" ]; then
+    echo "SKIP: no chromium and it could not be installed" >&2
+    exit 77
+fi
+mkdir -p "$shots"
+
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+       --disable-background-networking --disable-component-update --disable-sync
+       --disable-extensions --hide-scrollbars --enable-logging=stderr --v=0)
+
+# open PAGE NAME [MAX_MS]: load it, check the DOM marks and the log, screenshot.
+open_page() {
+    local page=$1 name=$2 max_ms=${3:-}
+    local prof="$tmp/profile-$name"
+    rm -rf "$prof"
+    timeout 120 "$browser" "${flags[@]}" --user-data-dir="$prof" --window-size=1280,1800 \
+        --dump-dom "file://$page" >"$tmp/$name.dom" 2>"$tmp/$name.log"
+    local rc=$?
+    [ $rc = 0 ] || { fail "$name: chromium exited with $rc: $(tail -3 "$tmp/$name.log")"; return; }
+    local body
+    body=$(grep -o '<body[^>]*>' "$tmp/$name.dom" | head -1)
+    local charts rendered ms errors
+    charts=$(sed -n 's/.*data-charts="\([0-9]*\)".*/\1/p' <<<"$body")
+    rendered=$(sed -n 's/.*data-rendered="\([0-9]*\)".*/\1/p' <<<"$body")
+    ms=$(sed -n 's/.*data-render-ms="\([0-9]*\)".*/\1/p' <<<"$body")
+    errors=$(sed -n 's/.*data-errors="\([0-9]*\)".*/\1/p' <<<"$body")
+    [ -n "$charts" ] && [ "$charts" -gt 0 ] || fail "$name: no data-charts on <body>: $body"
+    [ "${rendered:-0}" = "${charts:-x}" ] || fail "$name: $rendered of $charts charts drew: $body"
+    [ -z "$errors" ] || fail "$name: the page reported $errors errors: $body"
+    # the page writes nothing to the console: any console line is an error
+    if grep -E ':CONSOLE|Uncaught ' "$tmp/$name.log" >/dev/null; then
+        fail "$name: console errors: $(grep -E 'CONSOLE|Uncaught' "$tmp/$name.log" | head -3)"
+    fi
+    if [ -n "$max_ms" ] && { [ -z "$ms" ] || [ "$ms" -ge "$max_ms" ]; }; then
+        fail "$name: drawn after ${ms:-?} ms (limit $max_ms)"
+    fi
+    rm -rf "$prof"
+    timeout 120 "$browser" "${flags[@]}" --user-data-dir="$prof" --window-size=1280,1800 \
+        --screenshot="$shots/$name.png" "file://$page" >/dev/null 2>&1 ||
+        fail "$name: screenshot failed"
+    [ -s "$shots/$name.png" ] || fail "$name: no screenshot"
+    echo "ok: $name ($(stat -c %s "$page") bytes, $rendered/$charts charts, ${ms:-?} ms)"
+}
+
+report() { # report INPUT NAME [extra args...]
+    local in=$1 name=$2
+    shift 2
+    "$cli" report "$in" -o "$tmp/$name.html" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+        { fail "report $name: $(cat "$tmp/$name.err")"; return 1; }
+    grep -q "^report: $tmp/$name.html" "$tmp/$name.out" || fail "report $name: $(cat "$tmp/$name.out")"
+}
+
+# ---- the committed trace, as recorded and on a device that OOMs -------------------------------
+if report "$data/cs336_attention_microbench.events.csv" attention; then
+    open_page "$tmp/attention.html" attention
+fi
+if report "$data/cs336_attention_microbench.pickle.gz" attention_oom --device-memory 3.6GB; then
+    grep -q 'OOM diagnosis' "$tmp/attention_oom.html" || fail "attention_oom: no OOM diagnosis"
+    grep -q 'avoided' "$tmp/attention_oom.html" || fail "attention_oom: no candidate avoids the OOM"
+    grep -q 'at OOM 1 (event 52)' "$tmp/attention_oom.html" || fail "attention_oom: no OOM map"
+    open_page "$tmp/attention_oom.html" attention_oom
+fi
+# the page is self-contained: nothing it loads comes from elsewhere
+if grep -Eo '(src|href)="[^"#]+' "$tmp/attention_oom.html" | grep -v '^$' >/dev/null; then
+    fail "the page refers to outside resources: $(grep -Eo '(src|href)="[^"#]+' "$tmp/attention_oom.html" | head -3)"
+fi
+# the write is atomic: a failed write leaves the old page
+cp "$tmp/attention.html" "$tmp/keep.html"
+SUBLET_TEST_FAIL_WRITE_AFTER=100 "$cli" report "$data/cs336_attention_microbench.events.csv" \
+    -o "$tmp/keep.html" >/dev/null 2>"$tmp/err" && fail "a failing write reported success"
+cmp -s "$tmp/attention.html" "$tmp/keep.html" || fail "a failed write changed the old page"
+"$cli" report "$data/cs336_attention_microbench.events.csv" >/dev/null 2>&1 &&
+    fail "report without -o succeeded"
+
+# ---- every shared trace ----------------------------------------------------------------------------
+if [ -d "$shared/traces/pytorch_snapshot" ]; then
+    for f in "$shared"/traces/pytorch_snapshot/*; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f")
+        name=${name//./_}
+        if report "$f" "$name"; then
+            open_page "$tmp/$name.html" "$name"
+        fi
+    done
+else
+    echo "note: no shared traces at $shared/traces/pytorch_snapshot" >&2
+fi
+
+# ---- 10^6 events: small and fast -------------------------------------------------------------------
+if command -v python3 >/dev/null 2>&1; then
+    python3 "$here/gen_trace.py" 1000000 "$tmp/million.csv" || fail "gen_trace.py"
+    start=$(date +%s%N)
+    if report "$tmp/million.csv" million; then
+        secs=$(( ($(date +%s%N) - start) / 1000000 ))
+        size=$(stat -c %s "$tmp/million.html")
+        echo "million: report written in $secs ms, $size bytes"
+        [ "$size" -lt 5000000 ] || fail "million: the report is $size bytes (limit 5 MB)"
+        open_page "$tmp/million.html" million 2000
+    fi
+else
+    echo "note: no python3: the 10^6-event check is skipped" >&2
+fi
+
+[ $fails = 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "all report checks passed"
