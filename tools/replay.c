@@ -51,6 +51,9 @@ typedef struct cli_ctx {
     oom_rec *ooms;
     size_t nooms, cap;
     int oom_nomem;
+    sublet_frag_state *frag;     /* the state after the last event driven */
+    sublet_frag_diagnosis diag;  /* when the replay had OOMs */
+    int have_diag;
 } cli_ctx;
 
 /* Print an engine message on one logical line group: continuation lines are
@@ -99,6 +102,9 @@ static void ctx_free(cli_ctx *c)
     for (size_t i = 0; i < c->nooms; i++)
         free(c->ooms[i].message);
     free(c->ooms);
+    sublet_frag_state_free(c->frag);
+    if (c->have_diag)
+        sublet_frag_diagnosis_free(&c->diag);
 }
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 100.0; }
@@ -292,6 +298,10 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_object_end(&w);
     json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
     json_stats(&w, "memory_stats_at_end", &r->stats_end);
+    if (c->frag)
+        cli_frag_json(&w, "fragmentation", c->frag);
+    if (c->have_diag)
+        cli_diagnosis_json(&w, "diagnosis", &c->diag);
     json_key(&w, "snapshot_out");
     if (snapshot_out)
         json_string(&w, snapshot_out);
@@ -434,10 +444,32 @@ int cli_replay(int argc, char **argv)
     } else if (snap_out && !failure) {
         snprintf(werr, sizeof werr, "%s: no snapshot was taken", snap_out);
     }
+    if (!failure) {
+        /* the fragmentation picture after the last event, and for each OOM
+         * its diagnosis and the settings that avoid it (more replays) */
+        char ferr[512];
+        if (sublet_frag_state_at(t, &o, o.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
+            SUBLET_OK)
+            c.frag = NULL;
+        if (r.ooms && sublet_frag_diagnose_trace(t, &o, NULL, &c.diag, ferr, sizeof ferr) ==
+                          SUBLET_OK)
+            c.have_diag = 1;
+    }
     if (json)
         print_json(path, t, &o, &r, &c, failure, wrote ? snap_out : NULL);
     else {
         print_text(path, t, &o, &r);
+        if (c.frag) {
+            size_t n = sublet_frag_format_text(c.frag, NULL, NULL, 0);
+            char *txt = malloc(n + 1);
+            if (txt) {
+                sublet_frag_format_text(c.frag, NULL, txt, n + 1);
+                printf("\n%s", txt);
+                free(txt);
+            }
+        }
+        if (c.have_diag)
+            cli_print_diagnosis(stdout, &c.diag);
         if (wrote)
             printf("snapshot of the replayed allocator: %s (%zu segments, %zu trace entries)\n",
                    snap_out, sublet_snapshot_segment_count(snap),
