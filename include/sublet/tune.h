@@ -1,0 +1,238 @@
+/* sublet — tuning the allocator settings from recorded traces.
+ *
+ * sublet_tune() replays one or more traces under every setting of a fixed,
+ * documented search space and recommends two settings strings: the best one
+ * made of PyTorch's own knobs only (for PYTORCH_CUDA_ALLOC_CONF, PyTorch's
+ * allocator kept) and the best one overall, sublet's policies included (for
+ * SUBLET_ALLOC_CONF).  docs/tune.md walks through the workflow.
+ *
+ * The search space (sublet_tune_space enumerates it, simplest first):
+ *
+ *   base                     native | expandable_segments:True | policy:stitch
+ *   max_split_size_mb        unset, 32, 64, 128, 256, 512, 1024
+ *   max_non_split_rounding_mb  default (20), 64, 256, 1024 — only with
+ *                            max_split_size_mb set (it has no effect otherwise)
+ *   roundup_power2_divisions off, 2, 4, 8, 16, [256:1,512:2,1024:4,>:8],
+ *                            [64:8,128:2,256:2,512:2,1024:1,>:1]
+ *   garbage_collection_threshold  off, 0.6, 0.8, 0.95, each with
+ *                            per_process_memory_fraction:0.999 (PyTorch runs
+ *                            the collector only under a memory fraction below
+ *                            1) — native base only: the collector never
+ *                            touches virtual-memory segments, so with
+ *                            expandable segments or policy:stitch it would
+ *                            only lower the limit.
+ *
+ * That is 700 native, 175 expandable and 175 stitch settings; the PyTorch
+ * answer is searched among the first 875, the sublet answer among all 1050.
+ *
+ * The objective, for a set of traces T and a setting c:
+ *
+ *   M(c)    = max over t in T of mincap_t(c), where mincap_t is the smallest
+ *             device (a multiple of 2 MiB) on which trace t replays under c
+ *             without an OOM (the bisection of sublet_replay_min_capacity).
+ *             Several traces are several ranks or several batch shapes of one
+ *             job: the device must hold each of them, so the maximum.
+ *   cost(c) = sum over t in T of the cost of replaying t under c on the
+ *             user's device (device_memory): every device call the run makes
+ *             (cudaMalloc/cudaFree, VA reserve/release, page map/unmap) and
+ *             every allocation retry, weighted by the cost model below.  The
+ *             calls that rebuild the trace's prelude (the state that existed
+ *             before recording began) are not counted.  The sum: the calls of
+ *             every rank or every shape are all paid.
+ *
+ *   A setting that does not run a trace on the user's device is not
+ *   recommended (unless none does: then only M is compared).  Among the
+ *   rest, the recommendation is the cheapest setting whose M is within
+ *   `band` (0.5 %) of the best M of its family; ties go to the smaller M,
+ *   then to the simpler setting (earlier in the enumeration).  Settings that
+ *   trade memory for device calls are reported as the Pareto set of
+ *   (M, cost), never silently preferred.
+ *
+ * The search is exact over the space (the answer is what an exhaustive
+ * evaluation of every setting gives, up to the monotonicity that the
+ * bisection itself assumes) but does far fewer replays: settings that
+ * provably replay identically are merged (roundup values that round every
+ * request of the traces the same, max_split_size_mb values above every
+ * block the run can hold, max_non_split_rounding_mb when no request reaches
+ * max_split_size_mb, a garbage collector that never fires on the user's
+ * device); a lower bound on M (the peak of the live requests rounded as the
+ * setting rounds them) discards settings without a replay; the Pareto walk
+ * visits settings cheapest first and probes each one once at the best M
+ * found so far, bisecting only those that beat it, from the best known
+ * bounds; replays run in `threads` threads.  The library is thread-safe and
+ * never prints. */
+#ifndef SUBLET_TUNE_H
+#define SUBLET_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/replay.h"
+#include "sublet/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUBLET_TUNE_CONF_MAX 256
+#define SUBLET_TUNE_CAUSE_MAX 1024
+
+/* ---- the cost model (microseconds) ----------------------------------------
+ * Defaults and where they come from: docs/tune.md.  In short: a cudaMalloc
+ * costs 35 µs plus 64 µs per GiB (RMM PRs #283/#284: ≈33–38 µs per
+ * cudaMalloc/cudaFree of ≤ 2 MiB; ray PR #56882: 0.63 ms for a new 10 GB
+ * segment), a cudaFree 35 µs, an allocation retry 1000 µs for the device-wide
+ * synchronisation it starts with (assumed), a VA reserve or release 10 µs
+ * (assumed), and each physical page mapped or unmapped 35 µs (PyTorch PR
+ * #96995: the cost is per physical chunk, ten 2 MiB pages cost ten times one
+ * 20 MiB chunk). */
+typedef struct sublet_tune_cost_model {
+    double malloc_us;         /* per cudaMalloc call */
+    double malloc_us_per_gib; /* plus this per GiB it allocates */
+    double free_us;           /* per cudaFree call */
+    double retry_us;          /* per allocation retry (synchronize all streams) */
+    double reserve_us;        /* per cuMemAddressReserve */
+    double release_us;        /* per cuMemAddressFree */
+    double map_us;            /* per physical page created and mapped */
+    double unmap_us;          /* per physical page unmapped and released */
+} sublet_tune_cost_model;
+
+void sublet_tune_cost_model_default(sublet_tune_cost_model *m);
+/* Apply "key=value,key=value" (also newline- or space-separated; '#' starts a
+ * comment to the end of the line) on top of *m.  Keys are the field names
+ * above.  SUBLET_ERR_PARSE with the reason in err; *m unchanged then. */
+sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char *text, char *err,
+                                           size_t err_cap);
+
+/* ---- the search space --------------------------------------------------------- */
+#define SUBLET_TUNE_PYTORCH_ONLY 1u /* leave policy:stitch out */
+
+/* The settings strings of the search space, in enumeration order (simplest
+ * first; index 0 is "", PyTorch's defaults).  Writes up to cap of them to
+ * confs (which may be NULL) and returns how many there are. */
+size_t sublet_tune_space(unsigned flags, char (*confs)[SUBLET_TUNE_CONF_MAX], size_t cap);
+
+/* ---- options ------------------------------------------------------------------- */
+typedef struct sublet_tune_options {
+    /* The user's device in bytes; 0 = the largest device the traces recorded
+     * (sublet_trace_device_memory), else 80 GiB. */
+    uint64_t device_memory;
+    sublet_tune_cost_model cost;
+    unsigned threads;    /* replays run in parallel; 0 = 2 */
+    uint64_t resolution; /* bisection step; 0 = 2 MiB */
+    double band;         /* 0 = 0.005: "within 0.5 % of the best M" */
+    /* The replays' prelude mode (sublet_replay_options.prelude). */
+    int prelude;
+    /* The settings each trace ran with, one per trace (NULL entries, or a NULL
+     * array: what the trace recorded, sublet_trace_settings, else ""). */
+    const char *const *current;
+    /* 1: evaluate every setting fully (no merging, no pruning) — slow; for
+     * checking the search. */
+    int exhaustive;
+    /* 0: skip the fragmentation diagnosis (two recorded replays). */
+    int diagnose;
+    /* Progress: called from the calling thread with the replays done and
+     * an estimate of the total; may be NULL. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+} sublet_tune_options;
+
+/* Defaults: device from the traces, default cost model, 2 threads, 2 MiB,
+ * 0.5 %, diagnosis on. */
+void sublet_tune_options_init(sublet_tune_options *o);
+
+/* ---- results -------------------------------------------------------------------- */
+typedef struct sublet_tune_calls {
+    uint64_t segment_allocs, segment_frees; /* cudaMalloc / cudaFree calls */
+    uint64_t malloc_bytes;                  /* bytes asked of cudaMalloc */
+    uint64_t va_reserves, va_releases;      /* cuMemAddressReserve / Free */
+    uint64_t va_maps, va_unmaps;            /* map / unmap calls */
+    uint64_t map_pages, unmap_pages;        /* physical pages behind them */
+    uint64_t retries;                       /* allocation retries (sync + free all) */
+} sublet_tune_calls;
+
+/* Every device call (allocs, frees, reserves, releases, maps, unmaps). */
+uint64_t sublet_tune_calls_total(const sublet_tune_calls *c);
+/* The cost of c under m, in microseconds. */
+double sublet_tune_calls_cost(const sublet_tune_calls *c, const sublet_tune_cost_model *m);
+
+/* One trace under one setting. */
+typedef struct sublet_tune_trace_eval {
+    uint64_t peak_requested_bytes; /* peak live requested bytes: the floor */
+    uint64_t min_capacity_bytes;   /* smallest device that runs it (0: not computed) */
+    double overhead;               /* min_capacity / peak_requested - 1 */
+    /* On the user's device: */
+    int fits;                      /* ran without an OOM */
+    uint64_t ooms;
+    uint64_t peak_reserved_bytes;
+    uint64_t segments_created;     /* cudaMalloc + map calls after the prelude */
+    sublet_tune_calls calls;       /* after the prelude */
+    double cost_us;
+} sublet_tune_trace_eval;
+
+/* One setting over all the traces. */
+typedef struct sublet_tune_eval {
+    char conf[SUBLET_TUNE_CONF_MAX];
+    int pytorch;                   /* PyTorch knobs only */
+    uint64_t min_capacity_bytes;   /* M: the max over the traces */
+    uint64_t peak_requested_bytes; /* max over the traces */
+    double overhead;               /* M / peak_requested - 1 */
+    double cost_us;                /* summed over the traces */
+    uint64_t device_calls;         /* summed */
+    uint64_t retries;              /* summed */
+    uint64_t peak_reserved_bytes;  /* max over the traces, on the user's device */
+    int fits;                      /* every trace runs on the user's device */
+    size_t ntraces;
+    sublet_tune_trace_eval *per_trace; /* ntraces entries (malloc'd), or NULL */
+} sublet_tune_eval;
+
+void sublet_tune_eval_free(sublet_tune_eval *e);
+
+/* Evaluate one setting exactly, the plain way: per trace,
+ * sublet_replay_min_capacity and a replay on the device (the reference the
+ * grid check compares sublet_tune with).  `current` in o is ignored. */
+sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, const char *conf,
+                                   const sublet_tune_options *o, sublet_tune_eval *out, char *err,
+                                   size_t err_cap);
+
+typedef struct sublet_tune_result {
+    sublet_status status; /* SUBLET_OK, or why the tuning failed (see error) */
+    char error[512];
+    uint64_t device_memory; /* the user's device the cost was measured on */
+    size_t ntraces;
+    /* The settings the traces ran with, evaluated the same way; each trace
+     * under its own string (current_conf holds the first trace's). */
+    sublet_tune_eval current;
+    int current_recorded; /* 1 when every trace recorded its settings */
+    sublet_tune_eval pytorch; /* the PYTORCH_CUDA_ALLOC_CONF answer */
+    sublet_tune_eval sublet;  /* the SUBLET_ALLOC_CONF answer */
+    /* What each answer fixes, one sentence tied to the trace (the first
+     * trace where the answer changes something); "" when nothing changed. */
+    char pytorch_cause[SUBLET_TUNE_CAUSE_MAX];
+    char sublet_cause[SUBLET_TUNE_CAUSE_MAX];
+    size_t pytorch_cause_trace, sublet_cause_trace; /* the trace each sentence is about */
+    /* The Pareto sets of (M, cost), cheapest first (per_trace NULL). */
+    sublet_tune_eval *pareto_pytorch;
+    size_t npareto_pytorch;
+    sublet_tune_eval *pareto_sublet;
+    size_t npareto_sublet;
+    /* How the search went. */
+    size_t space;        /* settings in the search space */
+    size_t distinct;     /* after merging provably identical ones */
+    size_t bound_pruned; /* discarded by the rounding lower bound alone */
+    uint64_t replays;    /* replays run (partial ones included) */
+    double seconds;      /* wall time */
+} sublet_tune_result;
+
+/* Tune.  Fills *r (zeroed first) and returns r->status; release with
+ * sublet_tune_result_free.  SUBLET_ERR_INVALID_ARGUMENT for no traces;
+ * the replay's status when a trace cannot be replayed at all; SUBLET_ERR_OOM
+ * when no setting runs a trace on any device the search tried. */
+sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
+                          sublet_tune_result *r);
+void sublet_tune_result_free(sublet_tune_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

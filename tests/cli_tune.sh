@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# sublet — the `sublet tune` command line on the committed attention trace:
+# the text report (both answers, the cause, the Pareto set), --json, the cost
+# model override, several traces, and the exit codes (2 = usage, 1 = error).
+# $1 is the built CLI; exit 77 = skipped.
+set -u
+cli=${1:?usage: cli_tune.sh PATH_TO_SUBLET}
+data=${SUBLET_TESTDATA:-$(dirname "$0")/data}
+trace=$data/cs336_attention_microbench.events.csv
+pickle=$data/cs336_attention_microbench.pickle.gz
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+[ -x "$cli" ] || { echo "no CLI at $cli" >&2; exit 1; }
+[ -f "$trace" ] || { echo "no test trace at $trace" >&2; exit 77; }
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 77; }
+
+"$cli" help | grep -q 'tune TRACE' || fail "help lists tune"
+"$cli" help tune | grep -q -- '--cost-model' || fail "help tune"
+
+# the text report
+"$cli" tune "$trace" >"$tmp/out.txt" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "text exit code $rc: $(cat "$tmp/err")"
+grep -q '^PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:' "$tmp/out.txt" || fail "PyTorch answer"
+grep -q '^SUBLET_ALLOC_CONF=' "$tmp/out.txt" || fail "sublet answer"
+grep -q 'fixes: a cached 512 MiB block split by a 2 MiB request at event 35' "$tmp/out.txt" ||
+    fail "the cause, tied to the trace"
+grep -q '+16.37 %' "$tmp/out.txt" || fail "the current overhead"
+grep -q 'policy:stitch.*saves .* for .*x the cost' "$tmp/out.txt" || fail "the trade-off line"
+[ -s "$tmp/err" ] && fail "no progress bar when stderr is not a terminal: $(cat "$tmp/err")"
+
+# --json: one object with the documented keys
+"$cli" tune "$trace" --json --device-memory 24GiB >"$tmp/out.json" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "--json exit code $rc: $(cat "$tmp/err")"
+python3 - "$tmp/out.json" <<'PY' || fail "JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ["traces", "device_memory", "cost_model_us", "search", "current", "pytorch",
+          "sublet", "pareto"]:
+    assert k in d, k
+assert d["device_memory"] == 24 << 30
+p = d["pytorch"]
+assert p["env"].startswith("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:"), p["env"]
+e = p["evaluation"]
+assert e["pytorch_knobs_only"] is True
+assert e["overhead"] < 0.01, e["overhead"]
+assert e["fits"] is True
+assert len(e["per_trace"]) == 1
+t = e["per_trace"][0]
+for k in ["min_capacity_bytes", "peak_requested_bytes", "peak_reserved_bytes", "cost_us",
+          "calls", "ooms"]:
+    assert k in t, k
+for k in ["cudaMalloc", "cudaFree", "map_pages", "unmap_pages", "retries"]:
+    assert k in t["calls"], k
+assert "event 35" in p["fixes"], p["fixes"]
+c = d["current"]["evaluation"]
+assert abs(c["overhead"] - 0.1637) < 0.0005, c["overhead"]
+assert d["current"]["recorded"] is False
+assert d["sublet"]["env"].startswith("SUBLET_ALLOC_CONF=")
+assert len(d["pareto"]["sublet"]) >= 2
+assert d["search"]["settings"] == 1050
+assert d["cost_model_us"]["malloc_us"] == 35
+PY
+
+# the cost model: a key=value list and a file
+"$cli" tune "$trace" --json --cost-model malloc_us=100,malloc_us_per_gib=0 >"$tmp/cm.json" ||
+    fail "--cost-model list"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["cost_model_us"]["malloc_us"] == 100
+e = d["pytorch"]["evaluation"]
+assert e["cost_us"] == 100 * e["per_trace"][0]["calls"]["cudaMalloc"], e["cost_us"]
+' "$tmp/cm.json" || fail "cost model applied"
+printf '# my GPU\nmap_us = 5\nunmap_us = 5\n' >"$tmp/model.txt"
+"$cli" tune "$trace" --json --cost-model "$tmp/model.txt" >"$tmp/cm2.json" ||
+    fail "--cost-model file"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["cost_model_us"]["map_us"] == 5 and d["cost_model_us"]["unmap_us"] == 5
+' "$tmp/cm2.json" || fail "cost model file applied"
+
+# several traces: the recorded pickle and the CSV of the same run
+"$cli" tune "$trace" "$pickle" >"$tmp/two.txt" 2>"$tmp/err" || fail "two traces: $(cat "$tmp/err")"
+grep -q 'per trace' "$tmp/two.txt" || fail "per-trace results"
+grep -q '\[1\] .*pickle.gz' "$tmp/two.txt" || fail "second trace listed"
+
+# --current
+"$cli" tune "$trace" --current max_split_size_mb:256 >"$tmp/cur.txt" || fail "--current"
+grep -q 'max_split_size_mb:256' "$tmp/cur.txt" || fail "--current shown"
+
+# exit codes
+"$cli" tune >/dev/null 2>&1
+[ $? -eq 2 ] || fail "no trace: exit 2"
+"$cli" tune "$trace" --bogus >/dev/null 2>&1
+[ $? -eq 2 ] || fail "unknown option: exit 2"
+"$cli" tune "$trace" --device-memory lots >/dev/null 2>&1
+[ $? -eq 2 ] || fail "bad size: exit 2"
+"$cli" tune "$trace" --current max_split_size_mb:2 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "bad --current: exit 2"
+"$cli" tune "$trace" --cost-model free_us=-3 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "bad cost model: exit 1"
+grep -q 'free_us' "$tmp/err" || fail "bad cost model message"
+"$cli" tune "$tmp/missing.csv" >/dev/null 2>&1
+[ $? -eq 1 ] || fail "missing file: exit 1"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "cli_tune: all passed"

@@ -1,0 +1,642 @@
+/* sublet CLI — `sublet tune TRACE... [options]`: search the allocator settings
+ * for the smallest device that runs the traces and the fewest device calls
+ * (sublet_tune, sublet/tune.h; the workflow in docs/tune.md). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sublet/tune.h"
+
+void cli_tune_usage(FILE *out)
+{
+    fputs("usage: sublet tune TRACE... [options]\n"
+          "  Search PyTorch's allocator knobs (max_split_size_mb, max_non_split_rounding_mb,\n"
+          "  roundup_power2_divisions, garbage_collection_threshold with a memory fraction,\n"
+          "  expandable_segments) and sublet's policies for the settings that run the\n"
+          "  traces on the smallest device (2 MiB steps), then with the fewest device calls\n"
+          "  on yours.  Prints the best PYTORCH_CUDA_ALLOC_CONF (PyTorch's allocator) and\n"
+          "  SUBLET_ALLOC_CONF strings with the evidence, beside the current settings.\n"
+          "  Several TRACEs (ranks, batch shapes) get one answer that is safe for all.\n"
+          "  TRACE is a PyTorch snapshot (pickle or JSON), an events CSV, an RMM log or a\n"
+          "  Kineto trace, gzip'd or not.\n"
+          "options:\n"
+          "  --device-memory SIZE  your device (cost is measured there), e.g. 80GiB, 24GB;\n"
+          "                        default: the device the traces recorded, else 80GiB\n"
+          "  --cost-model M        a FILE of key=value lines, or a key=value,... list, on top\n"
+          "                        of the defaults (µs): malloc_us=35 malloc_us_per_gib=64\n"
+          "                        free_us=35 retry_us=1000 reserve_us=10 release_us=10\n"
+          "                        map_us=35 unmap_us=35 (per page); see docs/tune.md\n"
+          "  --current CONF        the settings the run used (default: what the trace\n"
+          "                        recorded, else PyTorch's defaults)\n"
+          "  --band PCT            memory within PCT % of the best counts as best (0.5)\n"
+          "  --prelude MODE        state before the recording: adopt (PyTorch's segments as\n"
+          "                        recorded), allocate (live blocks allocated under each\n"
+          "                        setting) or auto (default: adopt under the native policy\n"
+          "                        without expandable segments, allocate otherwise)\n"
+          "  --threads N           parallel replays (default 2)\n"
+          "  --json                print one JSON object instead of the text report\n"
+          "  -h, --help            this text\n",
+          out);
+}
+
+/* MiB, exact when whole (min capacities are multiples of 2 MiB). */
+static const char *fmt_size(uint64_t n, char *buf, size_t cap)
+{
+    if (n % ((uint64_t)1 << 20) == 0)
+        snprintf(buf, cap, "%llu MiB", (unsigned long long)(n >> 20));
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
+    return buf;
+}
+
+static const char *fmt_gib(uint64_t n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.2f GiB", (double)n / (double)((uint64_t)1 << 30));
+    return buf;
+}
+
+/* Print s left-aligned in `width` columns (UTF-8 aware), then a space. */
+static void cell(const char *s, int width)
+{
+    int w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        w += (*p & 0xc0) != 0x80;
+    fputs(s, stdout);
+    for (; w < width; w++)
+        fputc(' ', stdout);
+    fputc(' ', stdout);
+}
+
+static void row(const char *label, const char *a, const char *b, const char *c)
+{
+    fputs("  ", stdout);
+    cell(label, 28);
+    cell(a, 20);
+    cell(b, 20);
+    fputs(c, stdout);
+    fputc('\n', stdout);
+}
+
+static const char *fmt_us(double us, char *buf, size_t cap)
+{
+    if (us >= 1e6)
+        snprintf(buf, cap, "%.2f s", us / 1e6);
+    else if (us >= 1e3)
+        snprintf(buf, cap, "%.1f ms", us / 1e3);
+    else
+        snprintf(buf, cap, "%.0f µs", us);
+    return buf;
+}
+
+static const char *show_conf(const char *c) { return c && *c ? c : "\"\" (PyTorch's defaults)"; }
+
+static void progress(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    int w = 30, filled = total ? (int)((double)done / (double)total * w) : 0;
+    if (filled > w)
+        filled = w;
+    fprintf(stderr, "\rtuning [%.*s%*s] %" PRIu64 " replays", filled,
+            "##############################", w - filled, "", done);
+    fflush(stderr);
+}
+
+/* ---- text -------------------------------------------------------------------------- */
+
+static void row_size(const char *label, uint64_t a, uint64_t b, uint64_t c)
+{
+    char x[32], y[32], z[32];
+    row(label, fmt_size(a, x, sizeof x), fmt_size(b, y, sizeof y), fmt_size(c, z, sizeof z));
+}
+
+static void row_u64(const char *label, uint64_t a, uint64_t b, uint64_t c)
+{
+    char x[32], y[32], z[32];
+    snprintf(x, sizeof x, "%" PRIu64, a);
+    snprintf(y, sizeof y, "%" PRIu64, b);
+    snprintf(z, sizeof z, "%" PRIu64, c);
+    row(label, x, y, z);
+}
+
+static void calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < e->ntraces; i++) {
+        const sublet_tune_calls *c = &e->per_trace[i].calls;
+        out->segment_allocs += c->segment_allocs;
+        out->segment_frees += c->segment_frees;
+        out->malloc_bytes += c->malloc_bytes;
+        out->va_reserves += c->va_reserves;
+        out->va_releases += c->va_releases;
+        out->va_maps += c->va_maps;
+        out->va_unmaps += c->va_unmaps;
+        out->map_pages += c->map_pages;
+        out->unmap_pages += c->unmap_pages;
+        out->retries += c->retries;
+    }
+}
+
+static void vs_current(const sublet_tune_eval *a, const sublet_tune_eval *cur)
+{
+    char b1[32], b2[32];
+    int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
+    double dc = a->cost_us - cur->cost_us;
+    printf("  vs current: min capacity %s%s (%+.2f %%), cost %s%s",
+           dm < 0 ? "-" : "+", fmt_size((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+           cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
+           dc < 0 ? "-" : "+", fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
+    if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
+        printf(" (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
+    printf("\n");
+}
+
+static void print_cause(const char *cause, size_t trace, size_t n, const sublet_tune_eval *a,
+                        const sublet_tune_eval *cur)
+{
+    if (cause[0] && n > 1)
+        printf("  fixes, in trace [%zu]: %s\n", trace, cause);
+    else if (cause[0])
+        printf("  fixes: %s\n", cause);
+    else if (strcmp(a->conf, cur->conf) == 0)
+        printf("  fixes: nothing: the current settings are already the answer\n");
+    else
+        printf("  fixes: no difference in segments or at the minimum device was found\n");
+}
+
+static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
+                         const sublet_tune_eval *answer)
+{
+    char b1[32], b2[32], b3[32];
+    printf("  %s\n", title);
+    printf("    ");
+    cell("min capacity", 12);
+    cell("overhead", 9);
+    cell("cost", 10);
+    cell("calls", 6);
+    printf("settings\n");
+    for (size_t i = 0; i < n; i++) {
+        int is = strcmp(p[i].conf, answer->conf) == 0;
+        char ov[32], calls[32];
+        snprintf(ov, sizeof ov, "%+.2f %%", p[i].overhead * 100);
+        snprintf(calls, sizeof calls, "%" PRIu64, p[i].device_calls);
+        printf("  %s ", is ? "*" : " ");
+        cell(fmt_size(p[i].min_capacity_bytes, b1, sizeof b1), 12);
+        cell(ov, 9);
+        cell(fmt_us(p[i].cost_us, b2, sizeof b2), 10);
+        cell(calls, 6);
+        printf("%s", p[i].conf[0] ? p[i].conf : "\"\"");
+        if (!is && answer->min_capacity_bytes) {
+            if (p[i].min_capacity_bytes < answer->min_capacity_bytes && answer->cost_us > 0)
+                printf("   saves %s for %.1fx the cost",
+                       fmt_size(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
+                                sizeof b3),
+                       p[i].cost_us / answer->cost_us);
+            else if (p[i].min_capacity_bytes > answer->min_capacity_bytes)
+                printf("   %s cheaper, needs %s more",
+                       fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
+                       fmt_size(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
+                                sizeof b3));
+        }
+        printf("\n");
+    }
+}
+
+static void print_text(char **paths, size_t n, const sublet_tune_result *r,
+                       const sublet_tune_options *o)
+{
+    const sublet_tune_eval *c = &r->current, *p = &r->pytorch, *s = &r->sublet;
+    char b1[32], b2[32], b3[32], x[32], y[32], z[32];
+    printf("sublet tune: %zu trace%s, device %s%s; %zu settings (%zu distinct), %" PRIu64
+           " replays, %.2f s\n",
+           n, n == 1 ? "" : "s", fmt_gib(r->device_memory, b1, sizeof b1),
+           o->device_memory ? "" : " (default)", r->space, r->distinct, r->replays, r->seconds);
+    printf("cost model (µs): cudaMalloc %g + %g/GiB, cudaFree %g, retry %g, VA reserve %g, "
+           "release %g, map %g/page, unmap %g/page\n\n",
+           o->cost.malloc_us, o->cost.malloc_us_per_gib, o->cost.free_us, o->cost.retry_us,
+           o->cost.reserve_us, o->cost.release_us, o->cost.map_us, o->cost.unmap_us);
+    row("", "current", "PyTorch knobs", "sublet");
+    row("settings recorded", r->current_recorded ? "yes" : "no", "", "");
+    row_size(n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,
+             p->min_capacity_bytes, s->min_capacity_bytes);
+    char lbl[64];
+    snprintf(lbl, sizeof lbl, "  over peak live %s", fmt_size(c->peak_requested_bytes, b1, sizeof b1));
+    snprintf(x, sizeof x, "%+.2f %%", c->overhead * 100);
+    snprintf(y, sizeof y, "%+.2f %%", p->overhead * 100);
+    snprintf(z, sizeof z, "%+.2f %%", s->overhead * 100);
+    row(lbl, x, y, z);
+    snprintf(lbl, sizeof lbl, "peak reserved on %s", fmt_gib(r->device_memory, b1, sizeof b1));
+    row_size(lbl, c->peak_reserved_bytes, p->peak_reserved_bytes, s->peak_reserved_bytes);
+    sublet_tune_calls cc, pc, sc;
+    calls_sum(c, &cc);
+    calls_sum(p, &pc);
+    calls_sum(s, &sc);
+    row_u64("device calls", c->device_calls, p->device_calls, s->device_calls);
+#define ROW2(label, f1, f2)                                                                 \
+    do {                                                                                    \
+        snprintf(x, sizeof x, "%" PRIu64 " / %" PRIu64, cc.f1, cc.f2);                     \
+        snprintf(y, sizeof y, "%" PRIu64 " / %" PRIu64, pc.f1, pc.f2);                     \
+        snprintf(z, sizeof z, "%" PRIu64 " / %" PRIu64, sc.f1, sc.f2);                     \
+        row(label, x, y, z);                                                                \
+    } while (0)
+    ROW2("  cudaMalloc / cudaFree", segment_allocs, segment_frees);
+    ROW2("  VA reserve / release", va_reserves, va_releases);
+    ROW2("  map / unmap calls", va_maps, va_unmaps);
+    ROW2("  pages mapped / unmapped", map_pages, unmap_pages);
+#undef ROW2
+    row_u64("allocation retries", c->retries, p->retries, s->retries);
+    row("cost (model)", fmt_us(c->cost_us, x, sizeof x), fmt_us(p->cost_us, y, sizeof y),
+        fmt_us(s->cost_us, z, sizeof z));
+    row("runs on your device", c->fits ? "yes" : "NO", p->fits ? "yes" : "NO",
+        s->fits ? "yes" : "NO");
+
+    if (n > 1) {
+        printf("\nper trace (min capacity / cost):\n");
+        for (size_t i = 0; i < n; i++) {
+            const sublet_tune_trace_eval *ct = &c->per_trace[i], *pt = &p->per_trace[i],
+                                         *st = &s->per_trace[i];
+            printf("  [%zu] %s\n", i, paths[i]);
+            printf("      peak live %s; current %s (%+.2f %%) %s; PyTorch knobs %s (%+.2f %%) "
+                   "%s; sublet %s (%+.2f %%) ",
+                   fmt_size(ct->peak_requested_bytes, b1, sizeof b1),
+                   fmt_size(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
+                   fmt_us(ct->cost_us, b3, sizeof b3),
+                   fmt_size(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
+                   fmt_us(pt->cost_us, y, sizeof y),
+                   fmt_size(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
+            printf("%s\n", fmt_us(st->cost_us, b3, sizeof b3));
+        }
+    }
+
+    printf("\ncurrent:\n  %s\n", show_conf(c->conf));
+    printf("\nPYTORCH_CUDA_ALLOC_CONF=%s\n", p->conf);
+    if (!p->conf[0])
+        printf("  (PyTorch's defaults are already the best of the PyTorch knobs here)\n");
+    vs_current(p, c);
+    print_cause(r->pytorch_cause, r->pytorch_cause_trace, n, p, c);
+    printf("\nSUBLET_ALLOC_CONF=%s\n", s->conf);
+    vs_current(s, c);
+    print_cause(r->sublet_cause, r->sublet_cause_trace, n, s, c);
+
+    printf("\ntrade-offs: min capacity against cost, the Pareto set (* = the answer)\n");
+    print_pareto("PyTorch knobs:", r->pareto_pytorch, r->npareto_pytorch, p);
+    print_pareto("all (SUBLET_ALLOC_CONF):", r->pareto_sublet, r->npareto_sublet, s);
+}
+
+/* ---- JSON -------------------------------------------------------------------------- */
+
+static void json_calls(json_writer *w, const sublet_tune_calls *c)
+{
+    json_object_begin(w);
+    json_kv_u64(w, "cudaMalloc", c->segment_allocs);
+    json_kv_u64(w, "cudaFree", c->segment_frees);
+    json_kv_u64(w, "cudaMalloc_bytes", c->malloc_bytes);
+    json_kv_u64(w, "va_reserve", c->va_reserves);
+    json_kv_u64(w, "va_release", c->va_releases);
+    json_kv_u64(w, "map_calls", c->va_maps);
+    json_kv_u64(w, "unmap_calls", c->va_unmaps);
+    json_kv_u64(w, "map_pages", c->map_pages);
+    json_kv_u64(w, "unmap_pages", c->unmap_pages);
+    json_kv_u64(w, "retries", c->retries);
+    json_object_end(w);
+}
+
+static void json_eval(json_writer *w, const sublet_tune_eval *e)
+{
+    json_object_begin(w);
+    json_kv_string(w, "conf", e->conf);
+    json_key(w, "pytorch_knobs_only");
+    json_bool(w, e->pytorch);
+    json_kv_u64(w, "min_capacity_bytes", e->min_capacity_bytes);
+    json_kv_u64(w, "peak_requested_bytes", e->peak_requested_bytes);
+    json_key(w, "overhead");
+    json_double(w, e->overhead);
+    json_kv_u64(w, "peak_reserved_bytes", e->peak_reserved_bytes);
+    json_key(w, "fits");
+    json_bool(w, e->fits);
+    json_key(w, "cost_us");
+    json_double(w, e->cost_us);
+    json_kv_u64(w, "device_calls", e->device_calls);
+    json_kv_u64(w, "retries", e->retries);
+    if (e->per_trace) {
+        json_key(w, "per_trace");
+        json_array_begin(w);
+        for (size_t i = 0; i < e->ntraces; i++) {
+            const sublet_tune_trace_eval *t = &e->per_trace[i];
+            json_object_begin(w);
+            json_kv_u64(w, "min_capacity_bytes", t->min_capacity_bytes);
+            json_kv_u64(w, "peak_requested_bytes", t->peak_requested_bytes);
+            json_key(w, "overhead");
+            json_double(w, t->overhead);
+            json_kv_u64(w, "peak_reserved_bytes", t->peak_reserved_bytes);
+            json_key(w, "fits");
+            json_bool(w, t->fits);
+            json_kv_u64(w, "ooms", t->ooms);
+            json_key(w, "cost_us");
+            json_double(w, t->cost_us);
+            json_key(w, "calls");
+            json_calls(w, &t->calls);
+            json_object_end(w);
+        }
+        json_array_end(w);
+    }
+    json_object_end(w);
+}
+
+static void json_answer(json_writer *w, const char *key, const char *env,
+                        const sublet_tune_eval *e, const char *cause, size_t cause_trace)
+{
+    json_key(w, key);
+    json_object_begin(w);
+    char line[SUBLET_TUNE_CONF_MAX + 32];
+    snprintf(line, sizeof line, "%s=%s", env, e->conf);
+    json_kv_string(w, "env", line);
+    json_key(w, "evaluation");
+    json_eval(w, e);
+    json_kv_string(w, "fixes", cause);
+    json_kv_u64(w, "fixes_trace", cause_trace);
+    json_object_end(w);
+}
+
+static void print_json(char **paths, sublet_trace **traces, size_t n, const sublet_tune_result *r,
+                       const sublet_tune_options *o)
+{
+    json_writer w;
+    json_init(&w, stdout);
+    json_object_begin(&w);
+    json_key(&w, "traces");
+    json_array_begin(&w);
+    for (size_t i = 0; i < n; i++) {
+        json_object_begin(&w);
+        json_kv_string(&w, "path", paths[i]);
+        json_kv_u64(&w, "events", sublet_trace_count(traces[i]));
+        const char *rec = sublet_trace_settings(traces[i]);
+        json_key(&w, "recorded_settings");
+        if (rec)
+            json_string(&w, rec);
+        else
+            json_null(&w);
+        json_kv_u64(&w, "recorded_device_memory", sublet_trace_device_memory(traces[i]));
+        json_object_end(&w);
+    }
+    json_array_end(&w);
+    json_kv_u64(&w, "device_memory", r->device_memory);
+    json_key(&w, "cost_model_us");
+    json_object_begin(&w);
+    json_key(&w, "malloc_us");
+    json_double(&w, o->cost.malloc_us);
+    json_key(&w, "malloc_us_per_gib");
+    json_double(&w, o->cost.malloc_us_per_gib);
+    json_key(&w, "free_us");
+    json_double(&w, o->cost.free_us);
+    json_key(&w, "retry_us");
+    json_double(&w, o->cost.retry_us);
+    json_key(&w, "reserve_us");
+    json_double(&w, o->cost.reserve_us);
+    json_key(&w, "release_us");
+    json_double(&w, o->cost.release_us);
+    json_key(&w, "map_us");
+    json_double(&w, o->cost.map_us);
+    json_key(&w, "unmap_us");
+    json_double(&w, o->cost.unmap_us);
+    json_object_end(&w);
+    json_key(&w, "search");
+    json_object_begin(&w);
+    json_kv_u64(&w, "settings", r->space);
+    json_kv_u64(&w, "distinct", r->distinct);
+    json_kv_u64(&w, "bound_pruned", r->bound_pruned);
+    json_kv_u64(&w, "replays", r->replays);
+    json_key(&w, "seconds");
+    json_double(&w, r->seconds);
+    json_key(&w, "band");
+    json_double(&w, o->band);
+    json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
+                                  : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
+                                                                          : "auto");
+    json_object_end(&w);
+    json_key(&w, "current");
+    json_object_begin(&w);
+    json_key(&w, "recorded");
+    json_bool(&w, r->current_recorded);
+    json_key(&w, "evaluation");
+    json_eval(&w, &r->current);
+    json_object_end(&w);
+    json_answer(&w, "pytorch", "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause,
+                r->pytorch_cause_trace);
+    json_answer(&w, "sublet", "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause,
+                r->sublet_cause_trace);
+    json_key(&w, "pareto");
+    json_object_begin(&w);
+    json_key(&w, "pytorch");
+    json_array_begin(&w);
+    for (size_t i = 0; i < r->npareto_pytorch; i++)
+        json_eval(&w, &r->pareto_pytorch[i]);
+    json_array_end(&w);
+    json_key(&w, "sublet");
+    json_array_begin(&w);
+    for (size_t i = 0; i < r->npareto_sublet; i++)
+        json_eval(&w, &r->pareto_sublet[i]);
+    json_array_end(&w);
+    json_object_end(&w);
+    json_object_end(&w);
+    json_finish(&w);
+}
+
+/* ---- the command ------------------------------------------------------------------- */
+
+static int read_cost_model(const char *arg, sublet_tune_cost_model *m)
+{
+    char err[512];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    const char *text = arg;
+    FILE *f = strchr(arg, '=') ? NULL : fopen(arg, "rb");
+    if (f) {
+        fclose(f);
+        if (cli_read_file(arg, &buf, &len, err, sizeof err) != 0) {
+            fprintf(stderr, "sublet tune: %s\n", err);
+            return -1;
+        }
+        char *t = realloc(buf, len + 1);
+        if (!t) {
+            free(buf);
+            fprintf(stderr, "sublet tune: out of memory\n");
+            return -1;
+        }
+        t[len] = '\0';
+        buf = (uint8_t *)t;
+        text = t;
+    } else if (!strchr(arg, '=')) {
+        fprintf(stderr, "sublet tune: --cost-model: no such file, and not a key=value list: %s\n",
+                arg);
+        return -1;
+    }
+    sublet_status st = sublet_tune_cost_model_parse(m, text, err, sizeof err);
+    free(buf);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet tune: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_tune(int argc, char **argv)
+{
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    int json = 0;
+    const char *current = NULL;
+    char **paths = calloc((size_t)argc, sizeof *paths);
+    if (!paths)
+        return CLI_ERROR;
+    size_t n = 0;
+    int rc = CLI_OK;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m = 0;
+        const char *v;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli_tune_usage(stdout);
+            free(paths);
+            return CLI_OK;
+        }
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
+            if (!v || sublet_parse_size(v, &o.device_memory) != 0 || !o.device_memory) {
+                fprintf(stderr, "sublet tune: --device-memory needs a size such as 80GiB\n");
+                rc = CLI_USAGE;
+                break;
+            }
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--cost-model", &m)) || m) {
+            if (!v || read_cost_model(v, &o.cost) != 0) {
+                rc = v ? CLI_ERROR : CLI_USAGE;
+                if (!v)
+                    fprintf(stderr, "sublet tune: --cost-model needs a value\n");
+                break;
+            }
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--current", &m)) || m) {
+            if (!v) {
+                fprintf(stderr, "sublet tune: --current needs a settings string\n");
+                rc = CLI_USAGE;
+                break;
+            }
+            sublet_settings s;
+            sublet_settings_default(&s);
+            char err[256];
+            if (sublet_settings_parse(&s, v, err, sizeof err) != SUBLET_OK) {
+                fprintf(stderr, "sublet tune: --current: %s\n", err);
+                rc = CLI_USAGE;
+                break;
+            }
+            current = v;
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--band", &m)) || m) {
+            char *end = NULL;
+            double b = v ? strtod(v, &end) : -1;
+            if (!v || end == v || *end || !(b > 0) || b >= 100) {
+                fprintf(stderr, "sublet tune: --band needs a percentage in (0, 100)\n");
+                rc = CLI_USAGE;
+                break;
+            }
+            o.band = b / 100.0;
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--prelude", &m)) || m) {
+            if (v && strcmp(v, "auto") == 0)
+                o.prelude = SUBLET_PRELUDE_AUTO;
+            else if (v && strcmp(v, "adopt") == 0)
+                o.prelude = SUBLET_PRELUDE_ADOPT;
+            else if (v && strcmp(v, "allocate") == 0)
+                o.prelude = SUBLET_PRELUDE_ALLOCATE;
+            else {
+                fprintf(stderr, "sublet tune: --prelude needs auto, adopt or allocate\n");
+                rc = CLI_USAGE;
+                break;
+            }
+            continue;
+        }
+        if ((v = cli_opt_value(argc, argv, &i, "--threads", &m)) || m) {
+            char *end = NULL;
+            long t = v ? strtol(v, &end, 10) : 0;
+            if (!v || end == v || *end || t < 1 || t > 64) {
+                fprintf(stderr, "sublet tune: --threads needs a number from 1 to 64\n");
+                rc = CLI_USAGE;
+                break;
+            }
+            o.threads = (unsigned)t;
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "sublet tune: unknown option '%s'\n", a);
+            rc = CLI_USAGE;
+            break;
+        }
+        paths[n++] = argv[i];
+    }
+    if (rc == CLI_OK && n == 0) {
+        fprintf(stderr, "sublet tune: no trace given\n");
+        rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK && n > 64) {
+        fprintf(stderr, "sublet tune: at most 64 traces\n");
+        rc = CLI_USAGE;
+    }
+    if (rc != CLI_OK) {
+        if (rc == CLI_USAGE)
+            cli_tune_usage(stderr);
+        free(paths);
+        return rc;
+    }
+    sublet_trace **traces = calloc(n, sizeof *traces);
+    const char **cur = calloc(n, sizeof *cur);
+    if (!traces || !cur) {
+        free(paths);
+        free(traces);
+        free(cur);
+        return CLI_ERROR;
+    }
+    for (size_t i = 0; i < n && rc == CLI_OK; i++) {
+        char err[1024];
+        if (cli_load_trace(paths[i], NULL, &traces[i], err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet tune: %s\n", err);
+            rc = CLI_ERROR;
+        }
+        cur[i] = current;
+    }
+    if (rc == CLI_OK) {
+        o.current = cur;
+        if (!json && isatty(STDERR_FILENO)) {
+            o.progress = progress;
+            o.progress_user = NULL;
+        }
+        sublet_tune_result r;
+        sublet_status st = sublet_tune((const sublet_trace *const *)traces, n, &o, &r);
+        if (o.progress)
+            fprintf(stderr, "\r%60s\r", "");
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet tune: %s\n", r.error[0] ? r.error : sublet_status_text(st));
+            rc = CLI_ERROR;
+        } else if (json) {
+            print_json(paths, traces, n, &r, &o);
+        } else {
+            print_text(paths, n, &r, &o);
+        }
+        sublet_tune_result_free(&r);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (traces[i])
+            cli_trace_free(traces[i]);
+    free(traces);
+    free(cur);
+    free(paths);
+    return rc;
+}
