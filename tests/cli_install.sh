@@ -30,8 +30,10 @@ int main(void) {
     return 0;
 }
 C
+# A sanitizer build's library needs its runtime in the consumer too.
+san=${SUBLET_SANITIZE_FLAGS:-}
 # pkg-config
-PKG_CONFIG_PATH="$libdir/pkgconfig" cc "$tmp/use.c" -o "$tmp/use_pc" \
+PKG_CONFIG_PATH="$libdir/pkgconfig" cc $san "$tmp/use.c" -o "$tmp/use_pc" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs --static sublet) -Wl,-rpath,"$libdir"
 [ "$("$tmp/use_pc")" = ok ]
 # CMake package
@@ -44,7 +46,8 @@ find_package(sublet REQUIRED)
 add_executable(use use.c)
 target_link_libraries(use PRIVATE sublet::sublet)
 CM
-cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_C_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" >/dev/null
 cmake --build "$tmp/consumer/build" >/dev/null
 [ "$("$tmp/consumer/build/use")" = ok ]
 echo "install: ok"
