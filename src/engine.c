@@ -772,11 +772,10 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     uint64_t size = sublet_round_size(&a->settings, n);
     sl_pool *pool = pool_for(a, size);
     uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
-    if (!sl_pool_tree(pool, stream, true) || !sl_ptrmap_put(&a->ptrs, 0, NULL)) {
+    if (!sl_pool_tree(pool, stream, true) || !sl_ptrmap_reserve(&a->ptrs)) {
         st = SUBLET_ERR_NO_MEMORY;
         goto out;
     }
-    sl_ptrmap_del(&a->ptrs, 0); /* the put above guaranteed room for one more */
 
     sl_block *b = get_free_block(a, pool, stream, size);
     if (!b) {

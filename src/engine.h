@@ -109,6 +109,8 @@ typedef struct sl_ptrmap {
 bool sl_ptrmap_init(sl_ptrmap *m);
 void sl_ptrmap_fini(sl_ptrmap *m);
 sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr);
+/* Room for one more entry (growing when needed); false when out of memory. */
+bool sl_ptrmap_reserve(sl_ptrmap *m);
 bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b);
 void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr);
 

@@ -72,10 +72,19 @@ static sl_block *avl_insert(sl_block *root, sl_block *b)
         b->height = 1;
         return b;
     }
-    if (key_cmp(b->size, b->addr, root->size, root->addr) < 0)
+    /* a subtree whose height did not change leaves every ancestor balanced:
+     * stop rebalancing there (the common case) */
+    if (key_cmp(b->size, b->addr, root->size, root->addr) < 0) {
+        int32_t was = h(root->left);
         root->left = avl_insert(root->left, b);
-    else
+        if (h(root->left) == was)
+            return root;
+    } else {
+        int32_t was = h(root->right);
         root->right = avl_insert(root->right, b);
+        if (h(root->right) == was)
+            return root;
+    }
     return balance(root);
 }
 
@@ -95,9 +104,15 @@ static sl_block *avl_remove(sl_block *root, const sl_block *b)
         return NULL;
     int c = key_cmp(b->size, b->addr, root->size, root->addr);
     if (c < 0) {
+        int32_t was = h(root->left);
         root->left = avl_remove(root->left, b);
+        if (h(root->left) == was)
+            return root;
     } else if (c > 0) {
+        int32_t was = h(root->right);
         root->right = avl_remove(root->right, b);
+        if (h(root->right) == was)
+            return root;
     } else {
         sl_block *l = root->left, *r = root->right;
         if (!r)
@@ -391,7 +406,7 @@ static void ptrmap_raw_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
     m->count++;
 }
 
-bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
+bool sl_ptrmap_reserve(sl_ptrmap *m)
 {
     if ((m->count + 1) * 2 > m->cap) {
         sl_ptrmap old = *m;
@@ -405,6 +420,13 @@ bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
         free(old.keys);
         free(old.vals);
     }
+    return true;
+}
+
+bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
+{
+    if (!sl_ptrmap_reserve(m))
+        return false;
     ptrmap_raw_put(m, addr, b);
     return true;
 }
