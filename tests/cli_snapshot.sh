@@ -154,6 +154,26 @@ cmp -s "$tmp/keep.pickle" "$tmp/keep.orig" || fail "failing convert changed the 
 "$cli" replay "$csv" --snapshot-out "$tmp/s.txt" >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--snapshot-out with an unknown extension: exit code"
 
+# A real full filesystem: an 8 KiB tmpfs (root only; skipped where mounting is
+# not permitted).  The JSON snapshot of the trace is about 22 KB.
+mnt="$tmp/small_fs"
+mkdir -p "$mnt"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=8k tmpfs "$mnt" 2>/dev/null; then
+    printf 'the old snapshot\n' >"$mnt/full.json"
+    cp "$mnt/full.json" "$tmp/full.orig"
+    "$cli" replay "$csv" --snapshot-out "$mnt/full.json" >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "full filesystem: exit code $rc"
+    grep -q "$mnt/full.json: .*No space left on device" "$tmp/err" ||
+        fail "full filesystem message: $(cat "$tmp/err")"
+    cmp -s "$mnt/full.json" "$tmp/full.orig" || fail "full filesystem changed the old file"
+    ls -a "$mnt" | grep -q '^\.full\.json\.' && fail "full filesystem: temporary file left behind"
+    [ "$(ls -A "$mnt")" = full.json ] || fail "full filesystem: stray files: $(ls -A "$mnt")"
+    umount "$mnt" || fail "umount $mnt"
+else
+    echo "note: a tmpfs could not be mounted here; the full-filesystem case is skipped" >&2
+fi
+
 # ---- convert: every pair that can hold the data -----------------------------------------
 cp "$csv" "$tmp/in.csv"
 cp "$pkl" "$tmp/in.pickle.gz"
