@@ -14,9 +14,10 @@
  *
  * and reported as the overhead over the trace's peak of live requested
  * bytes (min_capacity / peak_live - 1).  For the last two, the device calls
- * of the replay at the minimum (maps, unmaps, address reserves) and the
- * share of the allocs during which the device was called at all (from a
- * second, recorded replay at the minimum).  A trace comes as NAME.pickle.gz
+ * of the replay at the minimum (maps, unmaps, address reserves; for
+ * policy:stitch also how many of the maps were alias maps, a physical page
+ * mapped a second time) and the share of the allocs during which the
+ * device was called at all (from a second, recorded replay at the minimum).  A trace comes as NAME.pickle.gz
  * (the recording) and/or NAME.events.csv (derived from it); one of each NAME
  * is used, the pickle when both are there.
  *
@@ -250,8 +251,10 @@ static double median(const row *rows, size_t n, int s)
 static void calls(FILE *f, const row *r, int s)
 {
     const sublet_sim_ops *o = &r->ops[s];
-    fprintf(f, " %" PRIu64 " / %" PRIu64 " / %" PRIu64 " | %.1f %% |", o->va_maps, o->va_unmaps,
-            o->va_reserves,
+    fprintf(f, " %" PRIu64, o->va_maps);
+    if (s == S_STITCH)
+        fprintf(f, " (%" PRIu64 ")", o->va_aliases);
+    fprintf(f, " / %" PRIu64 " / %" PRIu64 " | %.1f %% |", o->va_unmaps, o->va_reserves,
             r->allocs ? 100.0 * (double)r->allocs_with_call[s] / (double)r->allocs : 0.0);
 }
 
@@ -261,11 +264,14 @@ static int report(FILE *f, const row *rows, size_t n)
     fprintf(f, "Min-capacity overhead over the peak of live requested bytes (smallest simulated\n"
                "device, at 2 MiB resolution, on which the trace replays without an OOM).\n"
                "Device calls of the replay at that minimum: maps / unmaps / address reserves\n"
-               "(the prelude's included), and the share of the recorded allocs during which\n"
-               "the device was called at all (the others were served from the cache).\n\n");
+               "(the prelude's included; for policy:stitch, in parentheses, how many of the\n"
+               "maps were alias maps: a partly free page's physical page mapped a second\n"
+               "time), and the share of the recorded allocs during which the device was\n"
+               "called at all (the others were served from the cache).\n\n");
     fprintf(f, "| trace | allocs | peak live (MiB) | default | max_split_size_mb:128 | "
                "expandable_segments:True | policy:stitch | expandable: maps / unmaps / reserves "
-               "| allocs with a call | stitch: maps / unmaps / reserves | allocs with a call |\n");
+               "| allocs with a call | stitch: maps (aliases) / unmaps / reserves "
+               "| allocs with a call |\n");
     fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < n; i++) {
         const row *r = &rows[i];

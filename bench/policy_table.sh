@@ -6,7 +6,9 @@
 # over the peak of live requested bytes under PyTorch's default,
 # max_split_size_mb:128, expandable_segments:True and policy:stitch, the map,
 # unmap and reserve calls of the last two, the median per setting and the
-# bar of issue 6 (PASS/FAIL).  Writes bench/results/policies.md and prints it.
+# bar of issue 6 (PASS/FAIL).  Writes bench/results/policies.md and prints it,
+# and refreshes the copy of the table in README.md (between its
+# "policy-table" markers).
 #
 # usage: bench/policy_table.sh [TRACE_DIR]
 #   SUBLET_BUILD_DIR  build directory (default: build-policies in the source root)
@@ -42,4 +44,13 @@ fi
 } >"$out"
 cat "$out"
 echo "written: bench/results/policies.md" >&2
+# README's copy of the table, between its policy-table markers
+readme=$root/README.md
+if [ -f "$readme" ] && grep -q '^<!-- policy-table' "$readme"; then
+    awk -v tbl="$tmp" '
+        /^<!-- policy-table/ { print; while ((getline l < tbl) > 0) if (l ~ /^\|/) print l; skip = 1; next }
+        /^<!-- \/policy-table -->/ { skip = 0 }
+        !skip { print }' "$readme" >"$readme.tmp" && mv "$readme.tmp" "$readme"
+    echo "written: README.md (policy table)" >&2
+fi
 exit "$rc"

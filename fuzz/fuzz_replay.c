@@ -5,8 +5,9 @@
  * Input: byte 0 picks the settings, the simulated device size and the
  * replay flags; the rest is the CSV file.  Inputs that do not parse are
  * dropped (fuzz_trace_csv covers the reader).  Checked (abort on violation):
- *   - the status is SUBLET_OK, SUBLET_ERR_UNSUPPORTED (segment_map/unmap
- *     rows) or SUBLET_ERR_NO_MEMORY; SUBLET_ERR_CORRUPT (a violated engine
+ *   - the status is SUBLET_OK, SUBLET_ERR_UNSUPPORTED (a trace recorded
+ *     mid-run under expandable segments) or SUBLET_ERR_NO_MEMORY;
+ *     SUBLET_ERR_CORRUPT (a violated engine
  *     invariant) or anything else aborts with the replay's message;
  *   - the result is coherent: events driven <= trace events, peak >= final
  *     reserved bytes, peak >= current for the statistics at the end, and

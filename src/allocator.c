@@ -90,6 +90,14 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
     a->stats.max_split_size =
         settings.max_split_size == SUBLET_SIZE_UNLIMITED ? -1 : (int64_t)settings.max_split_size;
     set_fraction(a, settings.per_process_memory_fraction, dev_total);
+    /* the warm-up plan (reserve.c): all of it, or no allocator */
+    sl_lock(a);
+    st = sl_warmup_apply(a, err, err_cap);
+    sl_unlock(a);
+    if (st != SUBLET_OK) {
+        sublet_allocator_destroy(a);
+        return st;
+    }
     *out = a;
     return SUBLET_OK;
 }
@@ -109,7 +117,9 @@ void sublet_allocator_destroy(sublet_allocator *a)
     for (size_t i = 0; i < a->nevent_pool; i++)
         a->backend->ops->event_destroy(a->backend, a->event_pool[i]);
     free(a->event_pool);
-    for (size_t i = 0; i < a->nsegs; i++) {
+    /* from the highest address down: a backend that keeps its ranges in a
+     * sorted array (the sim) then removes each from the end, in O(1) */
+    for (size_t i = a->nsegs; i-- > 0;) {
         sl_segment *seg = a->segs[i];
         if (seg->expandable)
             sl_exp_destroy_segment(a, seg);
@@ -124,6 +134,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
         free(seg);
     }
     free(a->segs);
+    sl_stitch_fini(a);
     sl_pool_fini(&a->small);
     sl_pool_fini(&a->large);
     sl_slab_fini(&a->slab);
@@ -145,8 +156,13 @@ sublet_status sublet_settings_apply(sublet_allocator *a, const char *conf, char 
     sublet_status st = sublet_settings_parse(&next, conf, err, err_cap);
     if (st == SUBLET_OK)
         st = check_supported(a->backend, &next, err, err_cap);
-    if (st == SUBLET_OK)
+    if (st == SUBLET_OK) {
+        sublet_settings prev = a->settings;
         a->settings = next;
+        st = sl_warmup_apply(a, err, err_cap); /* what the plan still misses */
+        if (st != SUBLET_OK)
+            a->settings = prev;
+    }
     sl_unlock(a);
     return st;
 }

@@ -18,7 +18,14 @@
  * read-write access for the device on the whole range; va_unmap synchronises
  * the context (the engine tells no stream: this is the conservative form of
  * PyTorch's stream synchronise before unmapping) and unmaps and releases page
- * by page.  A failure part-way undoes the pages of that call.
+ * by page.  A failure part-way undoes the pages of that call.  va_map_alias
+ * (policy:stitch) maps the physical granules already mapped at one address
+ * a second time: per granule cuMemRetainAllocationHandle of the source
+ * address (a new reference to its allocation) and cuMemMap at the
+ * destination, then one cuMemSetAccess; the retained handle is kept in the
+ * destination's page slot, so va_unmap releases it like any other
+ * (cuMemUnmap + cuMemRelease) and the granule's memory is freed when its
+ * last mapping goes.
  *
  * The library never prints and never aborts: driver errors come back as a
  * sublet_status and as the backend's last-error text. */
@@ -39,7 +46,8 @@
 #define CUDA_EVENT_MAGIC UINT64_C(0x6375646145766e74) /* "cudaEvnt" */
 
 /* ---- the driver ---------------------------------------------------------------------
- * X(field, PFN type, name for cuGetProcAddress, ABI version, exported name, required) */
+ * X(field, PFN type, name for cuGetProcAddress, ABI version, exported name, required):
+ * required 1: the backend needs it; 0: VMM needs it; 2: va_map_alias needs it */
 #define SL_CUDA_FUNCTIONS(X)                                                                    \
     X(GetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, "cuGetErrorName", 1)     \
     X(GetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000,                    \
@@ -83,7 +91,9 @@
     X(MemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, "cuMemUnmap", 0)                    \
     X(MemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, "cuMemSetAccess", 0)    \
     X(MemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity_v10020,                   \
-      "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", 0)
+      "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", 0)               \
+    X(MemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle_v11000,                       \
+      "cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", 2)
 
 typedef struct cuda_driver {
     void *lib;
@@ -165,12 +175,12 @@ static void drv_load(void)
 #define SL_X_RESOLVE(field, type, name, ver, exported, req)                                     \
     do {                                                                                        \
         void *p_ = drv_lookup(gpa2, gpa1, name, ver, exported);                                 \
-        if (!p_ && (req)) {                                                                     \
+        if (!p_ && (req) == 1) {                                                                \
             snprintf(drv.msg, sizeof drv.msg,                                                   \
                      "no usable CUDA driver: libcuda.so.1 lacks %s (driver too old?)", name);    \
             return;                                                                             \
         }                                                                                       \
-        if (!p_)                                                                                \
+        if (!p_ && (req) == 0)                                                                  \
             vmm = 0;                                                                            \
         memcpy(&drv.field, &p_, sizeof p_);                                                     \
     } while (0);
@@ -735,6 +745,80 @@ out:
     return st;
 }
 
+static sublet_status cuda_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t src,
+                                       uint64_t size)
+{
+    cuda_backend *c = as_cuda(b);
+    if (!c || !c->vmm || size == 0)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (!drv.MemRetainAllocationHandle)
+        return SUBLET_ERR_UNSUPPORTED; /* a driver before CUDA 11.0 */
+    const uint64_t g = c->gran;
+    int pushed;
+    sublet_status st = ctx_enter(c, &pushed);
+    if (st != SUBLET_OK)
+        return st;
+    pthread_mutex_lock(&c->lock);
+    size_t first = 0, last = 0, sfirst = 0, slast = 0;
+    size_t i = page_range(c, dst, size, &first, &last);
+    size_t si = page_range(c, src, size, &sfirst, &slast);
+    if (i == SIZE_MAX || si == SIZE_MAX) {
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+        goto out;
+    }
+    va_resv *r = &c->resv[i];
+    const va_resv *sr = &c->resv[si];
+    for (size_t p = 0; p < last - first; p++) {
+        if (r->used[first + p] || !sr->used[sfirst + p]) {
+            st = SUBLET_ERR_INVALID_ARGUMENT; /* destination mapped or source not */
+            goto out;
+        }
+    }
+    CUresult cr = CUDA_SUCCESS;
+    char call[96] = "";
+    for (size_t p = 0; p < last - first; p++) {
+        uint64_t pa = r->addr + (uint64_t)(first + p) * g;
+        uint64_t sa = sr->addr + (uint64_t)(sfirst + p) * g;
+        CUmemGenericAllocationHandle h = 0;
+        cr = drv.MemRetainAllocationHandle(&h, (void *)(uintptr_t)sa);
+        if (cr != CUDA_SUCCESS) {
+            snprintf(call, sizeof call, "cuMemRetainAllocationHandle(0x%llx)",
+                     (unsigned long long)sa);
+            break;
+        }
+        cr = drv.MemMap((CUdeviceptr)pa, (size_t)g, 0, h, 0);
+        if (cr != CUDA_SUCCESS) {
+            (void)drv.MemRelease(h);
+            snprintf(call, sizeof call, "cuMemMap(0x%llx, %llu) of the granule at 0x%llx",
+                     (unsigned long long)pa, (unsigned long long)g, (unsigned long long)sa);
+            break;
+        }
+        r->pages[first + p] = h;
+        r->used[first + p] = 1;
+        r->mapped++;
+    }
+    if (cr == CUDA_SUCCESS) {
+        CUmemAccessDesc desc;
+        memset(&desc, 0, sizeof desc);
+        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc.location.id = (int)c->dev;
+        desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        cr = drv.MemSetAccess((CUdeviceptr)dst, (size_t)size, &desc, 1);
+        if (cr != CUDA_SUCCESS)
+            snprintf(call, sizeof call, "cuMemSetAccess(0x%llx, %llu)", (unsigned long long)dst,
+                     (unsigned long long)size);
+    }
+    if (cr != CUDA_SUCCESS) {
+        (void)unmap_pages(c, r, first, last); /* undo this call's pages (and references) */
+        set_err_locked(c, call, cr);
+        st = map_cu(cr);
+    }
+out:
+    pthread_mutex_unlock(&c->lock);
+    ctx_leave(c, pushed);
+    return st;
+}
+
 static sublet_status cuda_va_unmap(sublet_backend *b, uint64_t addr, uint64_t size)
 {
     cuda_backend *c = as_cuda(b);
@@ -826,6 +910,7 @@ static const sublet_backend_ops cuda_ops_vmm = {
     .va_release = cuda_va_release,
     .va_map = cuda_va_map,
     .va_unmap = cuda_va_unmap,
+    .va_map_alias = cuda_va_map_alias,
     .destroy = cuda_destroy,
 };
 

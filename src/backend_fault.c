@@ -1,9 +1,9 @@
 /* sublet — fault-injection wrapper around another backend.
  *
  * Every op is forwarded to the inner backend (which the wrapper does not
- * own).  Three ops can be made to fail: segment_alloc and va_map (with
- * SUBLET_ERR_DEVICE_OOM, as cudaMalloc / cuMemCreate would) and event_create
- * (with SUBLET_ERR_BACKEND).  Each counts its calls, 1-based, and an injected
+ * own).  Four ops can be made to fail: segment_alloc, va_map and va_map_alias
+ * (with SUBLET_ERR_DEVICE_OOM, as cudaMalloc / cuMemCreate / cuMemMap would)
+ * and event_create (with SUBLET_ERR_BACKEND).  Each counts its calls, 1-based, and an injected
  * failure does not reach the inner backend, so nothing needs undoing.
  *
  * Rules: fail_nth(op, n) fails exactly the nth call; fail_every(op, n) fails
@@ -143,6 +143,15 @@ static sublet_status fault_va_unmap(sublet_backend *b, uint64_t addr, uint64_t s
     return in->ops->va_unmap(in, addr, size);
 }
 
+static sublet_status fault_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t src,
+                                        uint64_t size)
+{
+    if (fault_hit((fault_backend *)b, SUBLET_FAULT_VA_MAP_ALIAS))
+        return SUBLET_ERR_DEVICE_OOM;
+    sublet_backend *in = inner_of(b);
+    return in->ops->va_map_alias(in, dst, src, size);
+}
+
 static void fault_destroy(sublet_backend *b)
 {
     fault_backend *f = as_fault(b);
@@ -179,6 +188,7 @@ sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out)
     FAULT_FORWARD(va_release);
     FAULT_FORWARD(va_map);
     FAULT_FORWARD(va_unmap);
+    FAULT_FORWARD(va_map_alias);
 #undef FAULT_FORWARD
     f->ops.destroy = fault_destroy;
     f->inner = inner;

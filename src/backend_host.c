@@ -12,17 +12,31 @@
  * Events are real heap objects (so a leaked event shows up under ASan) but
  * are always complete: the host has no asynchronous streams.
  *
- * Virtual memory (expandable segments) is implemented with mmap where the
- * platform has anonymous mappings: va_reserve maps PROT_NONE address space,
- * va_map makes pages readable and writable (zero-filled, counted toward
- * capacity), va_unmap replaces them with fresh PROT_NONE pages (dropping the
- * memory, so a stale access faults), va_release munmaps the reservation.
+ * Virtual memory (expandable segments, policy:stitch) is implemented with
+ * mmap where the platform has anonymous mappings: va_reserve maps PROT_NONE
+ * address space, va_map makes pages readable and writable (zero-filled,
+ * counted toward capacity), va_unmap replaces them with fresh PROT_NONE
+ * pages (so a stale access faults), va_release munmaps the reservation.
  * map/unmap addresses and sizes must be multiples of the page size.  Where
  * anonymous mmap is unavailable the VMM ops are NULL.
  *
+ * Physical memory.  On Linux the mapped pages are pages of one memfd (the
+ * "device memory"), mapped MAP_SHARED at their virtual addresses, and a page
+ * table (src/vmem.c) records which file range each mapped range shows, with
+ * reference counts.  va_map takes a free file range (first fit);
+ * va_map_alias maps the file range behind a mapped range a second time, so
+ * that a write through one view is read through the other (real aliasing,
+ * as cuMemMap of a retained handle gives); a file range no view maps any
+ * more is punched out of the file (fallocate), which frees its memory and
+ * makes it read as zeros when taken again.  Capacity counts file bytes in
+ * use, each once.  Without memfd (or if it cannot be made) va_map makes the
+ * reserved pages themselves accessible (mprotect) and va_map_alias answers
+ * SUBLET_ERR_UNSUPPORTED.
+ *
  * One mutex guards the bookkeeping. */
-#define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS, MAP_NORESERVE */
+#define _GNU_SOURCE 1 /* MAP_ANONYMOUS, MAP_NORESERVE, memfd_create, fallocate */
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +45,13 @@
 #include <unistd.h>
 
 #include "sublet/backend.h"
+#include "vmem.h"
+
+#if defined(__linux__) && defined(MFD_CLOEXEC) && defined(FALLOC_FL_PUNCH_HOLE)
+#define HOST_HAVE_MEMFD 1
+#else
+#define HOST_HAVE_MEMFD 0
+#endif
 
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
 #define MAP_ANONYMOUS MAP_ANON
@@ -62,12 +83,14 @@ typedef struct host_backend {
     sublet_backend base; /* first: the engine casts */
     pthread_mutex_t lock;
     uint64_t capacity;
-    uint64_t held; /* segment bytes + mapped bytes */
+    uint64_t seg_held; /* segment bytes */
     uint64_t live_events;
     uint64_t page; /* host page size */
     host_range_vec segments;     /* sorted by addr */
     host_range_vec reservations; /* sorted by addr */
-    host_range_vec mapped;       /* sorted by addr */
+    sl_vmem vm;                  /* mapped ranges -> file ranges of `fd` */
+    int fd;                      /* the memfd behind mapped pages; -1: none */
+    uint64_t file_size;          /* its size (it only grows; holes are punched) */
 } host_backend;
 
 struct sublet_event {
@@ -107,14 +130,6 @@ static size_t hv_containing(const host_range_vec *hv, uint64_t a)
     if (i == 0 || hv->v[i - 1].addr + hv->v[i - 1].size <= a)
         return SIZE_MAX;
     return i - 1;
-}
-
-/* Does [a, a+s) overlap any range?  Ranges are disjoint, so only the last
- * one starting before a+s can. */
-static int hv_overlaps(const host_range_vec *hv, uint64_t a, uint64_t s)
-{
-    size_t i = hv_lower(hv, a + s);
-    return i > 0 && hv->v[i - 1].addr + hv->v[i - 1].size > a;
 }
 
 static sublet_status hv_reserve(host_range_vec *hv, size_t extra)
@@ -157,9 +172,15 @@ static host_backend *as_host(sublet_backend *b)
     return (b && b->ops == &host_ops) ? (host_backend *)b : NULL;
 }
 
+static uint64_t held_bytes(const host_backend *h)
+{
+    return h->seg_held + h->vm.bytes;
+}
+
 static int fits_capacity(const host_backend *h, uint64_t size)
 {
-    return size <= h->capacity && h->held <= h->capacity - size;
+    uint64_t held = held_bytes(h);
+    return size <= h->capacity && held <= h->capacity - size;
 }
 
 static int event_ok(const host_backend *h, const sublet_event *ev)
@@ -196,7 +217,7 @@ static sublet_status host_segment_alloc(sublet_backend *b, uint64_t size, uint64
     }
     const uint64_t addr = (uint64_t)(uintptr_t)p;
     (void)hv_insert_at(&h->segments, hv_lower(&h->segments, addr), addr, size);
-    h->held += size;
+    h->seg_held += size;
     *addr_out = addr;
 out:
     pthread_mutex_unlock(&h->lock);
@@ -214,7 +235,7 @@ static sublet_status host_segment_free(sublet_backend *b, uint64_t addr, uint64_
     size_t i = hv_find(&h->segments, addr);
     if (i != SIZE_MAX && h->segments.v[i].size == size) {
         hv_remove_span(&h->segments, i, 1);
-        h->held -= size;
+        h->seg_held -= size;
         p = (void *)(uintptr_t)addr;
         st = SUBLET_OK;
     }
@@ -285,7 +306,8 @@ static sublet_status host_mem_info(sublet_backend *b, uint64_t *free_out, uint64
     if (!h || !free_out || !total_out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&h->lock);
-    *free_out = h->held < h->capacity ? h->capacity - h->held : 0;
+    uint64_t held = held_bytes(h);
+    *free_out = held < h->capacity ? h->capacity - held : 0;
     *total_out = h->capacity;
     pthread_mutex_unlock(&h->lock);
     return SUBLET_OK;
@@ -343,7 +365,7 @@ static sublet_status host_va_release(sublet_backend *b, uint64_t addr, uint64_t 
     pthread_mutex_lock(&h->lock);
     size_t i = hv_find(&h->reservations, addr);
     if (i != SIZE_MAX && h->reservations.v[i].size == size) {
-        if (hv_overlaps(&h->mapped, addr, size)) {
+        if (sl_vmem_overlaps(&h->vm, addr, size)) {
             st = SUBLET_ERR_BUSY;
         } else {
             hv_remove_span(&h->reservations, i, 1);
@@ -355,6 +377,56 @@ static sublet_status host_va_release(sublet_backend *b, uint64_t addr, uint64_t 
     return st;
 }
 
+/* Is [addr, addr+size) inside one reservation?  Lock held. */
+static int in_reservation(const host_backend *h, uint64_t addr, uint64_t size)
+{
+    size_t r = hv_containing(&h->reservations, addr);
+    return r != SIZE_MAX && h->reservations.v[r].addr + h->reservations.v[r].size >= addr + size;
+}
+
+/* Make [addr, addr+size) inaccessible again (a fresh PROT_NONE mapping). */
+static int drop_view(uint64_t addr, uint64_t size)
+{
+    void *p = mmap((void *)(uintptr_t)addr, (size_t)size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? -1 : 0;
+}
+
+/* A file range no view maps any more: give its memory back. */
+static void punch(void *user, uint64_t va, uint64_t len, uint64_t pa)
+{
+    (void)va;
+#if HOST_HAVE_MEMFD
+    host_backend *h = user;
+    if (h->fd >= 0)
+        (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pa, (off_t)len);
+#else
+    (void)user;
+    (void)pa;
+    (void)len;
+#endif
+}
+
+/* Show file range [pa, pa+len) at va, read-write.  Lock held. */
+static int show(host_backend *h, uint64_t va, uint64_t len, uint64_t pa)
+{
+    void *p = mmap((void *)(uintptr_t)va, (size_t)len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, h->fd, (off_t)pa);
+    return p == MAP_FAILED ? -1 : 0;
+}
+
+typedef struct show_ctx {
+    host_backend *h;
+    int failed;
+} show_ctx;
+
+static void show_piece(void *user, uint64_t va, uint64_t len, uint64_t pa)
+{
+    show_ctx *c = user;
+    if (!c->failed && show(c->h, va, len, pa) != 0)
+        c->failed = 1;
+}
+
 static sublet_status host_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
 {
     host_backend *h = as_host(b);
@@ -362,20 +434,59 @@ static sublet_status host_va_map(sublet_backend *b, uint64_t addr, uint64_t size
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&h->lock);
-    size_t r = hv_containing(&h->reservations, addr);
-    if (r == SIZE_MAX ||
-        h->reservations.v[r].addr + h->reservations.v[r].size < addr + size ||
-        hv_overlaps(&h->mapped, addr, size)) {
+    if (!in_reservation(h, addr, size) || sl_vmem_overlaps(&h->vm, addr, size)) {
         st = SUBLET_ERR_INVALID_ARGUMENT;
-    } else if (!fits_capacity(h, size)) {
+        goto out;
+    }
+    if (!fits_capacity(h, size)) {
         st = SUBLET_ERR_DEVICE_OOM;
-    } else if ((st = hv_reserve(&h->mapped, 1)) != SUBLET_OK) {
-        /* st set */
-    } else if (mprotect((void *)(uintptr_t)addr, (size_t)size, PROT_READ | PROT_WRITE) != 0) {
+        goto out;
+    }
+    uint64_t pa = sl_vmem_phys_place(&h->vm, size, h->page);
+    if (h->fd >= 0 && pa + size > h->file_size) {
+        if (ftruncate(h->fd, (off_t)(pa + size)) != 0) {
+            st = SUBLET_ERR_DEVICE_OOM;
+            goto out;
+        }
+        h->file_size = pa + size;
+    }
+    if ((st = sl_vmem_map(&h->vm, addr, size, pa)) != SUBLET_OK)
+        goto out;
+    int failed = h->fd >= 0 ? show(h, addr, size, pa)
+                            : mprotect((void *)(uintptr_t)addr, (size_t)size,
+                                       PROT_READ | PROT_WRITE);
+    if (failed) {
+        (void)sl_vmem_unmap(&h->vm, addr, size, punch, h);
+        (void)drop_view(addr, size);
         st = SUBLET_ERR_DEVICE_OOM;
-    } else {
-        (void)hv_insert_at(&h->mapped, hv_lower(&h->mapped, addr), addr, size);
-        h->held += size;
+    }
+out:
+    pthread_mutex_unlock(&h->lock);
+    return st;
+}
+
+static sublet_status host_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t src,
+                                       uint64_t size)
+{
+    host_backend *h = as_host(b);
+    if (!h || size == 0 || dst + size < dst || src + size < src || !page_aligned(h, dst) ||
+        !page_aligned(h, src) || !page_aligned(h, size))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&h->lock);
+    if (h->fd < 0) {
+        st = SUBLET_ERR_UNSUPPORTED;
+    } else if (!in_reservation(h, dst, size) || !in_reservation(h, src, size)) {
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    } else if ((st = sl_vmem_alias(&h->vm, dst, src, size)) == SUBLET_OK) {
+        /* the table first (it checks src mapped, dst unmapped), then the views */
+        show_ctx c = {h, 0};
+        sl_vmem_pieces(&h->vm, dst, size, show_piece, &c);
+        if (c.failed) {
+            (void)sl_vmem_unmap(&h->vm, dst, size, punch, h);
+            (void)drop_view(dst, size);
+            st = SUBLET_ERR_DEVICE_OOM;
+        }
     }
     pthread_mutex_unlock(&h->lock);
     return st;
@@ -386,50 +497,12 @@ static sublet_status host_va_unmap(sublet_backend *b, uint64_t addr, uint64_t si
     host_backend *h = as_host(b);
     if (!h || size == 0 || addr + size < addr || !page_aligned(h, addr) || !page_aligned(h, size))
         return SUBLET_ERR_INVALID_ARGUMENT;
-    const uint64_t end = addr + size;
-    sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&h->lock);
-    host_range_vec *mv = &h->mapped;
-    /* Every byte of [addr, end) must be mapped. */
-    size_t first = hv_containing(mv, addr);
-    size_t last = first;
-    if (first == SIZE_MAX) {
-        st = SUBLET_ERR_INVALID_ARGUMENT;
-        goto out;
-    }
-    while (mv->v[last].addr + mv->v[last].size < end) {
-        if (last + 1 >= mv->n || mv->v[last + 1].addr != mv->v[last].addr + mv->v[last].size) {
-            st = SUBLET_ERR_INVALID_ARGUMENT;
-            goto out;
-        }
-        last++;
-    }
-    const uint64_t first_addr = mv->v[first].addr;
-    const uint64_t last_end = mv->v[last].addr + mv->v[last].size;
-    const int keep_head = first_addr < addr;
-    const int keep_tail = last_end > end;
-    if (keep_head && keep_tail && first == last) {
-        st = hv_reserve(mv, 1);
-        if (st != SUBLET_OK)
-            goto out;
-    }
-    /* Drop the pages: a fresh inaccessible mapping replaces them. */
-    void *p = mmap((void *)(uintptr_t)addr, (size_t)size, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED) {
+    /* Every byte of [addr, end) must be mapped; file ranges no other view
+     * shows are punched out (their memory is dropped). */
+    sublet_status st = sl_vmem_unmap(&h->vm, addr, size, punch, h);
+    if (st == SUBLET_OK && drop_view(addr, size) != 0)
         st = SUBLET_ERR_BACKEND;
-        goto out;
-    }
-    hv_remove_span(mv, first, last - first + 1);
-    size_t at = first;
-    if (keep_head) {
-        (void)hv_insert_at(mv, at, first_addr, addr - first_addr);
-        at++;
-    }
-    if (keep_tail)
-        (void)hv_insert_at(mv, at, end, last_end - end);
-    h->held -= size;
-out:
     pthread_mutex_unlock(&h->lock);
     return st;
 }
@@ -455,7 +528,9 @@ static void host_destroy(sublet_backend *b)
     pthread_mutex_destroy(&h->lock);
     free(h->segments.v);
     free(h->reservations.v);
-    free(h->mapped.v);
+    sl_vmem_fini(&h->vm);
+    if (h->fd >= 0)
+        close(h->fd);
     free(h);
 }
 
@@ -473,6 +548,7 @@ static const sublet_backend_ops host_ops = {
     .va_release = host_va_release,
     .va_map = host_va_map,
     .va_unmap = host_va_unmap,
+    .va_map_alias = host_va_map_alias,
 #endif
     .destroy = host_destroy,
 };
@@ -494,6 +570,10 @@ sublet_status sublet_host_create(uint64_t capacity, sublet_backend **out)
     h->base.name = "host";
     h->base.device = 0;
     h->capacity = capacity;
+    h->fd = -1;
+#if HOST_HAVE_MEMFD
+    h->fd = memfd_create("sublet-host", MFD_CLOEXEC);
+#endif
     *out = &h->base;
     return SUBLET_OK;
 }

@@ -9,16 +9,21 @@
  * large blocks are).  Only the sequence of calls decides the addresses, so
  * two sims driven identically hand out identical addresses.
  *
- * Memory accounting.  `used` counts segment bytes plus mapped VA bytes (a
- * reservation alone costs nothing, as with cuMemAddressReserve).  An
- * allocation or map that would take `used` past `capacity` fails with
- * SUBLET_ERR_DEVICE_OOM.
+ * Memory accounting.  `used` counts segment bytes plus the physical bytes
+ * behind mapped VA (a reservation alone costs nothing, as with
+ * cuMemAddressReserve).  An allocation or map that would take `used` past
+ * `capacity` fails with SUBLET_ERR_DEVICE_OOM.
  *
- * Mapped ranges are kept in a second sorted array.  A map must lie inside a
- * single reservation and overlap no mapped range; an unmap must cover bytes
- * that are all mapped (it may split a mapping or span several); a release
- * must name a reservation exactly and is refused with SUBLET_ERR_BUSY while
- * any of it is still mapped.
+ * Mapped ranges live in a page table (src/vmem.c): each mapped virtual range
+ * refers to physical bytes with a reference count, so an alias map
+ * (va_map_alias: the physical bytes of one mapped range mapped again at a
+ * second address, as cuMemRetainAllocationHandle + cuMemMap do) takes no
+ * memory and the bytes are freed with their last mapping.  A map or alias
+ * must lie inside a single reservation and overlap no mapped range (an
+ * alias's source must be mapped in full); an unmap must cover bytes that are
+ * all mapped (it may split a mapping or span several); a release must name a
+ * reservation exactly and is refused with SUBLET_ERR_BUSY while any of it is
+ * still mapped.
  *
  * Events.  Every stream has a counter of records issued and a counter of
  * records completed.  Recording an event gives it the stream's next sequence
@@ -32,12 +37,13 @@
 #include <string.h>
 
 #include "sublet/backend.h"
+#include "vmem.h"
 
 #define SIM_BASE UINT64_C(0x7f0000000000)
 #define SIM_SEGMENT_ALIGN (UINT64_C(2) << 20)
 #define SIM_EVENT_MAGIC UINT64_C(0x73696d4576656e74) /* "simEvent" */
 
-enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2, RANGE_MAPPED = 3 };
+enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2 };
 
 typedef struct sim_range {
     uint64_t addr;
@@ -61,15 +67,15 @@ typedef struct sim_backend {
     sublet_backend base; /* first: the engine casts */
     pthread_mutex_t lock;
     uint64_t capacity;
-    uint64_t used;     /* segment bytes + mapped bytes */
-    uint64_t segments; /* live segments */
+    uint64_t seg_bytes; /* bytes of live segments */
+    uint64_t segments;  /* live segments */
     uint64_t live_events;
     sim_range_vec placed; /* segments and reservations, sorted by addr */
-    sim_range_vec mapped; /* mapped VA ranges, sorted by addr */
+    sl_vmem vm;           /* mapped VA ranges and the physical bytes behind them */
     sim_stream *streams;  /* sorted by id */
     size_t n_streams;
     size_t cap_streams;
-    uint64_t next_hint; /* one-shot placement for the next segment_alloc */
+    uint64_t next_hint; /* one-shot placement for the next segment_alloc or va_reserve */
     sublet_sim_ops ops_done; /* successful device calls, by kind */
 } sim_backend;
 
@@ -201,9 +207,15 @@ static uint64_t align_up(uint64_t x, uint64_t align)
     return r < x ? 0 : r;
 }
 
+static uint64_t used_bytes(const sim_backend *s)
+{
+    return s->seg_bytes + s->vm.bytes;
+}
+
 static int fits_capacity(const sim_backend *s, uint64_t size)
 {
-    return size <= s->capacity && s->used <= s->capacity - size;
+    uint64_t used = used_bytes(s);
+    return size <= s->capacity && used <= s->capacity - size;
 }
 
 /* Choose an address for [?, ?+size): the hint when it is free, else first fit
@@ -296,7 +308,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
     st = rv_insert(&s->placed, addr, size, RANGE_SEGMENT);
     if (st != SUBLET_OK)
         goto out;
-    s->used += size;
+    s->seg_bytes += size;
     s->segments++;
     s->ops_done.segment_allocs++;
     *addr_out = addr;
@@ -315,7 +327,7 @@ static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t
     size_t i = rv_find(&s->placed, addr);
     if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_SEGMENT && s->placed.v[i].size == size) {
         rv_remove_span(&s->placed, i, 1);
-        s->used -= size;
+        s->seg_bytes -= size;
         s->segments--;
         s->ops_done.segment_frees++;
         st = SUBLET_OK;
@@ -413,7 +425,8 @@ static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_
     if (!s || !free_out || !total_out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
-    *free_out = s->used < s->capacity ? s->capacity - s->used : 0;
+    uint64_t used = used_bytes(s);
+    *free_out = used < s->capacity ? s->capacity - used : 0;
     *total_out = s->capacity;
     pthread_mutex_unlock(&s->lock);
     return SUBLET_OK;
@@ -431,7 +444,11 @@ static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t a
         align = SIM_SEGMENT_ALIGN;
     sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&s->lock);
-    uint64_t addr = place(s, size, 0, align);
+    /* the one-shot hint places a reservation too (replay: an expandable
+     * segment's first map is at its reservation's start) */
+    uint64_t hint = s->next_hint;
+    s->next_hint = 0;
+    uint64_t addr = place(s, size, hint, align);
     if (addr == 0) {
         st = SUBLET_ERR_DEVICE_OOM;
     } else {
@@ -455,7 +472,7 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
     size_t i = rv_find(&s->placed, addr);
     if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_RESERVATION &&
         s->placed.v[i].size == size) {
-        if (rv_overlaps(&s->mapped, addr, size)) {
+        if (sl_vmem_overlaps(&s->vm, addr, size)) {
             st = SUBLET_ERR_BUSY;
         } else {
             rv_remove_span(&s->placed, i, 1);
@@ -467,6 +484,14 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
     return st;
 }
 
+/* Is [addr, addr+size) inside one reservation?  Lock held. */
+static int in_reservation(const sim_backend *s, uint64_t addr, uint64_t size)
+{
+    size_t r = rv_containing(&s->placed, addr);
+    return r != SIZE_MAX && s->placed.v[r].kind == RANGE_RESERVATION &&
+           range_end(&s->placed.v[r]) >= addr + size;
+}
+
 static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
 {
     sim_backend *s = as_sim(b);
@@ -474,18 +499,33 @@ static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&s->lock);
-    size_t r = rv_containing(&s->placed, addr);
-    if (r == SIZE_MAX || s->placed.v[r].kind != RANGE_RESERVATION ||
-        range_end(&s->placed.v[r]) < addr + size || rv_overlaps(&s->mapped, addr, size)) {
+    if (!in_reservation(s, addr, size) || sl_vmem_overlaps(&s->vm, addr, size)) {
         st = SUBLET_ERR_INVALID_ARGUMENT;
     } else if (!fits_capacity(s, size)) {
         st = SUBLET_ERR_DEVICE_OOM;
     } else {
-        st = rv_insert(&s->mapped, addr, size, RANGE_MAPPED);
-        if (st == SUBLET_OK) {
-            s->used += size;
+        st = sl_vmem_map(&s->vm, addr, size, sl_vmem_phys_place(&s->vm, size, SIM_SEGMENT_ALIGN));
+        if (st == SUBLET_OK)
             s->ops_done.va_maps++;
-        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t src, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || dst + size < dst || src + size < src)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    if (!in_reservation(s, dst, size) || !in_reservation(s, src, size))
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    else
+        st = sl_vmem_alias(&s->vm, dst, src, size); /* checks mapped / unmapped */
+    if (st == SUBLET_OK) {
+        s->ops_done.va_maps++;
+        s->ops_done.va_aliases++;
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -496,48 +536,12 @@ static sublet_status sim_va_unmap(sublet_backend *b, uint64_t addr, uint64_t siz
     sim_backend *s = as_sim(b);
     if (!s || size == 0 || addr + size < addr)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    const uint64_t end = addr + size;
-    sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&s->lock);
-    sim_range_vec *mv = &s->mapped;
-    /* Every byte of [addr, end) must be mapped: walk the mappings from the
-     * one containing addr, requiring each to start where the last ended. */
-    size_t first = rv_containing(mv, addr);
-    size_t last = first;
-    if (first == SIZE_MAX) {
-        st = SUBLET_ERR_INVALID_ARGUMENT;
-        goto out;
-    }
-    while (range_end(&mv->v[last]) < end) {
-        if (last + 1 >= mv->n || mv->v[last + 1].addr != range_end(&mv->v[last])) {
-            st = SUBLET_ERR_INVALID_ARGUMENT;
-            goto out;
-        }
-        last++;
-    }
-    const uint64_t first_addr = mv->v[first].addr;
-    const uint64_t last_end = range_end(&mv->v[last]);
-    const int keep_head = first_addr < addr;
-    const int keep_tail = last_end > end;
-    /* Splitting one mapping in the middle yields two pieces: make room first
-     * so that a failed allocation leaves everything unchanged. */
-    if (keep_head && keep_tail && first == last) {
-        st = rv_reserve(mv, 1);
-        if (st != SUBLET_OK)
-            goto out;
-    }
-    /* Remove [first, last], then put back the head and tail pieces. */
-    rv_remove_span(mv, first, last - first + 1);
-    size_t at = first;
-    if (keep_head) {
-        (void)rv_insert_at(mv, at, first_addr, addr - first_addr, RANGE_MAPPED);
-        at++;
-    }
-    if (keep_tail)
-        (void)rv_insert_at(mv, at, end, last_end - end, RANGE_MAPPED);
-    s->used -= size;
-    s->ops_done.va_unmaps++;
-out:
+    /* every byte of [addr, addr+size) must be mapped; physical bytes no
+     * other mapping reaches are freed */
+    sublet_status st = sl_vmem_unmap(&s->vm, addr, size, NULL, NULL);
+    if (st == SUBLET_OK)
+        s->ops_done.va_unmaps++;
     pthread_mutex_unlock(&s->lock);
     return st;
 }
@@ -551,7 +555,7 @@ static void sim_destroy(sublet_backend *b)
         return;
     pthread_mutex_destroy(&s->lock);
     free(s->placed.v);
-    free(s->mapped.v);
+    sl_vmem_fini(&s->vm);
     free(s->streams);
     free(s);
 }
@@ -569,6 +573,7 @@ static const sublet_backend_ops sim_ops = {
     .va_release = sim_va_release,
     .va_map = sim_va_map,
     .va_unmap = sim_va_unmap,
+    .va_map_alias = sim_va_map_alias,
     .destroy = sim_destroy,
 };
 
@@ -620,7 +625,7 @@ uint64_t sublet_sim_used(const sublet_backend *sim)
     if (!s)
         return 0;
     pthread_mutex_lock(&s->lock);
-    uint64_t v = s->used;
+    uint64_t v = used_bytes(s);
     pthread_mutex_unlock(&s->lock);
     return v;
 }

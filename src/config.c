@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sublet/stats.h" /* SUBLET_POOL_SMALL / LARGE */
+
 #define MiB ((uint64_t)1 << 20)
 #define K_MIN_BLOCK 512u
 #define K_SMALL_SIZE (1 * MiB)
@@ -51,12 +53,16 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static unsigned ilog2_u64(uint64_t v) /* v > 0 */
+static unsigned ilog2_u64(uint64_t v) /* v > 0; on every malloc (sublet_round_size) */
 {
+#if defined(__GNUC__) || defined(__clang__)
+    return 63u - (unsigned)__builtin_clzll(v);
+#else
     unsigned r = 0;
     while (v >>= 1)
         r++;
     return r;
+#endif
 }
 
 static int is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
@@ -246,6 +252,7 @@ typedef enum opt_kind {
     OPT_ENUM,    /* one of `choices`                    -> its index, int  */
     OPT_POLICY,  /* one of `choices`                    -> sublet_policy   */
     OPT_ROUNDUP, /* integer or [k:v,...,>:v]            -> 16 buckets      */
+    OPT_WARMUP,  /* [pool:size*count,...]               -> warm-up plan    */
     OPT_IGNORE,  /* anything, list or word: accepted and ignored           */
 } opt_kind;
 
@@ -368,6 +375,7 @@ static const opt_desc options[] = {
     {"expandable_segments_reserve", NULL, OPT_IGNORE, 0, 0, NULL, NULL},
     {"expandable_segments_reserve_by_class", NULL, OPT_IGNORE, 0, 0, NULL, NULL},
     {"policy", NULL, OPT_POLICY, F(policy), 0, policy_choices, NULL},
+    {"warmup", NULL, OPT_WARMUP, F(warmup), 0, NULL, NULL},
 };
 #undef F
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -385,7 +393,7 @@ static const opt_desc *find_option(const token *key)
 
 static int takes_list(const opt_desc *o)
 {
-    return o == NULL || o->kind == OPT_ROUNDUP || o->kind == OPT_IGNORE;
+    return o == NULL || o->kind == OPT_ROUNDUP || o->kind == OPT_WARMUP || o->kind == OPT_IGNORE;
 }
 
 /* Integer value of token i for option `key`, with the error texts. */
@@ -464,6 +472,79 @@ static sublet_status apply_roundup(pctx *c, const char *key, size_t v, size_t en
     return SUBLET_OK;
 }
 
+/* warmup:[pool:size[*count],...] (sublet's): pool is small or large, size
+ * a sublet_parse_size size ("512MiB", "2097152"), count >= 1 (default 1).
+ * Entries are checked against the final settings after the whole string
+ * (check_warmup): expandable_segments may come later in it. */
+static sublet_status apply_warmup(pctx *c, const char *key, size_t v, size_t end)
+{
+    if (!is_punct(c, v, '['))
+        return fail(c, "Invalid value '%s' for %s: expected a list [pool:size*count,...] such "
+                       "as [large:512MiB*2,small:2MiB*4]",
+                    show(c->t[v].s).s, key);
+    sublet_settings *s = c->s;
+    s->nwarmup = 0;
+    memset(s->warmup, 0, sizeof s->warmup);
+    for (size_t j = v + 1; j < end;) {
+        size_t entry = s->nwarmup + 1;
+        if (s->nwarmup == SUBLET_WARMUP_MAX)
+            return fail(c, "warmup: more than %d entries", SUBLET_WARMUP_MAX);
+        const token *pt = &c->t[j];
+        int pool = !pt->punct && strcmp(pt->s, "small") == 0   ? SUBLET_POOL_SMALL
+                   : !pt->punct && strcmp(pt->s, "large") == 0 ? SUBLET_POOL_LARGE
+                                                                : 0;
+        if (!pool)
+            return fail(c, "warmup: entry %zu: pool '%s' is not small or large", entry,
+                        show(pt->s).s);
+        if (j + 2 >= end || !is_punct(c, j + 1, ':') || c->t[j + 2].punct)
+            return fail(c, "warmup: entry %zu: expected %s:SIZE or %s:SIZE*COUNT", entry,
+                        pt->s, pt->s);
+        const char *w = c->t[j + 2].s, *star = strchr(w, '*');
+        char num[64];
+        size_t nl = star ? (size_t)(star - w) : strlen(w);
+        uint64_t size = 0, count = 1;
+        if (nl < sizeof num) {
+            memcpy(num, w, nl);
+            num[nl] = '\0';
+        }
+        if (nl >= sizeof num || sublet_parse_size(num, &size) != 0 || size == 0)
+            return fail(c, "warmup: entry %zu: '%s' is not a size such as 512MiB", entry,
+                        show(w).s);
+        if (star && (parse_u64(star + 1, &count) != 0 || count == 0 || count > UINT32_MAX))
+            return fail(c, "warmup: entry %zu: '%s': the count after '*' must be a whole "
+                           "number from 1 to %u",
+                        entry, show(w).s, UINT32_MAX);
+        s->warmup[s->nwarmup++] = (sublet_warmup_entry){pool, (uint32_t)count, size};
+        j += 3;
+        if (j < end) {
+            if (!is_punct(c, j, ','))
+                return fail(c, "Error parsing CachingAllocator settings, expected ,");
+            j++;
+        }
+    }
+    return SUBLET_OK;
+}
+
+/* The plan against the final settings: every size one its pool can hold,
+ * and a total that fits in 64 bits. */
+static sublet_status check_warmup(pctx *c)
+{
+    const sublet_settings *s = c->s;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < s->nwarmup; i++) {
+        const sublet_warmup_entry *e = &s->warmup[i];
+        char why[192];
+        if (sublet_warmup_check(s, e->pool, e->size, why, sizeof why) != SUBLET_OK)
+            return fail(c, "warmup: entry %u (%s:%llu bytes): %s", i + 1,
+                        e->pool == SUBLET_POOL_SMALL ? "small" : "large",
+                        (unsigned long long)e->size, why);
+        if (e->size > (UINT64_MAX - total) / e->count)
+            return fail(c, "warmup: the plan's total does not fit in 64 bits");
+        total += e->size * e->count;
+    }
+    return SUBLET_OK;
+}
+
 /* Apply one entry: key token `k`, value tokens v..end. */
 static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v, size_t end)
 {
@@ -505,6 +586,8 @@ static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v
         break;
     case OPT_ROUNDUP:
         return apply_roundup(c, key, v, end);
+    case OPT_WARMUP:
+        return apply_warmup(c, key, v, end);
     case OPT_IGNORE:
         return SUBLET_OK;
     }
@@ -646,12 +729,16 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
     work.max_split_size = SUBLET_SIZE_UNLIMITED;
     memset(work.roundup_power2_divisions, 0, sizeof work.roundup_power2_divisions);
     work.garbage_collection_threshold = 0.0;
+    work.nwarmup = 0;
+    memset(work.warmup, 0, sizeof work.warmup);
 
     st = walk(&c, 1);
     if (st == SUBLET_OK) {
         work.max_non_split_rounding = work.large_segment_size;
         st = walk(&c, 2);
     }
+    if (st == SUBLET_OK)
+        st = check_warmup(&c);
     free(c.t);
     free(buf);
     if (st != SUBLET_OK)
@@ -663,6 +750,73 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
     memcpy(work.raw, conf, keep);
     memcpy(s, &work, sizeof *s);
     return SUBLET_OK;
+}
+
+sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
+                                  char *why, size_t why_cap)
+{
+    const char *pool = pool_kind == SUBLET_POOL_SMALL ? "small" : "large";
+    char msg[192] = "";
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    uint64_t lss = s ? s->large_segment_size : K_LARGE_BUFFER;
+    if (!s || (pool_kind != SUBLET_POOL_SMALL && pool_kind != SUBLET_POOL_LARGE)) {
+        snprintf(msg, sizeof msg, "the pool must be small (%d) or large (%d)", SUBLET_POOL_SMALL,
+                 SUBLET_POOL_LARGE);
+    } else if (s->policy == SUBLET_POLICY_STITCH) {
+        st = SUBLET_ERR_UNSUPPORTED;
+        snprintf(msg, sizeof msg, "policy:stitch maps pages where it stitches them: reserving "
+                                  "ahead is not supported");
+    } else if (size == 0 || size >= ((uint64_t)1 << 60)) {
+        snprintf(msg, sizeof msg, "the size must be from 1 byte to 1 EiB");
+    } else if (s->expandable_segments) {
+        uint64_t page = pool_kind == SUBLET_POOL_SMALL ? K_SMALL_BUFFER : lss;
+        if (size % page == 0)
+            return SUBLET_OK;
+        snprintf(msg, sizeof msg, "with expandable segments the %s pool maps pages of %llu MiB: "
+                                  "the size must be a multiple of that",
+                 pool, (unsigned long long)(page / MiB));
+    } else if (pool_kind == SUBLET_POOL_SMALL) {
+        if (size == K_SMALL_BUFFER)
+            return SUBLET_OK;
+        snprintf(msg, sizeof msg, "a small-pool segment is 2 MiB (kSmallBuffer)");
+    } else {
+        if (size == lss || (size % K_ROUND_LARGE == 0 && size >= K_MIN_LARGE_ALLOC))
+            return SUBLET_OK;
+        snprintf(msg, sizeof msg, "a large-pool segment is large_segment_size (%llu MiB) or a "
+                                  "multiple of 2 MiB of at least 10 MiB",
+                 (unsigned long long)(lss / MiB));
+    }
+    if (why && why_cap)
+        snprintf(why, why_cap, "%s", msg);
+    return st;
+}
+
+size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+#define PUT(...)                                                                        \
+    do {                                                                                \
+        int k_ = snprintf(buf && len < cap ? buf + len : NULL, buf && len < cap ? cap - len : 0, \
+                          __VA_ARGS__);                                                 \
+        if (k_ > 0)                                                                     \
+            len += (size_t)k_;                                                          \
+    } while (0)
+    if (buf && cap)
+        buf[0] = '\0';
+    PUT("warmup:[");
+    for (size_t i = 0; plan && i < n; i++) {
+        const sublet_warmup_entry *e = &plan[i];
+        const char *pool = e->pool == SUBLET_POOL_SMALL ? "small" : "large";
+        if (e->size % MiB == 0)
+            PUT("%s%s:%lluMiB", i ? "," : "", pool, (unsigned long long)(e->size / MiB));
+        else
+            PUT("%s%s:%llu", i ? "," : "", pool, (unsigned long long)e->size);
+        if (e->count != 1)
+            PUT("*%u", e->count);
+    }
+    PUT("]");
+#undef PUT
+    return len;
 }
 
 const char *sublet_settings_env(const char **which_out)

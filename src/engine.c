@@ -3,7 +3,9 @@
  *   process events → best fit → GC → device alloc (within the fraction)
  *   → release oversize blocks and retry → release all cached and retry → OOM.
  * Every state change happens under the allocator's one lock; the hot path
- * (a cached malloc or free) touches only O(log n) index nodes. */
+ * (a cached malloc or free) is O(1) in the number of blocks when a free block
+ * of the rounded size exists (the free index's size map, index.c) and
+ * touches O(log n) index nodes otherwise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,13 +228,22 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
     return SUBLET_OK;
 }
 
+/* sublet_reserve (reserve.c): a segment through the device path, and back. */
+sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                             uint64_t size, sl_block **out)
+{
+    return segment_create(a, pool, stream, size, 0, false, out);
+}
+
+sublet_status sl_segment_release(sublet_allocator *a, sl_block *b) { return release_block(a, b); }
+
 /* ---- free path ---------------------------------------------------------------- */
 
 /* try_merge_blocks: absorb `src` into `dst` when it is free and idle. */
 uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
 {
     if (!src || src->allocated || src->event_count > 0 || src->nuses > 0 ||
-        dst->mapped != src->mapped)
+        dst->mapped != src->mapped || src->shadow)
         return 0;
     if (src->in_free)
         sl_free_remove(src->pool, src);
@@ -487,7 +498,9 @@ static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
     return st;
 }
 
-/* release_cached_blocks (§3.5). */
+/* release_cached_blocks (§3.5).  Then policy:stitch's alias pages whose
+ * bytes are all free go back to their owners (stitch.c), and the pages that
+ * become wholly free there are unmapped too. */
 static sublet_status release_cached_blocks(sublet_allocator *a)
 {
     sublet_status st = synchronize_and_free_events(a);
@@ -495,64 +508,14 @@ static sublet_status release_cached_blocks(sublet_allocator *a)
         st = release_blocks(a, &a->large);
     if (st == SUBLET_OK)
         st = release_blocks(a, &a->small);
-    return st;
-}
-
-/* Whole pages inside a free block of a virtual segment: what unmapping it
- * gives back. */
-static uint64_t stitch_whole_pages(const sl_block *b)
-{
-    uint64_t page = b->seg->page, off = b->addr - b->seg->addr;
-    uint64_t begin = (off + page - 1) / page * page, end = (off + b->size) / page * page;
-    return end > begin ? end - begin : 0;
-}
-
-/* policy:stitch's OOM path, before PyTorch's full release: unmap the free
- * pages of as few cached blocks as the request is short of (the smallest
- * block whose whole pages cover what is missing, else the largest, and look
- * again), never those of the run the request will be mapped into.  The
- * pages it does not need stay mapped where they are, so a repeated workload
- * near the device's capacity finds its layout again in the next iteration
- * instead of mapping everything anew (release_cached_blocks unmaps every
- * free page).  True when the device now has room for the plan. */
-static bool stitch_release_some(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                                uint64_t size)
-{
-    for (int round = 0; round < 64; round++) {
-        uint64_t lo, hi, dev_free, dev_total;
-        uint64_t need = sl_exp_plan(pool, stream, size, &lo, &hi);
-        if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
-            return false;
-        if (need <= dev_free)
-            return round > 0; /* round 0: the device was not what failed */
-        uint64_t missing = need - dev_free;
-        size_t n;
-        bool oom;
-        sl_block **all = sl_free_collect(pool, &n, &oom);
-        if (!all)
-            return false;
-        sl_block *best = NULL, *largest = NULL;
-        uint64_t best_pages = 0, largest_pages = 0;
-        for (size_t i = 0; i < n; i++) {
-            sl_block *b = all[i];
-            if (!b->seg->expandable || (b->addr < hi && b->addr + b->size > lo))
-                continue;
-            uint64_t w = stitch_whole_pages(b);
-            if (w >= missing && (!best || w < best_pages)) {
-                best = b;
-                best_pages = w;
-            }
-            if (w > largest_pages) {
-                largest = b;
-                largest_pages = w;
-            }
-        }
-        free(all);
-        sl_block *pick = best ? best : largest;
-        if (!pick || sl_exp_unmap_block(a, pick) != SUBLET_OK)
-            return false;
+    if (st == SUBLET_OK && a->naliases) {
+        st = sl_stitch_return_all(a);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &a->large);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &a->small);
     }
-    return false;
+    return st;
 }
 
 /* release_available_cached_blocks (§3.4): free just enough oversize blocks. */
@@ -784,14 +747,22 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
-        if (st == SUBLET_ERR_DEVICE_OOM && a->settings.policy == SUBLET_POLICY_STITCH &&
-            stitch_release_some(a, pool, stream, size))
-            st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
+        /* policy:stitch: move whole free pages, then stitch partly free
+         * ones, before PyTorch's full release (and once more after it) */
+        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH;
+        if (st == SUBLET_ERR_DEVICE_OOM && stitch) {
+            if (sl_stitch_release_some(a, pool, stream, size))
+                st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
+            if (st == SUBLET_ERR_DEVICE_OOM)
+                st = sl_stitch_alloc(a, pool, stream, size, &b);
+        }
         if (st == SUBLET_ERR_DEVICE_OOM) {
             st = release_cached_blocks(a);
             if (st == SUBLET_OK)
                 st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
         }
+        if (st == SUBLET_ERR_DEVICE_OOM && stitch)
+            st = sl_stitch_alloc(a, pool, stream, size, &b);
         if (st == SUBLET_ERR_DEVICE_OOM) {
             uint64_t limit, dev_free;
             oom_report(a, alloc_size, size, stream, &limit, &dev_free);
@@ -813,7 +784,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         undo_take(b);
         goto out;
     }
-    sl_ptrmap_put(&a->ptrs, blk->addr, blk); /* room reserved above */
+    sl_ptrmap_insert(&a->ptrs, blk->addr, blk); /* room reserved above */
     *ptr = (void *)(uintptr_t)blk->addr;
 out:
     a->cur_stack = a->op_stack = 0;
@@ -830,7 +801,7 @@ static sublet_status bad_pointer(const sublet_allocator *a, uint64_t addr)
     if (!seg)
         return SUBLET_ERR_INVALID_POINTER;
     for (sl_block *b = seg->head; b; b = b->next) {
-        if (!b->mapped && addr >= b->addr && addr < b->addr + b->size)
+        if ((!b->mapped || b->shadow) && addr >= b->addr && addr < b->addr + b->size)
             return SUBLET_ERR_INVALID_POINTER;
         if (addr == b->addr)
             return b->allocated ? SUBLET_ERR_INVALID_POINTER : SUBLET_ERR_DOUBLE_FREE;
@@ -848,14 +819,15 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
         return SUBLET_OK;
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     sl_lock(a);
-    sl_block *b = sl_ptrmap_get(&a->ptrs, addr);
-    if (!b) {
+    size_t slot = sl_ptrmap_find(&a->ptrs, addr);
+    if (slot == SIZE_MAX) {
         sublet_status st = bad_pointer(a, addr);
         sl_unlock(a);
         return st;
     }
+    sl_block *b = a->ptrs.slots[slot].b;
     if (b->nuses) {
-        sublet_status st = insert_events(a, b);
+        sublet_status st = insert_events(a, b); /* leaves the pointer map alone */
         if (st != SUBLET_OK) {
             sl_unlock(a);
             return st;
@@ -863,7 +835,7 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
     }
     int kind = b->pool->kind;
     b->allocated = false;
-    sl_ptrmap_del(&a->ptrs, addr);
+    sl_ptrmap_del_at(&a->ptrs, slot);
     arr_dec(a->stats.allocation, kind, 1);
     arr_dec(a->stats.allocated_bytes, kind, (int64_t)b->size);
     if (b->oversize)

@@ -29,13 +29,17 @@ typedef struct sl_block {
     struct sl_block *next;
     sl_segment *seg;
     sl_pool *pool;
-    /* free index (AVL keyed by size, addr within the pool's stream tree) */
-    struct sl_block *left, *right;
+    /* free index: AVL tree keyed by (size, addr) within the pool's stream
+     * tree, threaded through the blocks (index.c) */
+    struct sl_block *parent, *left, *right;
     int32_t height;
     uint32_t event_count;   /* outstanding end-of-use events */
     bool allocated;
     bool in_free;           /* in the pool's free index */
     bool mapped;            /* always true until expandable segments */
+    bool shadow;            /* policy:stitch: mapped bytes whose physical memory is
+                             * usable through another mapping (stitch.c); never
+                             * free, never allocated, never merged */
     bool oversize;          /* counted in oversize_allocations */
     uint32_t stack;         /* interned allocation stack (recording), 0 = none */
     uint64_t gc_count_base; /* pool clock when it entered the free index */
@@ -59,13 +63,23 @@ struct sl_segment {
     struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */
 };
 
-/* Free blocks of one stream inside one pool, ordered by (size, addr). */
+/* Size map entry: the lowest-address free block of one exact size. */
+typedef struct sl_size_slot {
+    uint64_t size; /* 0 = empty slot */
+    sl_block *min;
+} sl_size_slot;
+
+/* Free blocks of one stream inside one pool, ordered by (size, addr): an
+ * AVL tree plus a map from each size present to its lowest block (index.c). */
 typedef struct sl_tree {
     sublet_stream stream;
     sl_block *root;
     size_t count;
-    uint64_t bytes; /* sum of the free blocks' sizes */
-    double squares; /* sum of their squared sizes (spread metric) */
+    uint64_t bytes;        /* sum of the free blocks' sizes */
+    uint64_t sq_hi, sq_lo; /* exact sum of their squared sizes (128-bit) */
+    sl_size_slot *sizes;   /* open addressing, size_cap a power of two */
+    size_t size_cap, nsizes;
+    bool sizes_partial; /* a size was left out when the map could not grow */
 } sl_tree;
 
 struct sl_pool {
@@ -98,20 +112,33 @@ sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
  * *n receives the count, *oom is set on allocation failure. */
 sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
 void sl_pool_fini(sl_pool *p);
-/* Count the nodes of every tree and check order and AVL balance. */
+/* Sum of the squared sizes of a tree's free blocks (spread metric). */
+double sl_tree_squares(const sl_tree *t);
+/* Check every tree against a recount: links, AVL balance, (size, addr)
+ * order, membership, count, bytes, squares and the size map.  *count
+ * receives the number of free blocks. */
 bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);
 
+typedef struct sl_ptr_slot {
+    uint64_t addr; /* UINT64_MAX = empty */
+    sl_block *b;
+} sl_ptr_slot;
+
 typedef struct sl_ptrmap {
-    uint64_t *keys;
-    sl_block **vals;
+    sl_ptr_slot *slots;
     size_t cap, count; /* cap is a power of two */
 } sl_ptrmap;
 bool sl_ptrmap_init(sl_ptrmap *m);
 void sl_ptrmap_fini(sl_ptrmap *m);
 sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr);
+/* The slot holding addr, or SIZE_MAX; valid until the map next changes. */
+size_t sl_ptrmap_find(const sl_ptrmap *m, uint64_t addr);
+void sl_ptrmap_del_at(sl_ptrmap *m, size_t slot);
 /* Room for one more entry (growing when needed); false when out of memory. */
 bool sl_ptrmap_reserve(sl_ptrmap *m);
 bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b);
+/* sl_ptrmap_put after a successful sl_ptrmap_reserve (cannot fail). */
+void sl_ptrmap_insert(sl_ptrmap *m, uint64_t addr, sl_block *b);
 void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr);
 
 typedef struct sl_slab {
@@ -128,6 +155,16 @@ typedef struct sl_evq_entry {
     sublet_event *ev;
     sl_block *block;
 } sl_evq_entry;
+
+/* policy:stitch: a page of a stitched run that maps the physical page of
+ * another (its owner) a second time (stitch.c).  [off, off+len) of it is
+ * usable here and is `oshadow` in the owner; the rest of it is `vshadow`. */
+typedef struct sl_alias {
+    uint64_t page;  /* the alias page */
+    uint64_t owner; /* the page whose physical memory it maps */
+    uint64_t off, len;
+    struct sl_block *vshadow, *oshadow;
+} sl_alias;
 
 typedef struct sl_evq { /* FIFO of (event, block) for one stream */
     sublet_stream stream;
@@ -147,6 +184,9 @@ struct sublet_allocator {
     sl_segment **segs;
     size_t nsegs, segs_cap;
     uint64_t total_allocated_memory; /* bytes reserved from the backend */
+    /* policy:stitch's alias pages, sorted by page (stitch.c) */
+    sl_alias *aliases;
+    size_t naliases, aliases_cap;
     /* memory fraction */
     double fraction;
     bool limit_in_effect;
@@ -196,6 +236,19 @@ uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src);
 bool sl_segs_reserve(sublet_allocator *a);
 void sl_segs_insert(sublet_allocator *a, sl_segment *s);
 void sl_segs_remove(sublet_allocator *a, sl_segment *s);
+/* A new segment of exactly `size` bytes through the device path (counted as
+ * a device alloc, segment_alloc emitted; its block not yet indexed), and the
+ * release of a free whole segment: sublet_reserve (reserve.c). */
+sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                             uint64_t size, sl_block **out);
+sublet_status sl_segment_release(sublet_allocator *a, sl_block *b);
+
+/* ---- reserve.c ---------------------------------------------------------------------- */
+/* Make sure the allocator holds the warm-up plan of a->settings (lock held):
+ * reserve what is missing on the default stream.  On failure the segments
+ * this call created are released again (pages it mapped stay mapped, free)
+ * and err says why. */
+sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap);
 
 /* ---- expandable.c ------------------------------------------------------------------ */
 bool sl_unmapped_reserve(sl_pool *p, size_t extra);
@@ -209,6 +262,9 @@ sublet_status sl_exp_allocate(sublet_allocator *a, sl_pool *pool, sublet_stream 
 sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b);
 sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b);
 void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg);
+/* A new reservation for (stream, pool): one unmapped block covering it. */
+sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                 sl_block **out);
 uint64_t sl_exp_size(const sl_block *b);
 /* policy:stitch: bytes the next sl_exp_allocate(size) would map, and the
  * address range of the run it would use (expandable.c). */
@@ -216,5 +272,24 @@ uint64_t sl_exp_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, u
                      uint64_t *hi);
 void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
 void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
+
+/* ---- stitch.c: policy:stitch's OOM path --------------------------------------------------- */
+/* Unmap the whole free pages of as few cached blocks as `size` is short of;
+ * true when the device now has room for it. */
+bool sl_stitch_release_some(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                            uint64_t size);
+/* Serve `size` from a new run stitched from partly free pages (alias maps)
+ * and fresh ones; SUBLET_ERR_DEVICE_OOM when nothing fits.  The block is out
+ * of the free index. */
+sublet_status sl_stitch_alloc(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                              uint64_t size, sl_block **out);
+/* Give back every alias page whose usable bytes are all free. */
+sublet_status sl_stitch_return_all(sublet_allocator *a);
+bool sl_stitch_is_alias(const sublet_allocator *a, uint64_t page);
+/* Bytes of alias pages in pool `kind`'s reservations (mapped, not reserved). */
+uint64_t sl_stitch_alias_bytes(const sublet_allocator *a, int kind);
+/* The alias invariants; `shadows` is the number of shadow blocks seen. */
+sublet_status sl_stitch_verify(sublet_allocator *a, size_t shadows, char *msg, size_t cap);
+void sl_stitch_fini(sublet_allocator *a);
 
 #endif

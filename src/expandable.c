@@ -80,7 +80,7 @@ bool sl_unmapped_contains(const sl_pool *p, const sl_block *b)
 
 static inline bool allocatable(const sl_block *b)
 {
-    return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
+    return b && !b->allocated && b->event_count == 0 && b->nuses == 0 && !b->shadow;
 }
 
 static bool has_address_space(const sl_block *b, uint64_t size)
@@ -94,7 +94,7 @@ static bool has_address_space(const sl_block *b, uint64_t size)
 }
 
 /* A new reservation for (stream, pool): one unmapped block covering it. */
-static sublet_status new_segment(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                  sl_block **out)
 {
     uint64_t dev_free, dev_total;
@@ -157,7 +157,7 @@ static sublet_status find_expandable_block(sublet_allocator *a, sl_pool *pool,
             return SUBLET_OK;
         }
     }
-    return new_segment(a, pool, stream, out);
+    return sl_exp_new_segment(a, pool, stream, out);
 }
 
 /* policy:stitch's OOM path: what sl_exp_allocate would map for `size` on
@@ -347,12 +347,21 @@ sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b)
     return SUBLET_OK;
 }
 
-/* Teardown: unmap whatever is mapped and drop the reservation. */
+/* Teardown: unmap whatever is mapped, run by run (a run's ends are page
+ * boundaries; its blocks' need not be), and drop the reservation. */
 void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg)
 {
-    for (sl_block *b = seg->head; b; b = b->next)
-        if (b->mapped)
-            a->backend->ops->va_unmap(a->backend, b->addr, b->size);
+    for (sl_block *b = seg->head; b;) {
+        if (!b->mapped) {
+            b = b->next;
+            continue;
+        }
+        uint64_t at = b->addr;
+        while (b && b->mapped)
+            b = b->next;
+        uint64_t end = b ? b->addr : seg->addr + seg->size;
+        a->backend->ops->va_unmap(a->backend, at, end - at);
+    }
     a->backend->ops->va_release(a->backend, seg->addr, seg->size);
 }
 

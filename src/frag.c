@@ -9,7 +9,7 @@ static void add_tree(sublet_frag_stats *o, double *squares, sl_pool *p, const sl
 {
     o->free_bytes += t->bytes;
     o->free_blocks += t->count;
-    *squares += t->squares;
+    *squares += sl_tree_squares(t);
     sl_block *mx = t->count ? sl_free_max(p, t->stream) : NULL;
     if (mx && mx->size > o->largest_free_block)
         o->largest_free_block = mx->size;

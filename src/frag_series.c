@@ -458,8 +458,10 @@ static void on_unmap(mirror *m, uint64_t begin, uint64_t size)
     m->reserved -= size;
     if (begin > a)
         blk_new(m, a, begin - a, seg, M_FREE);
+    /* the part after keeps the segment: a map that fills the hole joins the
+     * two sides again, as the engine merges both neighbours */
     if (e > begin + size)
-        blk_new(m, begin + size, e - begin - size, m->next_seg++, M_FREE);
+        blk_new(m, begin + size, e - begin - size, seg, M_FREE);
 }
 
 static int mirror_init(mirror *m, const sublet_frag_state *pre, const sublet_settings *set)

@@ -2,8 +2,11 @@
  *
  * sublet_check() recounts everything from the blocks themselves and compares
  * it with what the engine keeps incrementally: block tiling, merge state, the
- * free index, the pointer map, pending events and every current statistic.
- * Tests call it after every operation. */
+ * free index, the pointer map, pending events and every current statistic
+ * (reserved bytes count every physical page once: policy:stitch's alias
+ * pages are mapped but not reserved), and policy:stitch's aliases: every
+ * physical byte usable through exactly one view (stitch.c).  Tests call it
+ * after every operation. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +44,7 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
     memset(rc, 0, sizeof rc);
     int64_t oversize_allocs = 0, oversize_segs = 0;
     size_t free_blocks[SUBLET_POOL_KINDS] = {0}, unmapped[SUBLET_POOL_KINDS] = {0};
-    size_t allocated = 0, pending = 0;
+    size_t allocated = 0, pending = 0, shadows = 0;
     uint64_t reserved = 0;
 
     for (size_t i = 0; i < a->nsegs; i++) {
@@ -87,11 +90,22 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                 r->reserved_bytes += (int64_t)b->size;
                 reserved += b->size;
             }
+            if (b->shadow) { /* bytes usable through another view (stitch.c) */
+                if (!seg->expandable || active || b->in_free || b->oversize)
+                    return fail(msg, cap, "shadow block 0x%llx is %s",
+                                (unsigned long long)b->addr,
+                                !seg->expandable ? "in a native segment"
+                                : b->in_free     ? "in the free index"
+                                                 : "active");
+                shadows++;
+                continue;
+            }
             if (active == b->in_free)
                 return fail(msg, cap, "block 0x%llx is %s but %s the free index",
                             (unsigned long long)b->addr, active ? "active" : "free",
                             b->in_free ? "in" : "not in");
-            if (!active && prev && !sl_block_active(prev) && prev->mapped == b->mapped)
+            if (!active && prev && !sl_block_active(prev) && prev->mapped == b->mapped &&
+                !prev->shadow)
                 return fail(msg, cap, "adjacent free blocks 0x%llx and 0x%llx were not merged",
                             (unsigned long long)prev->addr, (unsigned long long)b->addr);
             if (b->allocated) {
@@ -137,6 +151,14 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
             return fail(msg, cap, "%s pool unmapped index holds %zu blocks, segments hold %zu",
                         p ? "large" : "small", pools[p]->nunmapped, unmapped[pools[p]->kind]);
     }
+    /* alias pages map physical pages their owners count */
+    for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
+        uint64_t alias = sl_stitch_alias_bytes(a, k);
+        rc[k].reserved_bytes -= (int64_t)alias;
+        reserved -= alias;
+    }
+    if (sl_stitch_verify(a, shadows, msg, cap) != SUBLET_OK)
+        return SUBLET_ERR_CORRUPT;
     if (a->ptrs.count != allocated)
         return fail(msg, cap, "pointer map holds %zu entries for %zu allocated blocks",
                     a->ptrs.count, allocated);
@@ -246,14 +268,16 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
             views = nv;
             views_cap = n;
         }
-        /* an expandable segment shows as one segment per mapped run (§6.5) */
+        /* an expandable segment shows as one segment per mapped run (§6.5);
+         * a stitched run's shadow blocks (stitch.c) are usable elsewhere, so
+         * they end a run too */
         for (sl_block *b = seg->head; b;) {
-            if (!b->mapped) {
+            if (!b->mapped || b->shadow) {
                 b = b->next;
                 continue;
             }
             sl_block *end = b;
-            while (end && end->mapped)
+            while (end && end->mapped && !end->shadow)
                 end = end->next;
             walk_run(seg, b, end, views, fn, user);
             b = end;

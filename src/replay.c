@@ -24,13 +24,19 @@
  * the address the trace recorded for the segment about to be created (the
  * segment_alloc row just before the alloc); the sim honours it when the
  * range is free.  Best fit orders equal-sized free blocks by address, so
- * the recorded placement keeps ties broken the way PyTorch broke them. */
+ * the recorded placement keeps ties broken the way PyTorch broke them.  The
+ * same hint, the address of the recorded first segment_map before an alloc,
+ * places a virtual reservation the engine creates for that alloc: an
+ * expandable segment's first map is at its reservation's start (§6.3).
+ *
+ * What is compared (decisions, sizes, release sets) is in replay_fidelity.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "history_internal.h" /* the snapshot marker */
+#include "replay_internal.h"
 #include "sublet/replay.h"
 
 #define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
@@ -116,7 +122,8 @@ static int map_grow(u64map *m)
 /* Insert or overwrite.  0 when out of memory. */
 static int map_put(u64map *m, uint64_t key, uint64_t val)
 {
-    if ((m->count + 1) * 4 > m->cap * 3 && !map_grow(m))
+    /* load <= 1/2: a miss (every alloc's put) probes ~2.5 slots, not ~8.5 */
+    if ((m->count + 1) * 2 > m->cap && !map_grow(m))
         return 0;
     int found;
     size_t i = map_slot(m, key, &found);
@@ -155,11 +162,6 @@ static void map_del(u64map *m, uint64_t key)
 
 /* ---- the replay state ---------------------------------------------------------- */
 
-typedef struct probe {        /* what the engine emitted during one call */
-    uint64_t seg_allocs, seg_alloc_addr, seg_alloc_size;
-    uint64_t seg_frees;
-} probe;
-
 typedef struct rp {
     const sublet_trace_event *ev;
     size_t n;
@@ -176,7 +178,7 @@ typedef struct rp {
     uint64_t next_stream;
     uint64_t recorded_reserved;
     int64_t best_reserved;
-    probe pr;
+    rf_call pr; /* what the engine emitted during the current call */
     /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
      * the times of the engine events of the current call, in order; stacks
      * come from row `cur` */
@@ -223,18 +225,12 @@ static void clock_rows(rp *s, size_t first, size_t count)
 static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
                      sublet_stream stream)
 {
-    (void)stream;
     rp *s = user;
-    probe *p = &s->pr;
     if (act == SUBLET_ACT_SEGMENT_ALLOC || act == SUBLET_ACT_SEGMENT_MAP)
         s->reserved_grew = 1; /* the only events that raise reserved bytes */
-    if (act == SUBLET_ACT_SEGMENT_ALLOC) {
-        p->seg_allocs++;
-        p->seg_alloc_addr = addr;
-        p->seg_alloc_size = size;
-    } else if (act == SUBLET_ACT_SEGMENT_FREE) {
-        p->seg_frees++;
-    }
+    rf_call_event(&s->pr, act, addr, size);
+    if (s->o->trace)
+        s->o->trace(s->o->observer_user, act, addr, size, stream);
 }
 
 /* A row the replay could not apply: counted, the first one kept. */
@@ -335,8 +331,12 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
         size_t i = (size_t)(e - s->ev);
         s->cur = i;
         clock_rows(s, i, 1);
+        if (s->o->before_event)
+            s->o->before_event(s->o->observer_user, s->a, i, e);
         void *p = NULL;
         sublet_status st = sublet_malloc(s->a, e->size ? e->size : 1, e->stream, &p);
+        if (s->o->after_event)
+            s->o->after_event(s->o->observer_user, s->a, i, e);
         if (st == SUBLET_ERR_OOM) {
             s->r->ooms++;
             if (s->r->first_oom_event == SUBLET_REPLAY_NONE)
@@ -360,7 +360,8 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
     return fat;
 }
 
-static sublet_status seed_prelude(rp *s, size_t npre)
+/* The prelude mode, AUTO resolved under the replay's settings. */
+static int prelude_mode(rp *s)
 {
     sublet_settings set;
     sublet_settings_get(s->a, &set);
@@ -369,6 +370,13 @@ static sublet_status seed_prelude(rp *s, size_t npre)
         mode = set.expandable_segments || set.policy != SUBLET_POLICY_NATIVE
                    ? SUBLET_PRELUDE_ALLOCATE
                    : SUBLET_PRELUDE_ADOPT;
+    return mode;
+}
+
+static sublet_status seed_prelude(rp *s, size_t npre, int mode)
+{
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
     if (mode == SUBLET_PRELUDE_ALLOCATE)
         return allocate_prelude(s, npre);
 
@@ -452,34 +460,19 @@ static sublet_status do_alloc(rp *s, size_t i)
     const sublet_trace_event *e = &s->ev[i];
     sublet_replay_result *r = s->r;
     sublet_replay_fidelity *f = &r->fidelity;
-    const sublet_trace_event *rec =
-        (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_ALLOC) ? &s->ev[i - 1] : NULL;
+    /* PyTorch's decision: a segment_alloc row, or segment_map rows, before it */
+    rf_oracle rec = rf_oracle_of(s->ev, i);
     if (s->placement_hints)
-        sublet_sim_next_hint(s->sim, rec ? rec->addr : 0);
-    if (rec)
-        clock_rows(s, i - 1, 2);
-    memset(&s->pr, 0, sizeof s->pr);
+        sublet_sim_next_hint(s->sim, rec.kind != RF_NONE ? rec.addr : 0);
+    if (rec.kind != RF_NONE)
+        clock_rows(s, rec.first_row, i - rec.first_row + 1);
+    rf_call_begin(&s->pr, 0);
     void *p = NULL;
     sublet_status st = sublet_malloc(s->a, e->size, e->stream, &p);
     if (s->placement_hints)
         sublet_sim_next_hint(s->sim, 0);
     r->allocs++;
-
-    f->allocs_compared++;
-    int made = s->pr.seg_allocs > 0;
-    f->recorded_segment_allocs += rec != NULL;
-    f->engine_segment_allocs += made;
-    if (made == (rec != NULL))
-        f->decisions_matched++;
-    else if (f->first_decision_mismatch == SUBLET_REPLAY_NONE)
-        f->first_decision_mismatch = i;
-    if (made && rec) {
-        if (s->pr.seg_alloc_size == rec->size)
-            f->segment_sizes_matched++;
-        else if (f->first_size_mismatch == SUBLET_REPLAY_NONE)
-            f->first_size_mismatch = i;
-        f->segments_placed_as_recorded += s->pr.seg_alloc_addr == rec->addr;
-    }
+    rf_judge_alloc(f, i, &rec, &s->pr);
 
     if (st == SUBLET_ERR_OOM) {
         r->ooms++;
@@ -561,22 +554,26 @@ static void do_free_completed(rp *s, size_t i)
     row_error(s, i, "free_completed of %llu without a pending free", (unsigned long long)e->addr);
 }
 
-static sublet_status do_segment_free(rp *s, size_t i)
+/* A run of segment_free / segment_unmap rows: one empty_cache(), whose
+ * releases are compared with the run's as a set. */
+static sublet_status do_release(rp *s, size_t i)
 {
     sublet_replay_fidelity *f = &s->r->fidelity;
-    f->recorded_segment_frees++;
+    if (s->ev[i].kind == SUBLET_ACT_SEGMENT_FREE)
+        f->recorded_segment_frees++;
+    else
+        f->recorded_segment_unmaps++;
     s->recorded_reserved -= s->ev[i].size < s->recorded_reserved ? s->ev[i].size
                                                                    : s->recorded_reserved;
-    if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_SEGMENT_FREE)
+    if (i > 0 && rf_is_release(s->ev[i - 1].kind))
         return SUBLET_OK; /* the same empty_cache() */
-    size_t run = 1;
-    while (i + run < s->n && s->ev[i + run].kind == SUBLET_ACT_SEGMENT_FREE)
-        run++;
+    size_t run = rf_release_run(s->ev, s->n, i);
     clock_rows(s, i, run);
-    memset(&s->pr, 0, sizeof s->pr);
+    rf_call_begin(&s->pr, 1);
     sublet_status st = sublet_empty_cache(s->a);
     s->r->empty_caches++;
-    f->engine_segment_frees += s->pr.seg_frees;
+    if (rf_judge_release(f, s->ev, i, run, &s->pr) != 0)
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     if (st != SUBLET_OK)
         return fatal(s, st, "event %zu (line %llu): empty_cache: %s", i,
                      (unsigned long long)s->ev[i].line, sublet_status_text(st));
@@ -595,15 +592,12 @@ static sublet_status do_event(rp *s, size_t i)
         do_free_completed(s, i);
         return SUBLET_OK;
     case SUBLET_ACT_SEGMENT_ALLOC:
-        s->recorded_reserved += e->size;
+    case SUBLET_ACT_SEGMENT_MAP:
+        s->recorded_reserved += e->size; /* the oracle of the alloc that follows */
         return SUBLET_OK;
     case SUBLET_ACT_SEGMENT_FREE:
-        return do_segment_free(s, i);
-    case SUBLET_ACT_SEGMENT_MAP:
     case SUBLET_ACT_SEGMENT_UNMAP:
-        return fatal(s, SUBLET_ERR_UNSUPPORTED,
-                     "event %zu (line %llu): %s: expandable segments are not replayed yet", i,
-                     (unsigned long long)e->line, kind_of(s, i));
+        return do_release(s, i);
     case SUBLET_ACT_SNAPSHOT:
         if (s->o->record != SUBLET_RECORD_OFF)
             sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
@@ -706,6 +700,7 @@ static void teardown(rp *s)
         sublet_backend_destroy(s->sim);
     map_fini(&s->addrs);
     map_fini(&s->pending);
+    rf_call_fini(&s->pr);
 }
 
 sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
@@ -719,6 +714,9 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
     r->last_event = r->peak_reserved_event = r->first_oom_event = SUBLET_REPLAY_NONE;
     r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.first_address_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.empty_cache_mismatch.first_only_recorded.kind = SUBLET_ACT_COUNT;
+    r->fidelity.empty_cache_mismatch.first_only_engine.kind = SUBLET_ACT_COUNT;
     if (!t)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_replay_options defaults;
@@ -730,9 +728,17 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             .err = err, .err_cap = err_cap, .best_reserved = -1, .t = t};
     sublet_status st = setup(&s);
     size_t npre = sublet_trace_prelude_count(t);
+    int mode = st == SUBLET_OK ? prelude_mode(&s) : SUBLET_PRELUDE_ADOPT;
+    if (st == SUBLET_OK) {
+        char why[1024];
+        st = rf_expandable_prelude(t, o->prelude, why, sizeof why);
+        if (st != SUBLET_OK)
+            st = fatal(&s, st, "%s", st == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
+    }
     if (st == SUBLET_OK)
-        st = seed_prelude(&s, npre);
-    if (st == SUBLET_OK && o->record != SUBLET_RECORD_OFF) {
+        st = seed_prelude(&s, npre, mode);
+    if (st == SUBLET_OK && o->record != SUBLET_RECORD_OFF &&
+        !(o->record_prelude && mode == SUBLET_PRELUDE_ALLOCATE)) {
         /* restart: the history holds recorded events only */
         st = sublet_history_record(s.a, o->record, o->record_context, o->record_max_entries);
         if (st != SUBLET_OK)
@@ -747,7 +753,11 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
     for (size_t i = npre; st == SUBLET_OK && i < s.n && i <= o->stop_after; i++) {
         s.cur = i;
         clock_rows(&s, i, 1);
+        if (o->before_event)
+            o->before_event(o->observer_user, s.a, i, &s.ev[i]);
         st = do_event(&s, i);
+        if (o->after_event)
+            o->after_event(o->observer_user, s.a, i, &s.ev[i]);
         r->events++;
         r->last_event = i;
         observe(&s, i);

@@ -166,6 +166,113 @@ bool u64set_remove(u64set *s, uint64_t k)
     }
 }
 
+/* ---- disjoint address ranges ------------------------------------------------------------- */
+
+/* First range whose end is above x. */
+static size_t ranges_first_above(const sl_ranges *r, uint64_t x)
+{
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->v[mid].hi <= x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int ranges_insert_at(sl_ranges *r, size_t i, uint64_t lo, uint64_t hi,
+                            sublet_stream stream)
+{
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 16;
+        sl_range *n = nc <= SIZE_MAX / sizeof *n ? realloc(r->v, nc * sizeof *n) : NULL;
+        if (!n)
+            return -1;
+        r->v = n;
+        r->cap = nc;
+    }
+    memmove(&r->v[i + 1], &r->v[i], (r->n - i) * sizeof *r->v);
+    r->v[i] = (sl_range){lo, hi, stream};
+    r->n++;
+    return 0;
+}
+
+static void ranges_remove_span(sl_ranges *r, size_t i, size_t count)
+{
+    if (count == 0)
+        return; /* the array may not exist yet */
+    memmove(&r->v[i], &r->v[i + count], (r->n - i - count) * sizeof *r->v);
+    r->n -= count;
+}
+
+int sl_ranges_sub(sl_ranges *r, uint64_t lo, uint64_t hi)
+{
+    if (lo >= hi)
+        return 0;
+    size_t i = ranges_first_above(r, lo);
+    if (i < r->n && r->v[i].lo < lo && r->v[i].hi > hi) { /* one range, split in two */
+        if (ranges_insert_at(r, i + 1, hi, r->v[i].hi, r->v[i].stream) != 0)
+            return -1;
+        r->v[i].hi = lo;
+        return 0;
+    }
+    if (i < r->n && r->v[i].lo < lo) { /* keep the head of the first */
+        r->v[i].hi = lo;
+        i++;
+    }
+    size_t j = i;
+    while (j < r->n && r->v[j].hi <= hi)
+        j++; /* wholly inside */
+    if (j < r->n && r->v[j].lo < hi)
+        r->v[j].lo = hi; /* keep the tail of the last */
+    ranges_remove_span(r, i, j - i);
+    return 0;
+}
+
+int sl_ranges_add(sl_ranges *r, uint64_t lo, uint64_t hi, sublet_stream stream)
+{
+    if (lo >= hi)
+        return 0;
+    if (sl_ranges_sub(r, lo, hi) != 0)
+        return -1;
+    size_t i = ranges_first_above(r, lo); /* nothing overlaps now: the insertion point */
+    int left = i > 0 && r->v[i - 1].hi == lo && r->v[i - 1].stream == stream;
+    int right = i < r->n && r->v[i].lo == hi && r->v[i].stream == stream;
+    if (left && right) {
+        r->v[i - 1].hi = r->v[i].hi;
+        ranges_remove_span(r, i, 1);
+    } else if (left) {
+        r->v[i - 1].hi = hi;
+    } else if (right) {
+        r->v[i].lo = lo;
+    } else if (ranges_insert_at(r, i, lo, hi, stream) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+int sl_ranges_covers(const sl_ranges *r, uint64_t lo, uint64_t hi)
+{
+    size_t i = ranges_first_above(r, lo);
+    return i < r->n && r->v[i].lo <= lo && r->v[i].hi >= hi;
+}
+
+uint64_t sl_ranges_bytes(const sl_ranges *r)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < r->n; i++)
+        b += r->v[i].hi - r->v[i].lo;
+    return b;
+}
+
+void sl_ranges_free(sl_ranges *r)
+{
+    free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
 /* ---- event vectors and assembly ----------------------------------------------------------- */
 
 void trace_vec_free(trace_vec *v)

@@ -2,8 +2,9 @@
  *
  * trace_load.c holds the pieces every reader uses: the extras a reader
  * attaches to its trace (stacks, settings, device, format; see the public
- * accessors in sublet/trace.h), an address set, the prelude list and the
- * final assembly (prelude rows sorted by address, then the events).  The
+ * accessors in sublet/trace.h), an address set, address ranges, the prelude
+ * list and the final assembly (prelude rows sorted by address, then the
+ * events).  The
  * snapshot and Kineto readers start from a parsed pyval tree (pickle.h,
  * json_codec.h); the RMM reader from bytes (sublet_trace_parse_rmm). */
 #ifndef SUBLET_TRACE_READERS_H
@@ -67,6 +68,35 @@ bool u64set_has(const u64set *s, uint64_t k);
 int u64set_add(u64set *s, uint64_t k);
 /* true when k was there. */
 bool u64set_remove(u64set *s, uint64_t k);
+
+/* ---- disjoint address ranges, each tagged with a stream ------------------------
+ * The pages a trace says are mapped: the snapshot reader's expandable prelude,
+ * and the replay's check that a trace recorded under expandable segments
+ * began from an empty allocator (replay_fidelity.c).  A sorted array: the sets
+ * are small (the mapped runs of a few expandable segments). */
+typedef struct sl_range {
+    uint64_t lo, hi; /* [lo, hi), lo < hi */
+    sublet_stream stream;
+} sl_range;
+
+typedef struct sl_ranges { /* sorted by lo, disjoint */
+    sl_range *v;
+    size_t n, cap;
+} sl_ranges;
+
+/* Make [lo, hi) part of the set with `stream` (replacing whatever it
+ * overlapped), merged with the ranges of the same stream it touches.
+ * 0, or -1 when out of memory (the set is then unchanged or smaller by
+ * [lo, hi), never inconsistent). */
+int sl_ranges_add(sl_ranges *r, uint64_t lo, uint64_t hi, sublet_stream stream);
+/* Take [lo, hi) out of the set (what of it is there).  0, or -1 when out of
+ * memory (splitting a range needs room). */
+int sl_ranges_sub(sl_ranges *r, uint64_t lo, uint64_t hi);
+/* Is all of [lo, hi) inside one range of the set? */
+int sl_ranges_covers(const sl_ranges *r, uint64_t lo, uint64_t hi);
+/* Bytes of the set. */
+uint64_t sl_ranges_bytes(const sl_ranges *r);
+void sl_ranges_free(sl_ranges *r);
 
 /* ---- building a trace ----------------------------------------------------------- */
 typedef struct trace_vec {

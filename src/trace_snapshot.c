@@ -212,11 +212,14 @@ static sublet_status read_settings(snap *s, const pyval *root)
 typedef struct walk {
     trace_vec events, pre_seg, pre_alloc;
     u64set live_alloc, live_seg;
-    /* segment_map / segment_unmap: (addr, mapped, unmapped) sorted later */
+    /* segment_map / segment_unmap rows, in trace order */
     struct mapev {
-        uint64_t addr, map, unmap;
+        uint64_t addr, size;
+        sublet_stream stream;
+        bool map;
     } * maps;
     size_t nmaps, maps_cap;
+    sl_ranges mapped; /* the final expandable segments' mapped runs, then the prelude's */
     size_t my_segments; /* final segments on the device read */
 } walk;
 
@@ -228,6 +231,7 @@ static void walk_free(walk *w)
     u64set_free(&w->live_alloc);
     u64set_free(&w->live_seg);
     free(w->maps);
+    sl_ranges_free(&w->mapped);
 }
 
 /* One trace entry (d = device_traces[dev][i]); *skip for entries that are not
@@ -283,7 +287,7 @@ static sublet_status read_event(snap *s, const pyval *e, const char *path, uint6
     return get_frames(s, e, path, &ev->frames);
 }
 
-static sublet_status add_map(walk *w, uint64_t addr, uint64_t map, uint64_t unmap)
+static sublet_status add_map(walk *w, const sublet_trace_event *ev)
 {
     if (w->nmaps == w->maps_cap) {
         size_t nc = w->maps_cap ? w->maps_cap * 2 : 16;
@@ -293,7 +297,8 @@ static sublet_status add_map(walk *w, uint64_t addr, uint64_t map, uint64_t unma
         w->maps = n;
         w->maps_cap = nc;
     }
-    w->maps[w->nmaps++] = (struct mapev){addr, map, unmap};
+    w->maps[w->nmaps++] =
+        (struct mapev){ev->addr, ev->size, ev->stream, ev->kind == SUBLET_ACT_SEGMENT_MAP};
     return SUBLET_OK;
 }
 
@@ -332,8 +337,7 @@ static sublet_status walk_events(snap *s, walk *w, const pyval *list, size_t dev
             break;
         case SUBLET_ACT_SEGMENT_MAP:
         case SUBLET_ACT_SEGMENT_UNMAP:
-            oom = add_map(w, ev.addr, ev.kind == SUBLET_ACT_SEGMENT_MAP ? ev.size : 0,
-                          ev.kind == SUBLET_ACT_SEGMENT_UNMAP ? ev.size : 0) != SUBLET_OK;
+            oom = add_map(w, &ev) != SUBLET_OK;
             break;
         default: break;
         }
@@ -343,32 +347,33 @@ static sublet_status walk_events(snap *s, walk *w, const pyval *list, size_t dev
     return SUBLET_OK;
 }
 
-static int cmp_map(const void *a, const void *b)
+static uint64_t range_end(uint64_t addr, uint64_t size)
 {
-    const struct mapev *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    return addr + size < addr ? UINT64_MAX : addr + size;
 }
 
-static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
-
-/* Bytes the trace itself mapped (net of unmaps) inside [lo, lo + len). */
-static uint64_t mapped_within(const walk *w, uint64_t lo, uint64_t len)
+/* Expandable segments: the pages mapped when recording began.  Start from
+ * the final mapped runs and undo the trace's segment_map / segment_unmap rows
+ * from the last to the first (a map's pages were not mapped before it, an
+ * unmap's were); what is left is the prelude's, one pre_segment per
+ * contiguous range (pages unmapped during the trace included). */
+static sublet_status expandable_prelude(snap *s, walk *w)
 {
-    uint64_t hi = lo + len < lo ? UINT64_MAX : lo + len;
-    size_t a = 0, b = w->nmaps;
-    while (a < b) { /* first map event at or above lo */
-        size_t m = a + (b - a) / 2;
-        if (w->maps[m].addr < lo)
-            a = m + 1;
-        else
-            b = m;
+    for (size_t k = w->nmaps; k-- > 0;) {
+        const struct mapev *m = &w->maps[k];
+        uint64_t hi = range_end(m->addr, m->size);
+        if ((m->map ? sl_ranges_sub(&w->mapped, m->addr, hi)
+                    : sl_ranges_add(&w->mapped, m->addr, hi, m->stream)) != 0)
+            return nomem(s);
     }
-    uint64_t mapped = 0, unmapped = 0;
-    for (size_t i = a; i < w->nmaps && w->maps[i].addr < hi; i++) {
-        mapped = sat_add(mapped, w->maps[i].map);
-        unmapped = sat_add(unmapped, w->maps[i].unmap);
+    for (size_t k = 0; k < w->mapped.n; k++) {
+        const sl_range *r = &w->mapped.v[k];
+        sublet_trace_event p = {.addr = r->lo, .size = r->hi - r->lo, .stream = r->stream,
+                                .flags = SUBLET_TRACE_EXPANDABLE};
+        if (trace_vec_push(&w->pre_seg, &p) != SUBLET_OK)
+            return nomem(s);
     }
-    return mapped > unmapped ? mapped - unmapped : 0;
+    return SUBLET_OK;
 }
 
 /* One final segment (segments[i]): validate it; when it is on `dev`, add
@@ -401,14 +406,14 @@ static sublet_status read_segment(snap *s, walk *w, const pyval *seg, size_t i, 
         return st;
     bool mine = sdev == dev;
     w->my_segments += mine;
-    if (mine && !u64set_has(&w->live_seg, addr)) {
-        uint64_t size = total;
-        if (expandable) {
-            uint64_t m = mapped_within(w, addr, total);
-            size = m < total ? total - m : 0;
-        }
-        sublet_trace_event p = {.addr = addr, .size = size, .stream = stream, .frames = seg_frames};
-        if (size && trace_vec_push(&w->pre_seg, &p) != SUBLET_OK)
+    if (mine && expandable && total) {
+        /* its mapped pages: what the trace did not map is the prelude's */
+        if (sl_ranges_add(&w->mapped, addr, range_end(addr, total), stream) != 0)
+            return nomem(s);
+    } else if (mine && !u64set_has(&w->live_seg, addr)) {
+        sublet_trace_event p = {.addr = addr, .size = total, .stream = stream,
+                                .frames = seg_frames};
+        if (trace_vec_push(&w->pre_seg, &p) != SUBLET_OK)
             return nomem(s);
     }
     size_t nb = pv_list_len(blocks);
@@ -512,10 +517,10 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
     trace_extras_set_device(s.x, dev);
     if (traces && (uint64_t)dev < pv_list_len(traces))
         st = walk_events(&s, &w, pv_list_at(traces, (size_t)dev), (size_t)dev);
-    if (!st && w.nmaps)
-        qsort(w.maps, w.nmaps, sizeof *w.maps, cmp_map);
     for (size_t i = 0; !st && i < pv_list_len(segs); i++)
         st = read_segment(&s, &w, pv_list_at(segs, i), i, dev);
+    if (!st)
+        st = expandable_prelude(&s, &w);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
         trace_err(err, cap,
                   "device %lld: the snapshot has no events and no segments for it (%zu "

@@ -81,9 +81,91 @@ grep -q 'segment sizes matched: *9 / 9' "$tmp/out.txt" || fail "sizes line"
 grep -q 'peak reserved: .*3781165056 engine vs 3781165056 recorded.*exact' "$tmp/out.txt" ||
     fail "peak line"
 
+# empty_cache: the set of segments each released, compared with the recording's
+cat >"$tmp/sets.csv" <<'CSV'
+seq,action,addr,size,stream,time_us
+0,segment_alloc,140000000000000,2097152,0,
+1,alloc,140000000000000,512,0,
+2,segment_alloc,140000020971520,20971520,0,
+3,alloc,140000020971520,2097152,0,
+4,free_requested,140000020971520,2097152,0,
+5,free_requested,140000000000000,512,0,
+6,free_completed,140000020971520,2097152,0,
+7,segment_free,140000020971520,20971520,0,
+8,free_completed,140000000000000,512,0,
+CSV
+"$cli" replay "$tmp/sets.csv" --json >"$tmp/sets.json" || fail "sets replay"
+python3 - "$tmp/sets.json" <<'PY' || fail "release set JSON"
+import json, sys
+f = json.load(open(sys.argv[1]))["fidelity"]
+assert f["empty_caches_compared"] == 1 and f["empty_cache_sets_matched"] == 0, f
+m = f["first_empty_cache_mismatch"]
+assert m["event"] == 7 and m["line"] == 9, m
+assert m["recorded"] == 1 and m["engine"] == 2 and m["only_recorded"] == 0 and m["only_engine"] == 1
+assert m["first_only_recorded"] is None
+assert m["first_only_engine"] == {"action": "segment_free", "addr": 140000000000000, "size": 2097152}
+PY
+"$cli" replay "$tmp/sets.csv" >"$tmp/sets.txt" || fail "sets text"
+grep -q 'empty_cache releases: *0 / 1 released the recorded set' "$tmp/sets.txt" || fail "release line"
+grep -q 'first release mismatch: event 7 (line 9): recorded 1, engine 2; 0 only recorded, 1 only by the engine (first: segment_free of 2097152 bytes at 140000000000000)' \
+    "$tmp/sets.txt" || fail "release mismatch line: $(grep release "$tmp/sets.txt")"
+"$cli" replay "$trace" --json | python3 -c 'import json,sys; f=json.load(sys.stdin)["fidelity"]; assert f["empty_caches_compared"] == 0 and f["first_empty_cache_mismatch"] is None' ||
+    fail "no empty_cache in the attention trace"
+
+# expandable segments: the hand-written trace replays under its recorded
+# settings, every decision, map and release as recorded
+hand=$data/expandable_by_hand.json
+"$cli" replay "$hand" --check >"$tmp/hand.txt" 2>&1 || fail "expandable replay: $(tail -3 "$tmp/hand.txt")"
+grep -q 'settings: *expandable_segments:True (recorded in the trace)' "$tmp/hand.txt" || fail "recorded settings used"
+grep -q 'decisions matched: *16 / 16' "$tmp/hand.txt" || fail "expandable decisions"
+grep -q 'addresses matched: *16 / 16' "$tmp/hand.txt" || fail "expandable addresses"
+grep -q 'map sizes matched: *8 / 8 allocs PyTorch served by mapping pages (engine mapped for 8)' "$tmp/hand.txt" || fail "map sizes line"
+grep -q 'maps placed as recorded: 8 / 8' "$tmp/hand.txt" || fail "maps placed line"
+grep -q 'empty_cache releases: *3 / 3 released the recorded set (engine: 0 segment frees, 4 unmaps; recorded: 0 segment_free, 4 segment_unmap rows)' \
+    "$tmp/hand.txt" || fail "expandable release line"
+"$cli" replay "$hand" --json >"$tmp/hand.json" || fail "expandable --json"
+python3 - "$tmp/hand.json" <<'PY' || fail "expandable JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["fidelity"]
+assert d["conf"] == "expandable_segments:True" and d["prelude"] == "auto"
+assert f["decisions_matched"] == f["allocs_compared"] == f["addresses_matched"] == 16
+assert f["recorded_segment_maps"] == f["engine_segment_maps"] == f["map_sizes_matched"] == 8
+assert f["maps_placed_as_recorded"] == 8
+assert f["recorded_segment_unmaps"] == f["engine_segment_unmaps"] == 4
+assert f["empty_caches_compared"] == f["empty_cache_sets_matched"] == 3
+assert d["peak_reserved_bytes"] == f["recorded_peak_reserved_bytes"] == 109051904
+assert d["device_allocs"] == 9 and d["device_frees"] == 4
+PY
+
+# the engine's own recording under expandable segments replays at 100 %
+"$cli" replay "$trace" --conf expandable_segments:True --snapshot-out "$tmp/exp.pickle" >/dev/null ||
+    fail "recording under expandable segments"
+"$cli" replay "$tmp/exp.pickle" --json >"$tmp/exp.json" || fail "replay of the recording"
+python3 - "$tmp/exp.json" <<'PY' || fail "recording JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["fidelity"]
+assert d["conf"] == "expandable_segments:True", d["conf"]
+assert f["decisions_matched"] == f["allocs_compared"] == f["addresses_matched"] == 36, f
+assert f["recorded_segment_maps"] == f["map_sizes_matched"] == f["maps_placed_as_recorded"] == 10, f
+assert d["peak_reserved_bytes"] == f["recorded_peak_reserved_bytes"]
+PY
+
+# recorded mid-run under expandable segments: refused with the reason,
+# unless the prelude is allocated
+printf 'seq,action,addr,size,stream,time_us\n0,pre_segment,140000000000000,20971520,0,\n1,pre_alloc,140000000000000,4194304,0,\n2,segment_map,140000020971520,20971520,0,\n3,alloc,140000020971520,20971520,0,\n' >"$tmp/midrun.csv"
+"$cli" replay "$tmp/midrun.csv" --conf expandable_segments:True >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "mid-run expandable exit code"
+grep -q 'recorded mid-run under expandable segments' "$tmp/err" || fail "mid-run reason: $(cat "$tmp/err")"
+"$cli" replay "$tmp/midrun.csv" --conf expandable_segments:True --prelude allocate --json >"$tmp/mid.json" ||
+    fail "--prelude allocate"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 2 and d["prelude"] == "allocate"' \
+    "$tmp/mid.json" || fail "--prelude allocate JSON"
+
 # usage errors: exit 2
 for args in "--bogus" "--device-memory" "--device-memory lots" "--at x" "" "a.csv b.csv" \
-    "--conf max_split_size_mb:banana"; do
+    "--conf max_split_size_mb:banana" "--prelude sometimes" "--prelude"; do
     # shellcheck disable=SC2086
     "$cli" replay $args "$trace" >/dev/null 2>"$tmp/err"
     rc=$?

@@ -3,6 +3,8 @@
 # CLI.  For the committed attention trace (also on a device small enough to
 # OOM), every trace in $SUBLET_SHARED/traces/pytorch_snapshot/ when it exists,
 # and a synthetic 10^6-event trace (tests/gen_trace.py): write the report,
+# and with --tune (the tuning section and its Pareto chart) for the attention
+# trace and one shared snapshot,
 # open it in Chromium (Debian's `chromium`, installed with apt-get when
 # missing; exit 77 = skipped when it cannot be), and check that the page
 # reported no error (window errors and console.error are counted into
@@ -99,6 +101,31 @@ if report "$data/cs336_attention_microbench.pickle.gz" attention_oom --device-me
     grep -q 'at OOM 1 (event 52)' "$tmp/attention_oom.html" || fail "attention_oom: no OOM map"
     open_page "$tmp/attention_oom.html" attention_oom
 fi
+# --tune: the tuning result, its Pareto chart (a fifth chart) and the warm-up plan
+if report "$data/cs336_attention_microbench.events.csv" attention_tune --tune; then
+    page=$tmp/attention_tune.html
+    grep -q 'data-charts="5"' "$page" || fail "attention_tune: the Pareto chart is not counted"
+    grep -q '<h2>Settings: <code>sublet tune</code></h2>' "$page" || fail "attention_tune: no section"
+    grep -q '<code>PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512</code>' "$page" ||
+        fail "attention_tune: the PyTorch answer"
+    grep -q 'a cached 512 MiB block split by a 2 MiB request at event 35' "$page" ||
+        fail "attention_tune: what the answer fixes"
+    grep -q '<th>min capacity (smallest device that runs it)</th><td>3606 MiB</td><td>3114 MiB</td>' "$page" ||
+        fail "attention_tune: the evidence table"
+    grep -q 'policy:stitch,max_split_size_mb:512' "$page" || fail "attention_tune: the Pareto table"
+    grep -qF 'SUBLET_ALLOC_CONF=max_split_size_mb:512,warmup:[large:512MiB*6,large:20MiB*2,small:2MiB]' "$page" ||
+        fail "attention_tune: the warm-up plan"
+    grep -q '9 &rarr; 0 (checked by replay)' "$page" || fail "attention_tune: the plan's effect"
+    open_page "$page" attention_tune
+fi
+"$cli" report "$data/cs336_attention_microbench.events.csv" -o "$tmp/x.html" --threads 2 \
+    >/dev/null 2>&1
+[ $? = 2 ] || fail "a tuning option without --tune is not a usage error"
+"$cli" report "$data/cs336_attention_microbench.events.csv" -o "$tmp/x.html" --tune \
+    --cost-model bogus=1 >/dev/null 2>"$tmp/err"
+[ $? = 1 ] || fail "a bad cost model is not an error"
+grep -q 'bogus' "$tmp/err" || fail "the bad cost model is not named: $(cat "$tmp/err")"
+
 # the page is self-contained: nothing it loads comes from elsewhere
 if grep -Eo '(src|href)="[^"#]+' "$tmp/attention_oom.html" | grep -v '^$' >/dev/null; then
     fail "the page refers to outside resources: $(grep -Eo '(src|href)="[^"#]+' "$tmp/attention_oom.html" | head -3)"
@@ -121,6 +148,18 @@ if [ -d "$shared/traces/pytorch_snapshot" ]; then
             open_page "$tmp/$name.html" "$name"
         fi
     done
+    # with the tuning result: an answer that is policy:stitch, and a plan with
+    # expandable segments for the PyTorch answer
+    f=$shared/traces/pytorch_snapshot/small_cnn_counterfactual.pickle.gz
+    if [ -f "$f" ] && report "$f" small_cnn_tune --tune; then
+        grep -q '<code>SUBLET_ALLOC_CONF=policy:stitch</code>' "$tmp/small_cnn_tune.html" ||
+            fail "small_cnn_tune: the sublet answer"
+        grep -q 'for the PyTorch answer: policy:stitch has none' "$tmp/small_cnn_tune.html" ||
+            fail "small_cnn_tune: whose plan"
+        grep -qF 'expandable_segments:True,warmup:[large:' "$tmp/small_cnn_tune.html" ||
+            fail "small_cnn_tune: the plan"
+        open_page "$tmp/small_cnn_tune.html" small_cnn_tune
+    fi
 else
     echo "note: no shared traces at $shared/traces/pytorch_snapshot" >&2
 fi

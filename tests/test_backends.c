@@ -630,6 +630,123 @@ static void no_destroy(sublet_backend *b)
     (void)b;
 }
 
+/* va_map_alias (policy:stitch) on sim and host: the physical bytes behind a
+ * mapped range mapped a second time.  Memory is counted once, stays while
+ * either view maps it and goes with the last; on host the two views are
+ * the same bytes. */
+static void alias_checks(sublet_backend *b, int host)
+{
+    const uint64_t P = 2 * MiB;
+    uint64_t va = 0, vb = 0, fr = 0, tot = 0;
+    assert_non_null(b->ops->va_map_alias);
+    assert_int_equal(b->ops->va_reserve(b, 32 * MiB, P, &va), SUBLET_OK);
+    assert_int_equal(b->ops->va_reserve(b, 16 * MiB, P, &vb), SUBLET_OK);
+    assert_int_equal(b->ops->va_map(b, va, 2 * P), SUBLET_OK);
+    assert_int_equal(b->ops->va_map(b, va + 2 * P, P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(tot - fr, 3 * P);
+    /* an alias spanning two maps, in another reservation: no new memory */
+    assert_int_equal(b->ops->va_map_alias(b, vb, va + P, 2 * P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(tot - fr, 3 * P);
+    if (!host)
+        assert_int_equal(sublet_sim_used(b), 3 * P);
+    unsigned char *x = (unsigned char *)(uintptr_t)va, *y = (unsigned char *)(uintptr_t)vb;
+    if (host) {
+        x[P] = 0x11;                 /* through the first view */
+        x[3 * P - 1] = 0x22;
+        assert_int_equal(y[0], 0x11); /* read through the second */
+        assert_int_equal(y[2 * P - 1], 0x22);
+        y[P + 7] = 0x33;
+        assert_int_equal(x[2 * P + 7], 0x33);
+    }
+    /* refused: destination mapped, source not mapped in full, outside a
+     * reservation, size 0; nothing changes */
+    assert_int_equal(b->ops->va_map_alias(b, vb + P, va, P), SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, vb + 4 * P, va + 2 * P, 2 * P),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, va + 30 * MiB, va, 2 * P),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, vb + 4 * P, va, 0), SUBLET_ERR_INVALID_ARGUMENT);
+    /* the first view goes: the aliased bytes stay, the rest is freed */
+    assert_int_equal(b->ops->va_unmap(b, va, 3 * P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(tot - fr, 2 * P);
+    if (host)
+        assert_int_equal(y[0], 0x11);
+    assert_int_equal(b->ops->va_release(b, vb, 16 * MiB), SUBLET_ERR_BUSY);
+    /* an alias of an alias, then part of one view, then the rest */
+    assert_int_equal(b->ops->va_map_alias(b, va + 8 * P, vb + P, P), SUBLET_OK);
+    assert_int_equal(b->ops->va_unmap(b, vb + P, P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(tot - fr, 2 * P);
+    if (host)
+        assert_int_equal(x[8 * P + 7], 0x33);
+    assert_int_equal(b->ops->va_unmap(b, vb, P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(tot - fr, P);
+    assert_int_equal(b->ops->va_unmap(b, va + 8 * P, P), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    assert_int_equal(fr, tot);
+    /* memory taken again reads as new (host: the freed pages were dropped) */
+    assert_int_equal(b->ops->va_map(b, va, P), SUBLET_OK);
+    if (host)
+        assert_int_equal(x[7], 0);
+    assert_int_equal(b->ops->va_unmap(b, va, P), SUBLET_OK);
+    assert_int_equal(b->ops->va_release(b, va, 32 * MiB), SUBLET_OK);
+    assert_int_equal(b->ops->va_release(b, vb, 16 * MiB), SUBLET_OK);
+}
+
+static void test_sim_alias(void **state)
+{
+    (void)state;
+    sublet_backend *b = new_sim(64 * MiB);
+    alias_checks(b, 0);
+    sublet_sim_ops o;
+    sublet_sim_ops_read(b, &o);
+    assert_int_equal(o.va_maps, 5);
+    assert_int_equal(o.va_aliases, 2); /* counted among the maps */
+    assert_int_equal(o.va_unmaps, 5);
+    assert_int_equal(sublet_sim_used(b), 0);
+    sublet_backend_destroy(b);
+}
+
+static void test_host_alias(void **state)
+{
+    (void)state;
+    sublet_backend *b = new_host(64 * MiB);
+    if (!b->ops->va_reserve) {
+        sublet_backend_destroy(b);
+        skip();
+    }
+    alias_checks(b, 1);
+    sublet_backend_destroy(b);
+}
+
+static void test_fault_alias(void **state)
+{
+    (void)state;
+    sublet_backend *sim = new_sim(64 * MiB), *f = NULL;
+    assert_int_equal(sublet_fault_create(sim, &f), SUBLET_OK);
+    uint64_t va = 0;
+    assert_int_equal(f->ops->va_reserve(f, 32 * MiB, 0, &va), SUBLET_OK);
+    assert_int_equal(f->ops->va_map(f, va, 2 * MiB), SUBLET_OK);
+    sublet_fault_fail_nth(f, SUBLET_FAULT_VA_MAP_ALIAS, 2);
+    assert_int_equal(f->ops->va_map_alias(f, va + 4 * MiB, va, 2 * MiB), SUBLET_OK);
+    assert_int_equal(f->ops->va_map_alias(f, va + 8 * MiB, va, 2 * MiB), SUBLET_ERR_DEVICE_OOM);
+    assert_int_equal(sublet_fault_calls(f, SUBLET_FAULT_VA_MAP_ALIAS), 2);
+    assert_int_equal(sublet_fault_injected(f, SUBLET_FAULT_VA_MAP_ALIAS), 1);
+    sublet_sim_ops o;
+    sublet_sim_ops_read(sim, &o);
+    assert_int_equal(o.va_aliases, 1); /* the injected failure never reached the sim */
+    assert_int_equal(f->ops->va_unmap(f, va, 2 * MiB), SUBLET_OK);
+    assert_int_equal(f->ops->va_unmap(f, va + 4 * MiB, 2 * MiB), SUBLET_OK);
+    assert_int_equal(sublet_sim_used(sim), 0);
+    assert_int_equal(f->ops->va_release(f, va, 32 * MiB), SUBLET_OK);
+    sublet_backend_destroy(f);
+    sublet_backend_destroy(sim);
+}
+
 static void test_fault_null_vmm(void **state)
 {
     (void)state;
@@ -784,6 +901,9 @@ int main(void)
         cmocka_unit_test(test_host_segments),
         cmocka_unit_test(test_host_events),
         cmocka_unit_test(test_host_vmm),
+        cmocka_unit_test(test_sim_alias),
+        cmocka_unit_test(test_host_alias),
+        cmocka_unit_test(test_fault_alias),
         cmocka_unit_test(test_fault_nth),
         cmocka_unit_test(test_fault_every),
         cmocka_unit_test(test_fault_null_vmm),

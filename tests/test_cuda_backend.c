@@ -321,6 +321,61 @@ static void test_vmm_oom_undoes(void **state)
     sublet_backend_destroy(b);
 }
 
+/* va_map_alias: the granules mapped at one address mapped a second time
+ * (cuMemRetainAllocationHandle + cuMemMap); the memory stays while either
+ * view maps it and goes with the last one. */
+static void test_vmm_alias(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    sublet_backend *b = gpu();
+    if (!sublet_cuda_has_vmm(b)) {
+        assert_null(b->ops->va_map);
+        sublet_backend_destroy(b);
+        skip();
+    }
+    assert_non_null(b->ops->va_map_alias);
+    const uint64_t g = sublet_cuda_granularity(b);
+    uint64_t base = 0, fr0 = 0, fr1 = 0, tot = 0;
+    assert_int_equal(b->ops->va_reserve(b, 8 * g, 0, &base), SUBLET_OK);
+    assert_int_equal(b->ops->va_map(b, base, 2 * g), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr0, &tot), SUBLET_OK);
+    unsigned long long creates = fake ? fake_counter("fake_cuda_memcreates") : 0;
+    assert_int_equal(b->ops->va_map_alias(b, base + 4 * g, base, 2 * g), SUBLET_OK);
+    assert_int_equal(b->ops->mem_info(b, &fr1, &tot), SUBLET_OK);
+    if (fake) {
+        assert_int_equal(fr1, fr0); /* no new memory */
+        assert_int_equal(fake_counter("fake_cuda_memcreates"), creates);
+        assert_int_equal(fake_counter("fake_cuda_live_handles"), 2);
+        assert_int_equal(fake_counter("fake_cuda_live_mappings"), 4);
+    }
+    /* refused: a destination already mapped, a source not (all) mapped,
+     * misaligned, outside a reservation */
+    assert_int_equal(b->ops->va_map_alias(b, base + 4 * g, base, g), SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, base + 6 * g, base + g, 2 * g),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, base + 6 * g + 1, base, g),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(b->ops->va_map_alias(b, base + 7 * g, base, 2 * g),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    /* the first view goes: the memory stays behind the second */
+    assert_int_equal(b->ops->va_unmap(b, base, 2 * g), SUBLET_OK);
+    if (fake) {
+        assert_int_equal(fake_counter("fake_cuda_live_handles"), 2);
+        assert_int_equal(fake_counter("fake_cuda_live_mappings"), 2);
+    }
+    /* an alias of an alias, then both go */
+    assert_int_equal(b->ops->va_map_alias(b, base, base + 5 * g, g), SUBLET_OK);
+    assert_int_equal(b->ops->va_unmap(b, base + 4 * g, 2 * g), SUBLET_OK);
+    assert_int_equal(b->ops->va_unmap(b, base, g), SUBLET_OK);
+    if (fake) {
+        assert_int_equal(fake_counter("fake_cuda_live_handles"), 0);
+        assert_int_equal(fake_counter("fake_cuda_live_mappings"), 0);
+    }
+    assert_int_equal(b->ops->va_release(b, base, 8 * g), SUBLET_OK);
+    sublet_backend_destroy(b);
+}
+
 /* ---- an allocator on the GPU ---------------------------------------------------------------- */
 
 static int64_t stat_of(sublet_allocator *a, const char *key)
@@ -412,6 +467,62 @@ static void test_allocator_expandable(void **state)
     }
 }
 
+/* policy:stitch on the driver: a device limited (memory fraction) to four
+ * pages, all mapped and partly live; a 1.5 MiB request is stitched from the
+ * free tail of one page and the free head of another (two alias maps, no
+ * new memory); empty_cache gives everything back. */
+static void test_allocator_stitch(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    sublet_backend *b = gpu();
+    if (!sublet_cuda_has_vmm(b) || sublet_cuda_granularity(b) != 2 * MiB) {
+        sublet_backend_destroy(b);
+        print_message("skipped: needs VMM with 2 MiB granules\n");
+        skip();
+    }
+    uint64_t fr = 0, tot = 0;
+    assert_int_equal(b->ops->mem_info(b, &fr, &tot), SUBLET_OK);
+    char conf[96];
+    snprintf(conf, sizeof conf, "policy:stitch,per_process_memory_fraction:%.9f",
+             (double)(9 * MiB) / (double)tot);
+    sublet_options o = {.backend = b, .device = 0, .conf = conf};
+    sublet_allocator *a = NULL;
+    char err[256];
+    assert_int_equal(sublet_allocator_create(&o, &a, err, sizeof err), SUBLET_OK);
+    static const uint64_t sizes[5] = {1 * MiB, 1 * MiB, 2 * MiB, 1 * MiB, 3 * MiB};
+    void *p[5], *q = NULL;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sublet_malloc(a, sizes[i], 0, &p[i]), SUBLET_OK);
+    assert_int_equal(sublet_free(a, p[1]), SUBLET_OK);
+    assert_int_equal(sublet_free(a, p[3]), SUBLET_OK);
+    check(a);
+    assert_int_equal(stat_of(a, "reserved_bytes.all.current"), 8 * MiB);
+    unsigned long long creates = fake ? fake_counter("fake_cuda_memcreates") : 0;
+    assert_int_equal(sublet_malloc(a, 1536 << 10, 0, &q), SUBLET_OK);
+    check(a);
+    assert_int_equal(stat_of(a, "reserved_bytes.all.current"), 8 * MiB);
+    assert_int_equal(stat_of(a, "num_ooms"), 0);
+    if (fake) {
+        assert_int_equal(fake_counter("fake_cuda_memcreates"), creates);
+        assert_int_equal(fake_counter("fake_cuda_live_handles"), 4);
+        assert_int_equal(fake_counter("fake_cuda_live_mappings"), 6);
+    }
+    assert_int_equal(sublet_free(a, q), SUBLET_OK);
+    assert_int_equal(sublet_free(a, p[0]), SUBLET_OK);
+    assert_int_equal(sublet_free(a, p[2]), SUBLET_OK);
+    assert_int_equal(sublet_free(a, p[4]), SUBLET_OK);
+    assert_int_equal(sublet_empty_cache(a), SUBLET_OK);
+    check(a);
+    assert_int_equal(stat_of(a, "reserved_bytes.all.current"), 0);
+    if (fake) {
+        assert_int_equal(fake_counter("fake_cuda_live_handles"), 0);
+        assert_int_equal(fake_counter("fake_cuda_live_mappings"), 0);
+    }
+    sublet_allocator_destroy(a);
+    sublet_backend_destroy(b);
+}
+
 typedef struct worker {
     sublet_allocator *a;
     int failures;
@@ -482,8 +593,10 @@ int main(void)
         cmocka_unit_test(test_thread_without_context),
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_vmm_oom_undoes),
+        cmocka_unit_test(test_vmm_alias),
         cmocka_unit_test(test_allocator),
         cmocka_unit_test(test_allocator_expandable),
+        cmocka_unit_test(test_allocator_stitch),
         cmocka_unit_test(test_allocator_threads),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,11 +6,14 @@
  * configurations:
  *
  *   default | max_split_size_mb:40 | garbage_collection_threshold:0.5 with a
- *   memory fraction | expandable_segments:True | policy:stitch
+ *   memory fraction | expandable_segments:True | policy:stitch | policy:stitch
+ *   with requests of a few pages on a 64 MiB device (so that the OOM path
+ *   stitches partly free pages and empty_cache gives them back often)
  *
  * on the sim backend wrapped by the fault-injection backend.  For each
  * configuration a clean run first counts the calls of each fault op
- * (segment alloc, event create, va_map); then, for every N from 1 to that
+ * (segment alloc, event create, va_map, and policy:stitch's alias map
+ * va_map_alias); then, for every N from 1 to that
  * count and separately for each op, a fresh allocator runs the workload with
  * the N-th call of that op failing (plus N = count + 1, which must not fire
  * and must end byte-identical to the clean run), and once more with every
@@ -62,19 +65,24 @@ typedef struct fm_config {
     const char *conf;
     double fraction; /* set after creation; 1.0 = none */
     double fractions[4]; /* what the workload's fraction changes pick from */
+    uint64_t capacity;   /* 0: FM_CAPACITY */
+    int page_sizes;      /* requests of a few pages (pick_page_size), not pick_size */
 } fm_config;
 
 static const fm_config CONFIGS[] = {
-    {"default", "", 1.0, {1.0, 0.9, 0.6, 0.4}},
-    {"max_split_size_mb:40", "max_split_size_mb:40", 1.0, {1.0, 0.9, 0.6, 0.4}},
-    {"gc:0.5+fraction", "garbage_collection_threshold:0.5", 0.8, {0.8, 0.9, 0.6, 0.5}},
-    {"expandable_segments:True", "expandable_segments:True", 1.0, {1.0, 0.9, 0.6, 0.4}},
-    {"policy:stitch", "policy:stitch", 1.0, {1.0, 0.9, 0.6, 0.4}},
+    {"default", "", 1.0, {1.0, 0.9, 0.6, 0.4}, 0, 0},
+    {"max_split_size_mb:40", "max_split_size_mb:40", 1.0, {1.0, 0.9, 0.6, 0.4}, 0, 0},
+    {"gc:0.5+fraction", "garbage_collection_threshold:0.5", 0.8, {0.8, 0.9, 0.6, 0.5}, 0, 0},
+    {"expandable_segments:True", "expandable_segments:True", 1.0, {1.0, 0.9, 0.6, 0.4}, 0, 0},
+    {"policy:stitch", "policy:stitch", 1.0, {1.0, 0.9, 0.6, 0.4}, 0, 0},
+    /* requests of a few 2 MiB pages on a small device: the OOM path often
+     * stitches partly free pages (va_map_alias) and gives them back */
+    {"policy:stitch/pages", "policy:stitch", 1.0, {1.0, 0.9, 0.8, 0.7}, 64 * MiB, 1},
 };
 #define NCONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
 
 static const char *const OP_NAMES[SUBLET_FAULT_OP_COUNT] = {"segment_alloc", "event_create",
-                                                            "va_map"};
+                                                            "va_map", "va_map_alias"};
 
 typedef struct fm_slot {
     void *p;
@@ -118,6 +126,17 @@ static uint64_t pick_size(uint64_t *rng)
     case 9: return 2 * MiB * h_rand_range(rng, 1, 16);         /* whole pages */
     case 10: return h_rand_range(rng, 1, 64) * 512;             /* exact multiples */
     default: return h_rand_range(rng, 1, 4 * KiB);
+    }
+}
+
+/* A request of up to a few pages, seldom a whole number of them. */
+static uint64_t pick_page_size(uint64_t *rng)
+{
+    switch (h_rand_range(rng, 0, 8)) {
+    case 0: return h_rand_range(rng, 1, 64 * KiB);                  /* sub-page */
+    case 1: return h_rand_range(rng, 64 * KiB, 2 * MiB);
+    case 2: return 2 * MiB * h_rand_range(rng, 1, 4);              /* whole pages */
+    default: return h_rand_range(rng, 1, 12 * 1024) * 512;         /* up to 6 MiB */
     }
 }
 
@@ -221,7 +240,7 @@ static void workload(h_env *e, const fm_config *c, fm_result *r, bool clear_rule
             if (slots[i].p) {
                 fm_free(e, slots, i, r);
             } else {
-                uint64_t n = pick_size(&rng);
+                uint64_t n = c->page_sizes ? pick_page_size(&rng) : pick_size(&rng);
                 fm_malloc(e, slots, i, n, s, r);
             }
         } else if (op < 66) {
@@ -255,7 +274,10 @@ static void workload(h_env *e, const fm_config *c, fm_result *r, bool clear_rule
             expect_oom(e, &r->ooms);
         } else {
             if (!slots[i].p)
-                fm_malloc(e, slots, i, h_rand_range(&rng, 20 * MiB, 90 * MiB), s, r);
+                fm_malloc(e, slots, i,
+                          c->page_sizes ? h_rand_range(&rng, 6 * MiB, 24 * MiB)
+                                        : h_rand_range(&rng, 20 * MiB, 90 * MiB),
+                          s, r);
             else
                 fm_free(e, slots, i, r);
         }
@@ -319,7 +341,7 @@ static void workload(h_env *e, const fm_config *c, fm_result *r, bool clear_rule
 
 static void env_for(h_env *e, const fm_config *c)
 {
-    h_env_init(e, H_SIM_FAULT, FM_CAPACITY, c->conf);
+    h_env_init(e, H_SIM_FAULT, c->capacity ? c->capacity : FM_CAPACITY, c->conf);
 }
 
 static void run_config(const fm_config *c)
@@ -337,7 +359,8 @@ static void run_config(const fm_config *c)
     h_env_fini(&e);
 
     /* the workload must reach what each configuration can fail */
-    bool virt = strstr(c->conf, "expandable") || strstr(c->conf, "stitch");
+    bool stitch = strstr(c->conf, "stitch") != NULL;
+    bool virt = strstr(c->conf, "expandable") || stitch;
     assert_true(calls[SUBLET_FAULT_EVENT_CREATE] > 0);
     if (virt) {
         assert_true(calls[SUBLET_FAULT_VA_MAP] > 10);
@@ -346,6 +369,11 @@ static void run_config(const fm_config *c)
         assert_true(calls[SUBLET_FAULT_SEGMENT_ALLOC] > 10);
         assert_int_equal(calls[SUBLET_FAULT_VA_MAP], 0);
     }
+    /* only policy:stitch maps a physical page a second time (stitch.c) */
+    if (!stitch)
+        assert_int_equal(calls[SUBLET_FAULT_VA_MAP_ALIAS], 0);
+    else if (c->page_sizes)
+        assert_true(calls[SUBLET_FAULT_VA_MAP_ALIAS] > (H_UNDER_TSAN ? 2u : 10u));
 
     int64_t runs = 0, ooms = 0, free_errors = 0, leftover = 0;
     for (int op = 0; op < SUBLET_FAULT_OP_COUNT; op++) {
@@ -380,10 +408,11 @@ static void run_config(const fm_config *c)
         }
     }
     print_message("fault matrix %-26s %d steps: segment_alloc %3llu, event_create %3llu, "
-                  "va_map %3llu calls; %lld runs, %lld OOMs, %lld refused frees, "
-                  "%lld never-mapped reservations left to destroy\n",
+                  "va_map %3llu, va_map_alias %3llu calls; %lld runs, %lld OOMs, %lld refused "
+                  "frees, %lld never-mapped reservations left to destroy\n",
                   c->name, FM_STEPS, (unsigned long long)calls[0],
-                  (unsigned long long)calls[1], (unsigned long long)calls[2], (long long)runs,
+                  (unsigned long long)calls[1], (unsigned long long)calls[2],
+                  (unsigned long long)calls[3], (long long)runs,
                   (long long)ooms, (long long)free_errors, (long long)leftover);
 }
 
@@ -415,6 +444,12 @@ static void test_matrix_stitch(void **state)
 {
     (void)state;
     run_config(&CONFIGS[4]);
+}
+
+static void test_matrix_stitch_pages(void **state)
+{
+    (void)state;
+    run_config(&CONFIGS[5]);
 }
 
 /* Pending (SUBLET_TEST_PENDING=1 runs it): with expandable segments, a
@@ -452,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_matrix_gc_fraction),
         cmocka_unit_test(test_matrix_expandable),
         cmocka_unit_test(test_matrix_stitch),
+        cmocka_unit_test(test_matrix_stitch_pages),
         cmocka_unit_test(test_unmapped_reservations_released),
     };
     (void)NCONFIGS;

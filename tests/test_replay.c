@@ -127,6 +127,11 @@ static void assert_full_fidelity(const char *name, const sublet_trace *t,
     assert_int_equal(f->segment_sizes_matched, f->recorded_segment_allocs);
     assert_int_equal(f->engine_segment_allocs, f->recorded_segment_allocs);
     assert_int_equal(f->engine_segment_frees, f->recorded_segment_frees);
+    /* every empty_cache released the very segments PyTorch released */
+    if (f->first_empty_cache_mismatch != SUBLET_REPLAY_NONE)
+        print_context(t, f->first_empty_cache_mismatch);
+    assert_int_equal(f->empty_cache_sets_matched, f->empty_caches_compared);
+    assert_int_equal(f->first_empty_cache_mismatch, SUBLET_REPLAY_NONE);
     assert_int_equal(r->peak_reserved_bytes, f->recorded_peak_reserved_bytes);
     assert_int_equal(r->final_reserved_bytes, f->recorded_final_reserved_bytes);
 }
@@ -532,9 +537,56 @@ static void test_empty_cache_run(void **state)
     assert_int_equal(r.empty_caches, 1);
     assert_int_equal(r.fidelity.recorded_segment_frees, 2);
     assert_int_equal(r.fidelity.engine_segment_frees, 2);
+    assert_int_equal(r.fidelity.empty_caches_compared, 1);
+    assert_int_equal(r.fidelity.empty_cache_sets_matched, 1);
     assert_int_equal(r.device_frees, 2);
     assert_int_equal(r.peak_reserved_bytes, 22 * MiB);
     assert_int_equal(r.final_reserved_bytes, 2 * MiB);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
+/* The set an empty_cache released, not only how many: here the recording
+ * lists one segment where the engine (which completes the pending free at
+ * row 5 first, as PyTorch's synchronize_and_free_events does) releases two,
+ * and another run lists a segment the engine still holds. */
+static void test_empty_cache_set_mismatch(void **state)
+{
+    (void)state;
+    sublet_trace *t = parse("seq,action,addr,size,stream,time_us\n"
+                            "0,segment_alloc,140000000000000,2097152,0,\n"
+                            "1,alloc,140000000000000,512,0,\n"
+                            "2,segment_alloc,140000020971520,20971520,0,\n"
+                            "3,alloc,140000020971520,2097152,0,\n"
+                            "4,free_requested,140000020971520,2097152,0,\n"
+                            "5,free_requested,140000000000000,512,0,\n"
+                            "6,free_completed,140000020971520,2097152,0,\n"
+                            "7,segment_free,140000020971520,20971520,0,\n"
+                            "8,free_completed,140000000000000,512,0,\n"
+                            "9,segment_alloc,140000041943040,20971520,0,\n"
+                            "10,alloc,140000041943040,4194304,0,\n"
+                            "11,segment_free,140000041943040,20971520,0,\n");
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.check = 1;
+    sublet_replay_result r = replay(t, &o);
+    const sublet_replay_fidelity *f = &r.fidelity;
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(f->decisions_matched, 3);
+    assert_int_equal(f->empty_caches_compared, 2);
+    assert_int_equal(f->empty_cache_sets_matched, 0);
+    assert_int_equal(f->recorded_segment_frees, 2);
+    assert_int_equal(f->engine_segment_frees, 2);     /* the same count... */
+    assert_int_equal(f->first_empty_cache_mismatch, 7); /* ...not the same set */
+    const sublet_replay_release_diff *d = &f->empty_cache_mismatch;
+    assert_int_equal(d->recorded, 1);
+    assert_int_equal(d->engine, 2);
+    assert_int_equal(d->only_recorded, 0);
+    assert_int_equal(d->only_engine, 1);
+    assert_int_equal(d->first_only_recorded.kind, SUBLET_ACT_COUNT);
+    assert_int_equal(d->first_only_engine.kind, SUBLET_ACT_SEGMENT_FREE);
+    assert_int_equal(d->first_only_engine.addr, UINT64_C(140000000000000));
+    assert_int_equal(d->first_only_engine.size, 2 * MiB);
     sublet_replay_result_free(&r);
     sublet_trace_free(t);
 }
@@ -705,17 +757,60 @@ static void test_prelude(void **state)
     sublet_trace_free(t);
 }
 
-static void test_unsupported_rows(void **state)
+/* segment_map / segment_unmap rows replay (tests/test_replay_expandable.c
+ * has the rest); a trace recorded mid-run under expandable segments is
+ * refused with the reason, unless the prelude is allocated afresh. */
+static void test_expandable_rows(void **state)
 {
     (void)state;
     sublet_trace *t = parse("seq,action,addr,size,stream,time_us\n"
                             "0,segment_map,140000000000000,2097152,0,\n");
-    sublet_replay_result r;
-    char err[256];
-    assert_int_equal(sublet_replay_run(t, NULL, &r, err, sizeof err), SUBLET_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err, "event 0"));
+    sublet_replay_result r = replay(t, NULL);
+    assert_int_equal(r.events, 1);
+    assert_int_equal(r.fidelity.allocs_compared, 0);
+    assert_int_equal(r.fidelity.recorded_peak_reserved_bytes, 2 * MiB);
     sublet_replay_result_free(&r);
     sublet_trace_free(t);
+
+    static const char *const midrun[] = {
+        "seq,action,addr,size,stream,time_us\n"
+        "0,pre_segment,140000000000000,20971520,0,\n"
+        "1,pre_alloc,140000000000000,4194304,0,\n"
+        "2,segment_map,140000020971520,20971520,0,\n"
+        "3,alloc,140000020971520,20971520,0,\n",
+        "seq,action,addr,size,stream,time_us\n"
+        "0,segment_map,140000000000000,20971520,0,\n"
+        "1,alloc,140000000000000,20971520,0,\n"
+        "2,free_requested,140000000000000,20971520,0,\n"
+        "3,free_completed,140000000000000,20971520,0,\n"
+        "4,segment_unmap,140000041943040,20971520,0,\n"};
+    static const char *const reason[] = {"1 segment(s) of 20971520 bytes and 1 live block(s)",
+                                         "event 4 (line 6) unmaps 20971520 bytes"};
+    for (int k = 0; k < 2; k++) {
+        t = parse(midrun[k]);
+        char err[1024];
+        sublet_replay_options o;
+        sublet_replay_options_init(&o);
+        for (int conf = 0; conf < 2; conf++) {
+            o.conf = conf ? "expandable_segments:True" : "";
+            o.prelude = SUBLET_PRELUDE_AUTO;
+            assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err, "recorded mid-run under expandable segments"));
+            assert_non_null(strstr(err, reason[k]));
+            assert_non_null(strstr(err, "reservation"));
+            assert_int_equal(r.events, 0);
+            sublet_replay_result_free(&r);
+            o.prelude = SUBLET_PRELUDE_ADOPT;
+            assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_ERR_UNSUPPORTED);
+            sublet_replay_result_free(&r);
+            o.prelude = SUBLET_PRELUDE_ALLOCATE; /* the approximation, when asked for */
+            o.check = 1;
+            r = replay(t, &o);
+            assert_int_equal(r.events, k ? 5 : 2);
+            sublet_replay_result_free(&r);
+        }
+        sublet_trace_free(t);
+    }
     assert_int_equal(sublet_replay_run(NULL, NULL, &r, NULL, 0), SUBLET_ERR_INVALID_ARGUMENT);
 }
 
@@ -855,6 +950,33 @@ static void replay_shared(const char *dir, const char *name, int full)
     sublet_trace_free(t);
 }
 
+/* cs336_lm_forward_mixed_ctx256 starts with an empty_cache() that releases
+ * 459 segments: the engine releases exactly those (addresses and sizes). */
+static void test_shared_empty_cache_sets(void **state)
+{
+    (void)state;
+    const char *dir = shared_traces_dir();
+    if (!dir)
+        skip();
+    sublet_trace *t = load(dir, "cs336_lm_forward_mixed_ctx256.events.csv");
+    sublet_replay_result r = replay(t, NULL);
+    const sublet_replay_fidelity *f = &r.fidelity;
+    print_message("cs336_lm_forward_mixed_ctx256: %llu/%llu empty_cache sets matched, %llu "
+                  "segments released (recorded %llu)\n",
+                  (unsigned long long)f->empty_cache_sets_matched,
+                  (unsigned long long)f->empty_caches_compared,
+                  (unsigned long long)f->engine_segment_frees,
+                  (unsigned long long)f->recorded_segment_frees);
+    assert_int_equal(f->empty_caches_compared, 1);
+    assert_int_equal(f->empty_cache_sets_matched, 1);
+    assert_int_equal(f->first_empty_cache_mismatch, SUBLET_REPLAY_NONE);
+    assert_int_equal(f->recorded_segment_frees, 459);
+    assert_int_equal(f->engine_segment_frees, 459);
+    assert_int_equal(r.empty_caches, 1);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
 static void test_shared_decomfl(void **state)
 {
     (void)state;
@@ -919,8 +1041,10 @@ int main(void)
         cmocka_unit_test(test_unknown_free),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_prelude),
-        cmocka_unit_test(test_unsupported_rows),
+        cmocka_unit_test(test_expandable_rows),
+        cmocka_unit_test(test_empty_cache_set_mismatch),
         cmocka_unit_test(test_replay_random),
+        cmocka_unit_test(test_shared_empty_cache_sets),
         cmocka_unit_test(test_shared_decomfl),
         cmocka_unit_test(test_shared_all),
     };

@@ -397,43 +397,47 @@ static const char k_snap[] =
 static void check_synthetic(sublet_trace *t)
 {
     assert_int_equal(sublet_trace_device(t), 1);
-    assert_int_equal(sublet_trace_count(t), 15);
-    assert_int_equal(sublet_trace_prelude_count(t), 5);
+    assert_int_equal(sublet_trace_count(t), 16);
+    assert_int_equal(sublet_trace_prelude_count(t), 6);
     /* pre_segments by address: the orphan segment_free, the final segment the
-     * trace never made, the expandable one less what the trace mapped. */
+     * trace never made, and the expandable one less the 2 MiB the trace
+     * mapped in its middle: the two ranges on either side. */
     assert_event(t, 0, SUBLET_TRACE_PRE_SEGMENT, 65536, 2097152, 0);
     assert_event(t, 1, SUBLET_TRACE_PRE_SEGMENT, 1048576, 2097152, 0);
-    assert_event(t, 2, SUBLET_TRACE_PRE_SEGMENT, 33554432, 4194304, 0);
+    assert_event(t, 2, SUBLET_TRACE_PRE_SEGMENT, 33554432, 2097152, 0);
+    assert_int_equal(sublet_trace_at(t, 2)->flags, SUBLET_TRACE_EXPANDABLE);
+    assert_int_equal(sublet_trace_at(t, 1)->flags, 0);
+    assert_event(t, 3, SUBLET_TRACE_PRE_SEGMENT, 37748736, 2097152, 0);
     /* pre_allocs: the orphan free (no block size), the unproduced final block. */
-    assert_event(t, 3, SUBLET_TRACE_PRE_ALLOC, 4096, 100, 3);
-    assert_int_equal(sublet_trace_at(t, 3)->block_size, 0);
-    assert_event(t, 4, SUBLET_TRACE_PRE_ALLOC, 1048576, 1000, 0);
-    assert_int_equal(sublet_trace_at(t, 4)->block_size, 1024);
-    assert_event(t, 5, SUBLET_ACT_FREE_REQUESTED, 4096, 100, 3);
-    assert_int_equal(sublet_trace_at(t, 5)->time_us, 10);
-    assert_int_equal(sublet_trace_at(t, 5)->line, 1);
-    assert_event(t, 6, SUBLET_ACT_FREE_COMPLETED, 4096, 100, 3);
-    assert_event(t, 7, SUBLET_ACT_SEGMENT_FREE, 65536, 2097152, 0);
-    assert_event(t, 8, SUBLET_ACT_SEGMENT_ALLOC, 8388608, 4194304, 7);
-    assert_int_equal(sublet_trace_at(t, 8)->line, 5); /* record number, annotate counted */
-    assert_event(t, 9, SUBLET_ACT_ALLOC, 8388608, 4194304, 7);
-    assert_event(t, 10, SUBLET_ACT_FREE_REQUESTED, 8388608, 4194304, 7);
-    assert_event(t, 11, SUBLET_ACT_ALLOC, 1049600, 500, 0);
-    assert_event(t, 12, SUBLET_ACT_SEGMENT_MAP, 35651584, 2097152, 0);
-    assert_event(t, 13, SUBLET_ACT_OOM, 123456, 999424, 0);
-    assert_event(t, 14, SUBLET_ACT_SNAPSHOT, 0, 0, 0);
-    assert_int_equal(sublet_trace_at(t, 14)->flags & SUBLET_TRACE_HAS_TIME, 0);
-    assert_int_equal(sublet_trace_at(t, 13)->time_us, 18);
+    assert_event(t, 4, SUBLET_TRACE_PRE_ALLOC, 4096, 100, 3);
+    assert_int_equal(sublet_trace_at(t, 4)->block_size, 0);
+    assert_event(t, 5, SUBLET_TRACE_PRE_ALLOC, 1048576, 1000, 0);
+    assert_int_equal(sublet_trace_at(t, 5)->block_size, 1024);
+    assert_event(t, 6, SUBLET_ACT_FREE_REQUESTED, 4096, 100, 3);
+    assert_int_equal(sublet_trace_at(t, 6)->time_us, 10);
+    assert_int_equal(sublet_trace_at(t, 6)->line, 1);
+    assert_event(t, 7, SUBLET_ACT_FREE_COMPLETED, 4096, 100, 3);
+    assert_event(t, 8, SUBLET_ACT_SEGMENT_FREE, 65536, 2097152, 0);
+    assert_event(t, 9, SUBLET_ACT_SEGMENT_ALLOC, 8388608, 4194304, 7);
+    assert_int_equal(sublet_trace_at(t, 9)->line, 5); /* record number, annotate counted */
+    assert_event(t, 10, SUBLET_ACT_ALLOC, 8388608, 4194304, 7);
+    assert_event(t, 11, SUBLET_ACT_FREE_REQUESTED, 8388608, 4194304, 7);
+    assert_event(t, 12, SUBLET_ACT_ALLOC, 1049600, 500, 0);
+    assert_event(t, 13, SUBLET_ACT_SEGMENT_MAP, 35651584, 2097152, 0);
+    assert_event(t, 14, SUBLET_ACT_OOM, 123456, 999424, 0);
+    assert_event(t, 15, SUBLET_ACT_SNAPSHOT, 0, 0, 0);
+    assert_int_equal(sublet_trace_at(t, 15)->flags & SUBLET_TRACE_HAS_TIME, 0);
+    assert_int_equal(sublet_trace_at(t, 14)->time_us, 18);
     /* stacks: "g" three times is one stack; "f" another. */
     assert_int_equal(sublet_trace_stack_count(t), 2);
-    uint32_t g = sublet_trace_at(t, 5)->frames;
+    uint32_t g = sublet_trace_at(t, 6)->frames;
     assert_true(g != 0);
-    assert_int_equal(sublet_trace_at(t, 3)->frames, g);
-    assert_int_equal(sublet_trace_at(t, 6)->frames, g);
-    assert_int_equal(sublet_trace_at(t, 11)->frames, g);
-    assert_int_equal(sublet_trace_at(t, 7)->frames, 0);
+    assert_int_equal(sublet_trace_at(t, 4)->frames, g);
+    assert_int_equal(sublet_trace_at(t, 7)->frames, g);
+    assert_int_equal(sublet_trace_at(t, 12)->frames, g);
+    assert_int_equal(sublet_trace_at(t, 8)->frames, 0);
     const sublet_trace_frame *f = NULL;
-    assert_int_equal(sublet_trace_stack(t, sublet_trace_at(t, 4)->frames, &f), 1);
+    assert_int_equal(sublet_trace_stack(t, sublet_trace_at(t, 5)->frames, &f), 1);
     assert_string_equal(f[0].filename, "a.py");
     assert_string_equal(f[0].name, "f");
     assert_int_equal(f[0].line, 3);

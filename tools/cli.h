@@ -135,4 +135,17 @@ void cli_frag_pinning_json(json_writer *w, const char *key, const sublet_frag_st
 void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d);
 void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagnosis *d);
 
+/* ---- tuning helpers (tune.c), shared with `sublet report --tune` ----------------------- */
+#include "sublet/tune.h"
+/* The search options both commands take (--cost-model, --band, --prelude,
+ * --threads, --no-warmup): 1 when argv[*i] was one (its value consumed), 0
+ * when not, -CLI_USAGE or -CLI_ERROR (the message printed, prefixed with
+ * prog). */
+int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune_options *o);
+/* Whether a warm-up plan is worth applying: derived, not empty, it fits the
+ * device and it lowers the run's device allocations. */
+int cli_tune_plan_helps(const sublet_tune_plan *p);
+/* The plan as the "warmup" object of `sublet tune --json`. */
+void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p);
+
 #endif

@@ -162,6 +162,9 @@ void cli_record_options(const sublet_trace *t, sublet_replay_options *o)
     /* room for every event: nothing falls out of the ring buffer */
     size_t n = sublet_trace_count(t);
     o->record_max_entries = n + n / 4 + 1024;
+    /* an allocated prelude is the engine's own doing: keep it, so that the
+     * snapshot's trace runs from an empty allocator and replays soundly */
+    o->record_prelude = 1;
 }
 
 sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,

@@ -264,9 +264,14 @@ int cli_convert(int argc, char **argv)
     }
     if (!direct && (sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_MAP) ||
                     sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP))) {
-        fprintf(stderr, "sublet convert: note: the trace maps expandable segments, which the "
-                        "replay does not drive: building the snapshot from the trace alone\n");
-        direct = 1;
+        sublet_settings es;
+        sublet_settings_default(&es);
+        if (sublet_settings_parse(&es, o.conf, NULL, 0) != SUBLET_OK || !es.expandable_segments) {
+            fprintf(stderr, "sublet convert: note: the trace maps expandable segments but the "
+                            "settings do not enable them (--conf expandable_segments:True "
+                            "replays it): building the snapshot from the trace alone\n");
+            direct = 1;
+        }
     }
     if (!direct) {
         sublet_replay_result r;

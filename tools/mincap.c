@@ -63,6 +63,7 @@ static void text_report(FILE *out, const char *path, const char *conf,
     fprintf(out, "  va reserves:        %" PRIu64 "\n", d->va_reserves);
     fprintf(out, "  va releases:        %" PRIu64 "\n", d->va_releases);
     fprintf(out, "  maps:               %" PRIu64 "\n", d->va_maps);
+    fprintf(out, "    of which aliases: %" PRIu64 "\n", d->va_aliases);
     fprintf(out, "  unmaps:             %" PRIu64 "\n", d->va_unmaps);
     fprintf(out, "  alloc retries:      %" PRIu64 "\n", r->alloc_retries);
     fprintf(out, "events driven:        %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees)\n",
@@ -100,6 +101,7 @@ static void json_report(FILE *out, const char *path, const char *conf,
     json_kv_u64(&w, "va_reserves", d->va_reserves);
     json_kv_u64(&w, "va_releases", d->va_releases);
     json_kv_u64(&w, "maps", d->va_maps);
+    json_kv_u64(&w, "alias_maps", d->va_aliases);
     json_kv_u64(&w, "unmaps", d->va_unmaps);
     json_kv_u64(&w, "alloc_retries", r->alloc_retries);
     json_object_end(&w);

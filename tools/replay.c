@@ -36,6 +36,13 @@ void cli_replay_usage(FILE *out)
           "  --check               verify every allocator invariant after each event\n"
           "  --no-placement-hints  let the sim place new segments itself instead of at\n"
           "                        the recorded addresses\n"
+          "  --prelude MODE        the state before a mid-run recording's first event:\n"
+          "                        'adopt' PyTorch's segments and blocks as recorded,\n"
+          "                        'allocate' the live blocks through the engine, or\n"
+          "                        'auto' (default: adopt under the native policy without\n"
+          "                        expandable segments, allocate otherwise; a trace\n"
+          "                        recorded mid-run under expandable segments is refused\n"
+          "                        unless 'allocate' is given)\n"
           "  -h, --help            this text\n",
           out);
 }
@@ -128,6 +135,15 @@ static void print_event_ref(const sublet_trace *t, uint64_t idx)
            e->line, sublet_trace_kind_name(e->kind), e->size, e->addr);
 }
 
+/* " (first: segment_unmap of N bytes at ADDR)", nothing when there is none. */
+static void print_release(const sublet_replay_release *x)
+{
+    if (x->kind == SUBLET_ACT_COUNT)
+        return;
+    printf(" (first: %s of %" PRIu64 " bytes at %" PRIu64 ")",
+           sublet_action_name((sublet_action)x->kind), x->size, x->addr);
+}
+
 static void print_text(const char *path, const sublet_trace *t, const sublet_replay_options *o,
                        const sublet_replay_result *r)
 {
@@ -175,10 +191,22 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
         printf("  addresses matched:      %" PRIu64 " / %" PRIu64 " allocs (at PyTorch's address)\n",
                f->addresses_matched, f->allocs_compared);
     }
-    if (f->recorded_segment_frees || f->engine_segment_frees)
-        printf("  empty_cache releases:   %" PRIu64 " segments (recorded segment_free rows: %" PRIu64
-               ")\n",
-               f->engine_segment_frees, f->recorded_segment_frees);
+    if (f->recorded_segment_maps || f->engine_segment_maps) {
+        printf("  map sizes matched:      %" PRIu64 " / %" PRIu64
+               " allocs PyTorch served by mapping pages (engine mapped for %" PRIu64 ")\n",
+               f->map_sizes_matched, f->recorded_segment_maps, f->engine_segment_maps);
+        if (o->placement_hints)
+            printf("  maps placed as recorded: %" PRIu64 " / %" PRIu64 " allocs (first map at "
+                   "PyTorch's address)\n",
+                   f->maps_placed_as_recorded, f->engine_segment_maps);
+    }
+    if (f->empty_caches_compared) {
+        printf("  empty_cache releases:   %" PRIu64 " / %" PRIu64 " released the recorded set "
+               "(engine: %" PRIu64 " segment frees, %" PRIu64 " unmaps; recorded: %" PRIu64
+               " segment_free, %" PRIu64 " segment_unmap rows)\n",
+               f->empty_cache_sets_matched, f->empty_caches_compared, f->engine_segment_frees,
+               f->engine_segment_unmaps, f->recorded_segment_frees, f->recorded_segment_unmaps);
+    }
     int64_t d = (int64_t)(r->peak_reserved_bytes - f->recorded_peak_reserved_bytes);
     printf("  peak reserved:          %" PRIu64 " engine vs %" PRIu64 " recorded (%s vs %s): ",
            r->peak_reserved_bytes, f->recorded_peak_reserved_bytes,
@@ -199,6 +227,18 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
     if (f->first_size_mismatch != SUBLET_REPLAY_NONE) {
         printf("  first size mismatch:    ");
         print_event_ref(t, f->first_size_mismatch);
+    }
+    if (f->first_empty_cache_mismatch != SUBLET_REPLAY_NONE) {
+        const sublet_replay_release_diff *x = &f->empty_cache_mismatch;
+        const sublet_trace_event *e = sublet_trace_at(t, (size_t)f->first_empty_cache_mismatch);
+        printf("  first release mismatch: event %" PRIu64 " (line %" PRIu64 "): recorded %" PRIu64
+               ", engine %" PRIu64 "; %" PRIu64 " only recorded",
+               f->first_empty_cache_mismatch, e ? e->line : 0, x->recorded, x->engine,
+               x->only_recorded);
+        print_release(&x->first_only_recorded);
+        printf(", %" PRIu64 " only by the engine", x->only_engine);
+        print_release(&x->first_only_engine);
+        printf("\n");
     }
 }
 
@@ -227,6 +267,20 @@ static void json_index(json_writer *w, const char *key, uint64_t idx)
         json_u64(w, idx);
 }
 
+static void json_release(json_writer *w, const char *key, const sublet_replay_release *x)
+{
+    json_key(w, key);
+    if (x->kind == SUBLET_ACT_COUNT) {
+        json_null(w);
+        return;
+    }
+    json_object_begin(w);
+    json_kv_string(w, "action", sublet_action_name((sublet_action)x->kind));
+    json_kv_u64(w, "addr", x->addr);
+    json_kv_u64(w, "size", x->size);
+    json_object_end(w);
+}
+
 static void print_json(const char *path, const sublet_trace *t, const sublet_replay_options *o,
                        const sublet_replay_result *r, const cli_ctx *c, const char *error,
                        const char *snapshot_out)
@@ -242,6 +296,9 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_index(&w, "stop_after", o->stop_after);
     json_key(&w, "placement_hints");
     json_bool(&w, o->placement_hints);
+    json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
+                                  : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
+                                                                          : "auto");
     json_kv_u64(&w, "trace_events", sublet_trace_count(t));
     json_kv_u64(&w, "events", r->events);
     json_index(&w, "last_event", r->last_event);
@@ -295,6 +352,31 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_kv_u64(&w, "recorded_final_reserved_bytes", f->recorded_final_reserved_bytes);
     json_index(&w, "first_decision_mismatch", f->first_decision_mismatch);
     json_index(&w, "first_size_mismatch", f->first_size_mismatch);
+    json_kv_u64(&w, "recorded_segment_maps", f->recorded_segment_maps);
+    json_kv_u64(&w, "engine_segment_maps", f->engine_segment_maps);
+    json_kv_u64(&w, "map_sizes_matched", f->map_sizes_matched);
+    json_kv_u64(&w, "maps_placed_as_recorded", f->maps_placed_as_recorded);
+    json_kv_u64(&w, "recorded_segment_unmaps", f->recorded_segment_unmaps);
+    json_kv_u64(&w, "engine_segment_unmaps", f->engine_segment_unmaps);
+    json_kv_u64(&w, "empty_caches_compared", f->empty_caches_compared);
+    json_kv_u64(&w, "empty_cache_sets_matched", f->empty_cache_sets_matched);
+    json_key(&w, "first_empty_cache_mismatch");
+    if (f->first_empty_cache_mismatch == SUBLET_REPLAY_NONE) {
+        json_null(&w);
+    } else {
+        const sublet_replay_release_diff *d = &f->empty_cache_mismatch;
+        const sublet_trace_event *e = sublet_trace_at(t, (size_t)f->first_empty_cache_mismatch);
+        json_object_begin(&w);
+        json_kv_u64(&w, "event", f->first_empty_cache_mismatch);
+        json_kv_u64(&w, "line", e ? e->line : 0);
+        json_kv_u64(&w, "recorded", d->recorded);
+        json_kv_u64(&w, "engine", d->engine);
+        json_kv_u64(&w, "only_recorded", d->only_recorded);
+        json_kv_u64(&w, "only_engine", d->only_engine);
+        json_release(&w, "first_only_recorded", &d->first_only_recorded);
+        json_release(&w, "first_only_engine", &d->first_only_engine);
+        json_object_end(&w);
+    }
     json_object_end(&w);
     json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
     json_stats(&w, "memory_stats_at_end", &r->stats_end);
@@ -356,6 +438,17 @@ int cli_replay(int argc, char **argv)
             min_capacity = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {
             o.placement_hints = 0;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--prelude", &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--prelude");
+            if (strcmp(v, "auto") == 0)
+                o.prelude = SUBLET_PRELUDE_AUTO;
+            else if (strcmp(v, "adopt") == 0)
+                o.prelude = SUBLET_PRELUDE_ADOPT;
+            else if (strcmp(v, "allocate") == 0)
+                o.prelude = SUBLET_PRELUDE_ALLOCATE;
+            else
+                return usage_error("--prelude: '%s' is not auto, adopt or allocate", v);
         } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--conf");

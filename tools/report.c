@@ -22,6 +22,7 @@
 
 #include "atomic_write.h"
 #include "cli.h"
+#include "report.h"
 #include "sublet/frag.h"
 
 void cli_report_usage(FILE *out)
@@ -39,19 +40,19 @@ void cli_report_usage(FILE *out)
           "  --buckets N           points drawn per series (default 2000; each keeps min/max)\n"
           "  --oom-maps N          segment maps of the first N OOMs (default 3)\n"
           "  --no-diagnosis        skip the replays under candidate settings after an OOM\n"
-          "  --device N            device of a multi-device snapshot\n",
+          "  --device N            device of a multi-device snapshot\n"
+          "  --tune                add the tuning result (as `sublet tune`): both answers with\n"
+          "                        what they fix, the evidence, the Pareto trade-offs and the\n"
+          "                        warm-up plan; --device-memory is your device, --conf the\n"
+          "                        current settings; with --tune also --cost-model M,\n"
+          "                        --band PCT, --prelude MODE, --threads N, --no-warmup\n"
+          "                        (see `sublet help tune`)\n",
           out);
 }
 
 /* ---- a growable text buffer ----------------------------------------------------------- */
 
-typedef struct tbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} tbuf;
-
-static void tb_putn(tbuf *b, const char *s, size_t n)
+void tb_putn(tbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -72,10 +73,9 @@ static void tb_putn(tbuf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-static void tb_puts(tbuf *b, const char *s) { tb_putn(b, s, strlen(s)); }
+void tb_puts(tbuf *b, const char *s) { tb_putn(b, s, strlen(s)); }
 
-static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tb_printf(tbuf *b, const char *fmt, ...)
+void tb_printf(tbuf *b, const char *fmt, ...)
 {
     char small[256];
     va_list ap;
@@ -115,7 +115,7 @@ static size_t utf8_len(const unsigned char *s)
 
 /* A JSON string literal that is also safe inside <script>: <, > and & are
  * \u-escaped; bytes that are not UTF-8 become U+FFFD. */
-static void tb_json(tbuf *b, const char *s)
+void tb_json(tbuf *b, const char *s)
 {
     tb_putn(b, "\"", 1);
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -144,7 +144,7 @@ static void tb_json(tbuf *b, const char *s)
 }
 
 /* HTML text: &, <, >, " escaped; bytes that are not UTF-8 become U+FFFD. */
-static void tb_html(tbuf *b, const char *s)
+void tb_html(tbuf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     while (*p) {
@@ -206,6 +206,10 @@ static const char *const page_css[] = {
     "#tip { position: fixed; display: none; z-index: 10; max-width: 560px; background: #1d2430; color: #f2f4f7; font-size: 12px; padding: 7px 9px; border-radius: 5px; pointer-events: none; box-shadow: 0 2px 10px rgba(0,0,0,.25); }\n",
     "#tip pre { margin: 5px 0 0; color: #c9d3e0; white-space: pre-wrap; font-size: 11px; }\n",
     ".swatch { display: inline-block; width: 12px; height: 10px; border-radius: 2px; margin: 0 4px 0 10px; vertical-align: -1px; }\n",
+    "h3 { font-size: 13.5px; margin: 12px 0 6px; font-weight: 600; }\n",
+    "code { font-family: ui-monospace, \"DejaVu Sans Mono\", Menlo, monospace; font-size: 12px; word-break: break-all; }\n",
+    "p.answer code { display: block; background: #f7f8fa; padding: 6px 8px; border-radius: 4px; font-size: 12.5px; }\n",
+    "table.tune tr.on { background: #fff3d6; }\n",
     "\n",
     NULL,
 };
@@ -577,6 +581,9 @@ static const char *const page_js[] = {
     "}\n",
     "\n",
     "function run(f) { try { f(); } catch (e) { noteError(e && e.stack ? e.stack : e); } }\n",
+    "/* for the sections drawn by later scripts (the tuning result) */\n",
+    "window.subletReport = {drew: drew, run: run, canvas: canvas, bytes: bytes, niceStep: niceStep,\n",
+    "  byteTicks: byteTicks, showTip: showTip, hideTip: hideTip, esc: esc, el: el, COL: COL, onResize: []};\n",
     "run(memoryChart);\n",
     "run(fragChart);\n",
     "run(mapSection);\n",
@@ -589,6 +596,7 @@ static const char *const page_js[] = {
     "    ['c-mem-legend', 'c-frag-legend'].forEach(function (id) { document.getElementById(id).innerHTML = ''; });\n",
     "    var keep = rendered;\n",
     "    run(memoryChart); run(fragChart); run(drawMap); run(histChart);\n",
+    "    window.subletReport.onResize.forEach(run);\n",
     "    rendered = keep;\n",
     "    body.setAttribute('data-rendered', rendered);\n",
     "  }, 150);\n",
@@ -778,6 +786,8 @@ typedef struct report {
     rmap *maps;
     size_t nmaps;
     const char *diagnosis; /* text or NULL */
+    const sublet_tune_result *tune; /* or NULL */
+    const sublet_tune_options *tune_o;
 } report;
 
 static void page(tbuf *b, const report *rp)
@@ -791,7 +801,8 @@ static void page(tbuf *b, const report *rp)
     tb_html(b, name);
     tb_puts(b, "</title>\n<style>\n");
     lines(b, page_css);
-    tb_puts(b, "</style></head>\n<body data-charts=\"4\">\n<header><h1>sublet report: ");
+    tb_printf(b, "</style></head>\n<body data-charts=\"%d\">\n<header><h1>sublet report: ",
+              rp->tune ? 5 : 4);
     tb_html(b, name);
     tb_puts(b, "</h1><p>");
     tb_html(b, rp->path);
@@ -851,6 +862,8 @@ static void page(tbuf *b, const report *rp)
         tb_html(b, rp->diagnosis);
         tb_puts(b, "</pre></section>\n");
     }
+    if (rp->tune)
+        report_tune_section(b, rp->tune, rp->tune_o);
     tb_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
 
     /* the data */
@@ -884,7 +897,10 @@ static void page(tbuf *b, const report *rp)
     free(stacks.text);
     free(stacks.slots);
     lines(b, page_js);
-    tb_puts(b, "</script>\n</body></html>\n");
+    tb_puts(b, "</script>\n");
+    if (rp->tune)
+        report_tune_script(b, rp->tune);
+    tb_puts(b, "</body></html>\n");
 }
 
 /* ---- the command -------------------------------------------------------------------------- */
@@ -923,8 +939,10 @@ int cli_report(int argc, char **argv)
 {
     const char *path = NULL, *outp = NULL, *conf = NULL;
     uint64_t device_memory = 0, buckets = 2000, oom_maps = 3;
-    int diagnose = 1, only_positional = 0;
+    int diagnose = 1, only_positional = 0, tune = 0, tune_opts = 0;
     sublet_trace_load_options lo = {0};
+    sublet_tune_options to;
+    sublet_tune_options_init(&to);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m;
@@ -940,6 +958,12 @@ int cli_report(int argc, char **argv)
             return CLI_OK;
         } else if (strcmp(a, "--no-diagnosis") == 0) {
             diagnose = 0;
+        } else if (strcmp(a, "--tune") == 0) {
+            tune = 1;
+        } else if ((m = cli_tune_option("sublet report", argc, argv, &i, &to)) != 0) {
+            if (m < 0)
+                return m == -CLI_USAGE ? usage_error("%s", "bad tuning option") : -m;
+            tune_opts = 1;
         } else if (((v = cli_opt_value(argc, argv, &i, "-o", &m)) || m) ||
                    ((v = cli_opt_value(argc, argv, &i, "--output", &m)) || m)) {
             if (!v)
@@ -972,6 +996,9 @@ int cli_report(int argc, char **argv)
         return usage_error("%s", "no input given");
     if (!outp)
         return usage_error("%s", "no output given (-o OUT.html)");
+    if (tune_opts && !tune)
+        return usage_error("%s", "--cost-model, --band, --prelude, --threads and --no-warmup "
+                                 "go with --tune");
     char err[1600];
     if (conf) {
         sublet_settings probe;
@@ -1033,8 +1060,23 @@ int cli_report(int argc, char **argv)
         }
         sublet_frag_diagnosis_free(&d);
     }
+    sublet_tune_result tr;
+    memset(&tr, 0, sizeof tr);
+    if (rc == CLI_OK && tune) {
+        /* your device and your current settings, as the page's replay */
+        to.device_memory = device_memory;
+        const char *cur[1] = {conf};
+        to.current = cur;
+        const sublet_trace *tt = t;
+        if (sublet_tune(&tt, 1, &to, &tr) != SUBLET_OK) {
+            fprintf(stderr, "sublet report: %s: tuning: %s\n", path,
+                    tr.error[0] ? tr.error : sublet_status_text(tr.status));
+            rc = CLI_ERROR;
+        }
+        to.current = NULL;
+    }
     if (rc == CLI_OK) {
-        report rp = {path, t, &o, &r, &s, maps, nmaps, diag};
+        report rp = {path, t, &o, &r, &s, maps, nmaps, diag, tune ? &tr : NULL, &to};
         tbuf b = {0};
         page(&b, &rp);
         if (b.oom) {
@@ -1054,6 +1096,7 @@ int cli_report(int argc, char **argv)
         free(b.p);
     }
     free(diag);
+    sublet_tune_result_free(&tr);
     for (size_t i = 0; i < nmaps; i++)
         sublet_frag_state_free(maps[i].st);
     sublet_frag_series_free(&s);

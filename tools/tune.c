@@ -36,6 +36,9 @@ void cli_tune_usage(FILE *out)
           "                        setting) or auto (default: adopt under the native policy\n"
           "                        without expandable segments, allocate otherwise)\n"
           "  --threads N           parallel replays (default 2)\n"
+          "  --no-warmup           skip the warm-up plan (the segments to reserve at start so\n"
+          "                        that the run makes no device allocation: the `warmup`\n"
+          "                        option of SUBLET_ALLOC_CONF)\n"
           "  --json                print one JSON object instead of the text report\n"
           "  -h, --help            this text\n",
           out);
@@ -203,6 +206,53 @@ static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
     }
 }
 
+int cli_tune_plan_helps(const sublet_tune_plan *p)
+{
+    return p->status == SUBLET_OK && p->nentries && p->fits &&
+           p->device_allocs_after < p->device_allocs_before;
+}
+
+static void print_plan(const sublet_tune_plan *p, const sublet_tune_result *r,
+                       const sublet_tune_options *o)
+{
+    if (!o->warmup)
+        return;
+    char b1[32], b2[32], b3[32];
+    const char *whose = strcmp(p->conf, r->sublet.conf) == 0 ? "" : " (for the PyTorch answer)";
+    if (!cli_tune_plan_helps(p)) {
+        printf("\nwarm-up plan%s: none helps here%s%s\n", whose, p->note[0] ? ": " : "",
+               p->note);
+        return;
+    }
+    printf("\nwarm-up plan%s: reserve it at start-up, and the run makes no device allocation\n"
+           "  SUBLET_ALLOC_CONF=%s\n",
+           whose, p->env);
+    uint64_t segs = 0;
+    for (size_t i = 0; i < p->nentries; i++)
+        segs += p->entries[i].count;
+    sublet_settings ps;
+    sublet_settings_default(&ps);
+    (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
+    printf("  reserved at start: %s %s %" PRIu64 " %s (the run's peak reserved: %s without the "
+           "plan, %s with it)\n",
+           fmt_size(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+           segs,
+           ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
+                                  : (segs == 1 ? "segment" : "segments"),
+           fmt_size(p->peak_reserved_bytes, b2, sizeof b2),
+           fmt_size(p->peak_reserved_with_plan, b3, sizeof b3));
+    printf("  device allocations during the run: %" PRIu64 " -> %" PRIu64 " (checked by replay)\n",
+           p->device_allocs_before, p->device_allocs_after);
+    printf("  device calls during the run: %" PRIu64 " -> %" PRIu64 ", cost %s -> %s; the plan's "
+           "own: %" PRIu64 " call%s, %s, once at start-up\n",
+           p->device_calls_before, p->device_calls_after, fmt_us(p->cost_before_us, b1, sizeof b1),
+           fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
+           fmt_us(p->plan_cost_us, b3, sizeof b3));
+    printf("  fits your device (%s): yes\n", fmt_gib(r->device_memory, b1, sizeof b1));
+    if (p->note[0])
+        printf("  note: %s\n", p->note);
+}
+
 static void print_text(char **paths, size_t n, const sublet_tune_result *r,
                        const sublet_tune_options *o)
 {
@@ -278,6 +328,8 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     printf("\nSUBLET_ALLOC_CONF=%s\n", s->conf);
     vs_current(s, c);
     print_cause(r->sublet_cause, r->sublet_cause_trace, n, s, c);
+
+    print_plan(&r->plan, r, o);
 
     printf("\ntrade-offs: min capacity against cost, the Pareto set (* = the answer)\n");
     print_pareto("PyTorch knobs:", r->pareto_pytorch, r->npareto_pytorch, p);
@@ -359,6 +411,52 @@ static void json_answer(json_writer *w, const char *key, const char *env,
     json_object_end(w);
 }
 
+void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p)
+{
+    json_object_begin(w);
+    json_kv_string(w, "status", sublet_status_name(p->status));
+    json_key(w, "helps");
+    json_bool(w, cli_tune_plan_helps(p));
+    json_kv_string(w, "conf", p->conf);
+    json_kv_string(w, "option", p->option);
+    char line[SUBLET_TUNE_PLAN_MAX + SUBLET_TUNE_CONF_MAX + 32];
+    snprintf(line, sizeof line, "SUBLET_ALLOC_CONF=%s", p->env);
+    json_kv_string(w, "env", p->nentries ? line : "");
+    json_key(w, "entries");
+    json_array_begin(w);
+    for (size_t i = 0; i < p->nentries; i++) {
+        json_object_begin(w);
+        json_kv_string(w, "pool", p->entries[i].pool == SUBLET_POOL_SMALL ? "small" : "large");
+        json_kv_u64(w, "size", p->entries[i].size);
+        json_kv_u64(w, "count", p->entries[i].count);
+        json_object_end(w);
+    }
+    json_array_end(w);
+    json_kv_u64(w, "plan_bytes", p->plan_bytes);
+    json_kv_u64(w, "plan_calls", p->plan_calls);
+    json_key(w, "plan_cost_us");
+    json_double(w, p->plan_cost_us);
+    json_kv_u64(w, "peak_reserved_bytes", p->peak_reserved_bytes);
+    json_kv_u64(w, "peak_reserved_with_plan_bytes", p->peak_reserved_with_plan);
+    json_kv_u64(w, "device_allocs_before", p->device_allocs_before);
+    json_kv_u64(w, "device_allocs_after", p->device_allocs_after);
+    json_kv_u64(w, "device_calls_before", p->device_calls_before);
+    json_kv_u64(w, "device_calls_after", p->device_calls_after);
+    json_key(w, "cost_before_us");
+    json_double(w, p->cost_before_us);
+    json_key(w, "cost_after_us");
+    json_double(w, p->cost_after_us);
+    json_key(w, "fits");
+    json_bool(w, p->fits);
+    json_kv_u64(w, "rounds", p->rounds);
+    json_kv_u64(w, "frees_after", p->frees_after);
+    json_kv_u64(w, "other_stream_segments", p->other_stream_segments);
+    json_kv_u64(w, "prelude_segments", p->prelude_segments);
+    json_kv_u64(w, "prelude_bytes", p->prelude_bytes);
+    json_kv_string(w, "note", p->note);
+    json_object_end(w);
+}
+
 static void print_json(char **paths, sublet_trace **traces, size_t n, const sublet_tune_result *r,
                        const sublet_tune_options *o)
 {
@@ -426,6 +524,10 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
                 r->pytorch_cause_trace);
     json_answer(&w, "sublet", "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause,
                 r->sublet_cause_trace);
+    if (o->warmup) {
+        json_key(&w, "warmup");
+        cli_tune_plan_json(&w, &r->plan);
+    }
     json_key(&w, "pareto");
     json_object_begin(&w);
     json_key(&w, "pytorch");
@@ -445,7 +547,7 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
 
 /* ---- the command ------------------------------------------------------------------- */
 
-static int read_cost_model(const char *arg, sublet_tune_cost_model *m)
+static int read_cost_model(const char *prog, const char *arg, sublet_tune_cost_model *m)
 {
     char err[512];
     uint8_t *buf = NULL;
@@ -455,28 +557,82 @@ static int read_cost_model(const char *arg, sublet_tune_cost_model *m)
     if (f) {
         fclose(f);
         if (cli_read_file(arg, &buf, &len, err, sizeof err) != 0) {
-            fprintf(stderr, "sublet tune: %s\n", err);
+            fprintf(stderr, "%s: %s\n", prog, err);
             return -1;
         }
         char *t = realloc(buf, len + 1);
         if (!t) {
             free(buf);
-            fprintf(stderr, "sublet tune: out of memory\n");
+            fprintf(stderr, "%s: out of memory\n", prog);
             return -1;
         }
         t[len] = '\0';
         buf = (uint8_t *)t;
         text = t;
     } else if (!strchr(arg, '=')) {
-        fprintf(stderr, "sublet tune: --cost-model: no such file, and not a key=value list: %s\n",
+        fprintf(stderr, "%s: --cost-model: no such file, and not a key=value list: %s\n", prog,
                 arg);
         return -1;
     }
     sublet_status st = sublet_tune_cost_model_parse(m, text, err, sizeof err);
     free(buf);
     if (st != SUBLET_OK) {
-        fprintf(stderr, "sublet tune: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
+    }
+    return 0;
+}
+
+/* The search options `sublet tune` and `sublet report --tune` share: 1 when
+ * argv[*i] was one (its value consumed), 0 when not, -CLI_USAGE or
+ * -CLI_ERROR (the message printed, prefixed with prog). */
+int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune_options *o)
+{
+    int m = 0;
+    const char *v;
+    if (strcmp(argv[*i], "--no-warmup") == 0) {
+        o->warmup = 0;
+        return 1;
+    }
+    if ((v = cli_opt_value(argc, argv, i, "--cost-model", &m)) || m) {
+        if (!v) {
+            fprintf(stderr, "%s: --cost-model needs a value\n", prog);
+            return -CLI_USAGE;
+        }
+        return read_cost_model(prog, v, &o->cost) == 0 ? 1 : -CLI_ERROR;
+    }
+    if ((v = cli_opt_value(argc, argv, i, "--band", &m)) || m) {
+        char *end = NULL;
+        double b = v ? strtod(v, &end) : -1;
+        if (!v || end == v || *end || !(b > 0) || b >= 100) {
+            fprintf(stderr, "%s: --band needs a percentage in (0, 100)\n", prog);
+            return -CLI_USAGE;
+        }
+        o->band = b / 100.0;
+        return 1;
+    }
+    if ((v = cli_opt_value(argc, argv, i, "--prelude", &m)) || m) {
+        if (v && strcmp(v, "auto") == 0)
+            o->prelude = SUBLET_PRELUDE_AUTO;
+        else if (v && strcmp(v, "adopt") == 0)
+            o->prelude = SUBLET_PRELUDE_ADOPT;
+        else if (v && strcmp(v, "allocate") == 0)
+            o->prelude = SUBLET_PRELUDE_ALLOCATE;
+        else {
+            fprintf(stderr, "%s: --prelude needs auto, adopt or allocate\n", prog);
+            return -CLI_USAGE;
+        }
+        return 1;
+    }
+    if ((v = cli_opt_value(argc, argv, i, "--threads", &m)) || m) {
+        char *end = NULL;
+        long t = v ? strtol(v, &end, 10) : 0;
+        if (!v || end == v || *end || t < 1 || t > 64) {
+            fprintf(stderr, "%s: --threads needs a number from 1 to 64\n", prog);
+            return -CLI_USAGE;
+        }
+        o->threads = (unsigned)t;
+        return 1;
     }
     return 0;
 }
@@ -513,15 +669,13 @@ int cli_tune(int argc, char **argv)
             }
             continue;
         }
-        if ((v = cli_opt_value(argc, argv, &i, "--cost-model", &m)) || m) {
-            if (!v || read_cost_model(v, &o.cost) != 0) {
-                rc = v ? CLI_ERROR : CLI_USAGE;
-                if (!v)
-                    fprintf(stderr, "sublet tune: --cost-model needs a value\n");
-                break;
-            }
-            continue;
+        int tr = cli_tune_option("sublet tune", argc, argv, &i, &o);
+        if (tr < 0) {
+            rc = -tr;
+            break;
         }
+        if (tr > 0)
+            continue;
         if ((v = cli_opt_value(argc, argv, &i, "--current", &m)) || m) {
             if (!v) {
                 fprintf(stderr, "sublet tune: --current needs a settings string\n");
@@ -537,42 +691,6 @@ int cli_tune(int argc, char **argv)
                 break;
             }
             current = v;
-            continue;
-        }
-        if ((v = cli_opt_value(argc, argv, &i, "--band", &m)) || m) {
-            char *end = NULL;
-            double b = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(b > 0) || b >= 100) {
-                fprintf(stderr, "sublet tune: --band needs a percentage in (0, 100)\n");
-                rc = CLI_USAGE;
-                break;
-            }
-            o.band = b / 100.0;
-            continue;
-        }
-        if ((v = cli_opt_value(argc, argv, &i, "--prelude", &m)) || m) {
-            if (v && strcmp(v, "auto") == 0)
-                o.prelude = SUBLET_PRELUDE_AUTO;
-            else if (v && strcmp(v, "adopt") == 0)
-                o.prelude = SUBLET_PRELUDE_ADOPT;
-            else if (v && strcmp(v, "allocate") == 0)
-                o.prelude = SUBLET_PRELUDE_ALLOCATE;
-            else {
-                fprintf(stderr, "sublet tune: --prelude needs auto, adopt or allocate\n");
-                rc = CLI_USAGE;
-                break;
-            }
-            continue;
-        }
-        if ((v = cli_opt_value(argc, argv, &i, "--threads", &m)) || m) {
-            char *end = NULL;
-            long t = v ? strtol(v, &end, 10) : 0;
-            if (!v || end == v || *end || t < 1 || t > 64) {
-                fprintf(stderr, "sublet tune: --threads needs a number from 1 to 64\n");
-                rc = CLI_USAGE;
-                break;
-            }
-            o.threads = (unsigned)t;
             continue;
         }
         if (a[0] == '-' && a[1]) {

@@ -1,10 +1,11 @@
 /* sublet — backend interface.
  *
  * A backend is the narrow door between the engine and a device: segment
- * alloc/free, events on streams, memory info, and (for expandable segments)
- * virtual reserve/map/unmap.  Every call returns a sublet_status; the engine
- * never assumes a call succeeded.  Backends: sim (address space only), host
- * (real memory), cuda (driver API, later), and a fault-injection wrapper.
+ * alloc/free, events on streams, memory info, and (for expandable segments
+ * and policy:stitch) virtual reserve/map/unmap and the alias map.  Every
+ * call returns a sublet_status; the engine never assumes a call succeeded.
+ * Backends: sim (address space only), host (real memory), cuda (driver API),
+ * and a fault-injection wrapper.
  */
 #ifndef SUBLET_BACKEND_H
 #define SUBLET_BACKEND_H
@@ -48,6 +49,13 @@ typedef struct sublet_backend_ops {
     sublet_status (*va_release)(sublet_backend *b, uint64_t addr, uint64_t size);
     sublet_status (*va_map)(sublet_backend *b, uint64_t addr, uint64_t size);
     sublet_status (*va_unmap)(sublet_backend *b, uint64_t addr, uint64_t size);
+    /* Map the physical memory now mapped at [src, src+size) a second time,
+     * at [dst, dst+size) (inside one reservation, unmapped; alignment as
+     * for va_map): both views then reach the same bytes.  No new memory is
+     * taken; the memory is freed when its last mapping is unmapped
+     * (va_unmap of either view).  May be NULL even when the other VMM ops
+     * are not: policy:stitch then maps only fresh pages. */
+    sublet_status (*va_map_alias)(sublet_backend *b, uint64_t dst, uint64_t src, uint64_t size);
 
     /* Destroy the backend (and, for wrappers, not the inner one). */
     void (*destroy)(sublet_backend *b);
@@ -69,26 +77,34 @@ sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out);
 void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream);
 /* Complete every event recorded so far on every stream. */
 void sublet_sim_complete_all(sublet_backend *sim);
-/* Bytes of segments currently held by the engine, and live segment count. */
+/* Bytes of device memory in use: segments plus the physical bytes behind
+ * mapped ranges, each counted once however many mappings reach it (an
+ * alias adds none).  And the live segment count. */
 uint64_t sublet_sim_used(const sublet_backend *sim);
 uint64_t sublet_sim_segments(const sublet_backend *sim);
-/* Ask that the next segment_alloc without a hint of its own be placed at
- * `addr` when that range is free (replay places segments where a trace
- * recorded them); the request is dropped after that call.  0 clears it. */
+/* Ask that the next segment_alloc without a hint of its own, or the next
+ * va_reserve, be placed at `addr` when that range is free (replay places
+ * segments, and expandable segments' reservations, where a trace recorded
+ * them); the request is dropped after that call.  0 clears it.  The hint
+ * is not aligned: the caller passes an address the trace recorded. */
 void sublet_sim_next_hint(sublet_backend *sim, uint64_t addr);
 /* Successful device calls by kind, since creation (the cost of a policy). */
 typedef struct sublet_sim_ops {
     uint64_t segment_allocs, segment_frees; /* cudaMalloc / cudaFree */
     uint64_t va_reserves, va_releases;      /* cuMemAddressReserve / Free */
-    uint64_t va_maps, va_unmaps;            /* map / unmap calls */
+    uint64_t va_maps, va_unmaps;            /* map / unmap calls (aliases included) */
+    uint64_t va_aliases;                    /* of the maps: va_map_alias calls */
 } sublet_sim_ops;
 void sublet_sim_ops_read(const sublet_backend *sim, sublet_sim_ops *out);
 /* Change capacity (e.g. to model other processes taking memory). */
 void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
 
 /* ---- host: real host memory, for sanitizers ----------------------------- */
-/* Segments are aligned_alloc'd; capacity bounds the total held.  Events are
- * always complete (the host has no asynchronous streams). */
+/* Segments are aligned_alloc'd; capacity bounds the total held.  Virtual
+ * memory reserves address space; mapped pages are pages of one memfd, so
+ * va_map_alias is real aliasing (a write through one view is read through
+ * the other); see src/backend_host.c.  Events are always complete (the host
+ * has no asynchronous streams). */
 sublet_status sublet_host_create(uint64_t capacity, sublet_backend **out);
 
 /* ---- fault injection wrapper -------------------------------------------- */
@@ -96,7 +112,8 @@ typedef enum sublet_fault_op {
     SUBLET_FAULT_SEGMENT_ALLOC = 0,
     SUBLET_FAULT_EVENT_CREATE = 1,
     SUBLET_FAULT_VA_MAP = 2,
-    SUBLET_FAULT_OP_COUNT = 3
+    SUBLET_FAULT_VA_MAP_ALIAS = 3,
+    SUBLET_FAULT_OP_COUNT = 4
 } sublet_fault_op;
 /* Wraps `inner` (not owned).  With no rule set, every call passes through. */
 sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out);

@@ -20,6 +20,7 @@ extern "C" {
 #define SUBLET_ROUNDUP_BUCKETS 16
 #define SUBLET_SIZE_UNLIMITED UINT64_MAX
 #define SUBLET_CONF_RAW_MAX 1024
+#define SUBLET_WARMUP_MAX 64 /* entries of a warm-up plan */
 
 typedef enum sublet_policy {
     SUBLET_POLICY_NATIVE = 0, /* PyTorch's native caching allocator */
@@ -28,6 +29,15 @@ typedef enum sublet_policy {
      * docs/policies.md. */
     SUBLET_POLICY_STITCH = 1,
 } sublet_policy;
+
+/* One entry of a warm-up plan (the `warmup` option): `count` segments of
+ * `size` bytes in the pool `pool` (SUBLET_POOL_SMALL = 1 or SUBLET_POOL_LARGE
+ * = 2, sublet/stats.h), reserved on the default stream by sublet_reserve. */
+typedef struct sublet_warmup_entry {
+    int pool;
+    uint32_t count;
+    uint64_t size;
+} sublet_warmup_entry;
 
 typedef struct sublet_settings {
     /* PyTorch options (§5.3 of the reference). */
@@ -49,6 +59,12 @@ typedef struct sublet_settings {
     int backend_async;                   /* 0 native, 1 cudaMallocAsync */
     /* sublet options. */
     sublet_policy policy;
+    /* warmup:[pool:size*count,...] — the warm-up plan: segments the allocator
+     * reserves on the default stream when it is created, and that
+     * sublet_settings_apply makes sure it holds (docs/tune.md §7).  Reset on
+     * every parse, like max_split_size: a string without it has no plan. */
+    sublet_warmup_entry warmup[SUBLET_WARMUP_MAX];
+    uint32_t nwarmup;
     /* The last raw string applied (reported in snapshots). */
     char raw[SUBLET_CONF_RAW_MAX];
 } sublet_settings;
@@ -68,6 +84,20 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
  * PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF; NULL if none is set.
  * *which_out (optional) receives the variable's name. */
 const char *sublet_settings_env(const char **which_out);
+
+/* Can the pool `pool_kind` (SUBLET_POOL_SMALL / SUBLET_POOL_LARGE) hold a
+ * segment of exactly `size` bytes under `s`?  What sublet_reserve and the
+ * warmup option accept.  Native policy: a small-pool segment is 2 MiB
+ * (kSmallBuffer); a large-pool one is large_segment_size or a multiple of
+ * 2 MiB of at least 10 MiB (get_allocation_size).  expandable_segments:True:
+ * a multiple of the pool's page (2 MiB small, large_segment_size large).
+ * policy:stitch: SUBLET_ERR_UNSUPPORTED.  Otherwise SUBLET_OK, or
+ * SUBLET_ERR_INVALID_ARGUMENT; `why` (may be NULL) gets the reason. */
+sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
+                                  char *why, size_t why_cap);
+/* A plan as the option's text, "warmup:[large:512MiB*2,small:2MiB*4]"
+ * (snprintf semantics: the full length is returned). */
+size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf, size_t cap);
 
 /* Round a request as PyTorch's round_size() does under `s` (§1.2). */
 uint64_t sublet_round_size(const sublet_settings *s, uint64_t n);

@@ -12,16 +12,33 @@
  *                   fresh synthetic stream, so it stays pending...
  *   free_completed  ...until this row completes that stream; the engine then
  *                   finishes the free at its next process_events, as PyTorch.
- *   segment_free    a run of consecutive rows is one sublet_empty_cache().
- *   segment_alloc   not driven (the engine decides); remembered as the oracle
- *                   for the alloc that follows it.
+ *   segment_free, segment_unmap  a run of consecutive rows (of either kind)
+ *                   is one release: sublet_empty_cache().
+ *   segment_alloc, segment_map  not driven (the engine decides); remembered
+ *                   as the oracle for the alloc that follows them.
  *   snapshot, oom   ignored.
- *   segment_map/unmap  refused (expandable segments): SUBLET_ERR_UNSUPPORTED.
  *
- * Fidelity: for every alloc, PyTorch's decision is "a segment_alloc row came
- * just before it"; the engine's is "it emitted SEGMENT_ALLOC during that
- * malloc".  The decision matches when both agree; the segment size matches
- * when both created a segment and the sizes are equal.
+ * Fidelity: for every alloc, PyTorch's decision is what came just before it:
+ * a segment_alloc row (a new segment), a run of segment_map rows (pages
+ * mapped into an expandable segment, §6.3) or neither (served from the
+ * cache); the engine's is what it emitted during that malloc.  The decision
+ * matches when both did the same of the three; the segment size matches when
+ * both created a segment of the same size, the map size when both mapped the
+ * same number of bytes.  Each release (a run of segment_free / segment_unmap
+ * rows) matches when the engine freed and unmapped the very same set of
+ * (kind, address, size) as the recording.
+ *
+ * Expandable segments: a trace recorded with expandable_segments:True
+ * replays under it when the caller's settings say so (the CLI uses the
+ * trace's recorded settings by default).  With placement hints, the
+ * reservation the engine creates for an alloc is placed at the address of
+ * the recorded first map (a reservation's first map is at its start).  A
+ * trace recorded mid-run under expandable segments is refused with
+ * SUBLET_PRELUDE_AUTO / _ADOPT (SUBLET_ERR_UNSUPPORTED, the reason in err):
+ * a snapshot does not record where each reservation begins and ends, and
+ * PyTorch maps new pages at the lowest unmapped address of it (§6.3), so the
+ * state its decisions depend on cannot be rebuilt.  SUBLET_PRELUDE_ALLOCATE
+ * replays it from an approximation (the live blocks allocated afresh).
  *
  * The library never prints: OOMs are reported through a callback, errors
  * through the err buffer and the result. */
@@ -73,7 +90,8 @@ typedef struct sublet_replay_options {
      * blocks through the engine under the replay's own settings (what a run
      * that used those settings from the start would hold).  AUTO adopts
      * under PyTorch's native policy without expandable segments, and
-     * allocates otherwise. */
+     * allocates otherwise; a trace recorded mid-run under expandable
+     * segments is replayed only with ALLOCATE given explicitly. */
     enum { SUBLET_PRELUDE_AUTO = 0, SUBLET_PRELUDE_ADOPT = 1, SUBLET_PRELUDE_ALLOCATE = 2 } prelude;
     sublet_replay_oom_fn on_oom;
     void *oom_user;
@@ -97,14 +115,49 @@ typedef struct sublet_replay_options {
      * NULL when it could not be created.  last_event as in the result. */
     void (*on_finish)(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st);
     void *finish_user;
+    /* With record on and a prelude that is allocated (SUBLET_PRELUDE_ALLOCATE,
+     * or AUTO resolving to it): keep the prelude's allocations in the history
+     * instead of restarting it after them, so that the history (and a
+     * snapshot of it) is a trace of the replay from an empty allocator. */
+    int record_prelude;
+    /* Observing the replay event by event (tests, tools); NULL: not called.
+     * before_event runs just before row `index` is driven and after_event
+     * just after it, for every recorded row and for each pre_alloc row an
+     * allocated prelude mallocs; `a` may be read there (sublet_segments_walk,
+     * sublet_stats_read, sublet_check, ...) but an observer that changes it
+     * changes the replay.  `trace` receives every trace event the engine
+     * emits (forwarded by the replay's own trace callback, under the
+     * allocator's lock: it must not call back into the allocator). */
+    void (*before_event)(void *user, sublet_allocator *a, uint64_t index,
+                         const sublet_trace_event *ev);
+    void (*after_event)(void *user, sublet_allocator *a, uint64_t index,
+                        const sublet_trace_event *ev);
+    sublet_trace_fn trace;
+    void *observer_user;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */
 void sublet_replay_options_init(sublet_replay_options *o);
 
+/* One segment release: a segment_free (cudaFree of a whole segment) or a
+ * segment_unmap (pages of an expandable segment). */
+typedef struct sublet_replay_release {
+    uint32_t kind; /* SUBLET_ACT_SEGMENT_FREE / _UNMAP; SUBLET_ACT_COUNT: none */
+    uint64_t addr, size;
+} sublet_replay_release;
+
+/* How the engine's release differed from the recorded one. */
+typedef struct sublet_replay_release_diff {
+    uint64_t recorded, engine;           /* releases in each set */
+    uint64_t only_recorded, only_engine; /* in one set and not in the other */
+    /* the lowest-addressed release of each difference (kind SUBLET_ACT_COUNT
+     * when there is none) */
+    sublet_replay_release first_only_recorded, first_only_engine;
+} sublet_replay_release_diff;
+
 typedef struct sublet_replay_fidelity {
     uint64_t allocs_compared;       /* alloc rows driven */
-    uint64_t decisions_matched;     /* segment created by both or by neither */
+    uint64_t decisions_matched;     /* both made a segment, both mapped pages, or neither */
     uint64_t segment_sizes_matched; /* both created a segment, same size */
     uint64_t recorded_segment_allocs; /* allocs that PyTorch served with a new segment */
     uint64_t engine_segment_allocs;   /* allocs the engine served with a new segment */
@@ -120,6 +173,20 @@ typedef struct sublet_replay_fidelity {
     uint64_t first_address_mismatch; /* event index, or SUBLET_REPLAY_NONE */
     uint64_t first_decision_mismatch;     /* event index, or SUBLET_REPLAY_NONE */
     uint64_t first_size_mismatch;         /* event index, or SUBLET_REPLAY_NONE */
+    /* Expandable segments (§6): allocs served by mapping pages. */
+    uint64_t recorded_segment_maps;   /* allocs PyTorch served with segment_map rows */
+    uint64_t engine_segment_maps;     /* allocs the engine served by mapping pages */
+    uint64_t map_sizes_matched;       /* both mapped, the same number of bytes */
+    uint64_t maps_placed_as_recorded; /* both mapped, the first map at the same address */
+    uint64_t recorded_segment_unmaps; /* segment_unmap rows driven */
+    uint64_t engine_segment_unmaps;   /* page ranges the engine unmapped in those releases */
+    /* Releases (empty_cache, or the release of an OOM path PyTorch recorded):
+     * each run of consecutive segment_free / segment_unmap rows, compared as
+     * sets of (kind, address, size). */
+    uint64_t empty_caches_compared;
+    uint64_t empty_cache_sets_matched;
+    uint64_t first_empty_cache_mismatch; /* its first row, or SUBLET_REPLAY_NONE */
+    sublet_replay_release_diff empty_cache_mismatch; /* what differed there */
 } sublet_replay_fidelity;
 
 typedef struct sublet_replay_result {
@@ -151,7 +218,8 @@ typedef struct sublet_replay_result {
  * event was driven (OOMs and per-row errors included).  Otherwise:
  * SUBLET_ERR_CONFIG / SUBLET_ERR_UNSUPPORTED for the settings,
  * SUBLET_ERR_CORRUPT when `check` found a violated invariant,
- * SUBLET_ERR_UNSUPPORTED for segment_map/unmap rows, SUBLET_ERR_NO_MEMORY;
+ * SUBLET_ERR_UNSUPPORTED for a trace recorded mid-run under expandable
+ * segments (unless the prelude is allocated), SUBLET_ERR_NO_MEMORY;
  * err receives the reason (with the event index), and *r holds what was
  * measured so far.  Release *r with sublet_replay_result_free. */
 sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,

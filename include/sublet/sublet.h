@@ -91,6 +91,34 @@ sublet_status sublet_process_events(sublet_allocator *a);
  * whole segment to the backend. */
 sublet_status sublet_empty_cache(sublet_allocator *a);
 
+/* Pre-allocation: create `size` bytes of cached, free device memory in the
+ * pool `pool_kind` (SUBLET_POOL_SMALL or SUBLET_POOL_LARGE) for `stream` now,
+ * so that later requests find it without a device call.
+ *   Native policy: one new segment of exactly `size` bytes.  A small-pool
+ *   segment is 2 MiB; a large-pool one is large_segment_size or a multiple
+ *   of 2 MiB of at least 10 MiB (the sizes the pool itself creates:
+ *   sublet_warmup_check).
+ *   expandable_segments:True: `size` bytes more of pages mapped at the
+ *   growable end of the stream's reservation of that pool (creating the
+ *   reservation when there is none), left free: a multiple of the pool's page
+ *   (2 MiB small, large_segment_size large).
+ *   policy:stitch: SUBLET_ERR_UNSUPPORTED (it maps pages where it stitches
+ *   them, not ahead).
+ * The memory goes through the device path as an allocation's would: within
+ * the memory fraction, counted in the statistics (segment, reserved_bytes,
+ * num_device_alloc), emitted as segment_alloc (segment_map) to the trace
+ * callback and the recorded history, and released by empty_cache, the
+ * garbage collector and the OOM path like any cached segment.  It never
+ * frees cached memory to make room: when the device or the fraction refuses,
+ * SUBLET_ERR_OOM is returned, nothing changes, sublet_oom_message() says why,
+ * and neither num_ooms nor the OOM observer counts it (no allocation of the
+ * program failed).  SUBLET_ERR_INVALID_ARGUMENT for a pool or size the pool
+ * could never create; SUBLET_ERR_NO_MEMORY when host memory runs out.  The
+ * SUBLET_ALLOC_CONF option `warmup:[large:512MiB*2,small:2MiB*4]` calls it at
+ * creation (docs/tune.md §7; `sublet tune` derives such plans). */
+sublet_status sublet_reserve(sublet_allocator *a, uint64_t size, sublet_stream stream,
+                             int pool_kind);
+
 /* Block lookup: start and size of the block holding `ptr`, and its
  * requested size. */
 sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,

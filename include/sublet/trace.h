@@ -33,6 +33,8 @@ enum {
 
 /* sublet_trace_event.flags */
 #define SUBLET_TRACE_HAS_TIME 1u /* time_us is meaningful */
+#define SUBLET_TRACE_EXPANDABLE 2u /* pre_segment: memory of an expandable segment
+                                    * (a snapshot segment with is_expandable) */
 
 typedef struct sublet_trace_event {
     uint32_t kind;        /* a sublet_action or SUBLET_TRACE_PRE_* */
@@ -170,8 +172,12 @@ typedef struct sublet_trace_load_options {
  * and stack); a final active block / segment the walk does not hold becomes a
  * pre_alloc (requested_size, block_size = the block's size) / pre_segment
  * (total_size).  Pre_segments, then pre_allocs, each sorted by address.
- * Expandable segments: bytes that segment_map/segment_unmap events inside a
- * final expandable segment account for are not pre-existing.  Then every
+ * Expandable segments (is_expandable): the pages mapped when recording began
+ * are the final segments' mapped runs with the trace's segment_map /
+ * segment_unmap rows undone from the last to the first; each contiguous
+ * range of them is a pre_segment flagged SUBLET_TRACE_EXPANDABLE (pages
+ * the trace unmapped included; a snapshot does not say where the virtual
+ * reservations around them begin and end).  Then every
  * event verbatim (time_us when present; oom: addr = device_free), with its
  * stack interned (sublet_trace_stack).
  *

@@ -60,7 +60,11 @@
  * visits settings cheapest first and probes each one once at the best M
  * found so far, bisecting only those that beat it, from the best known
  * bounds; replays run in `threads` threads.  The library is thread-safe and
- * never prints. */
+ * never prints.
+ *
+ * With the answer it also derives a warm-up plan (sublet_tune_plan below):
+ * the segments to reserve when the allocator is created (the `warmup` option,
+ * sublet_reserve) so that the run makes no device allocation at all. */
 #ifndef SUBLET_TUNE_H
 #define SUBLET_TUNE_H
 
@@ -131,6 +135,8 @@ typedef struct sublet_tune_options {
     int exhaustive;
     /* 0: skip the fragmentation diagnosis (two recorded replays). */
     int diagnose;
+    /* 0: skip the warm-up plan (sublet_tune_result.plan). */
+    int warmup;
     /* Progress: called from the calling thread with the replays done and
      * an estimate of the total; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
@@ -138,7 +144,7 @@ typedef struct sublet_tune_options {
 } sublet_tune_options;
 
 /* Defaults: device from the traces, default cost model, 2 threads, 2 MiB,
- * 0.5 %, diagnosis on. */
+ * 0.5 %, diagnosis and warm-up plan on. */
 void sublet_tune_options_init(sublet_tune_options *o);
 
 /* ---- results -------------------------------------------------------------------- */
@@ -195,6 +201,68 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
                                    const sublet_tune_options *o, sublet_tune_eval *out, char *err,
                                    size_t err_cap);
 
+/* ---- the warm-up plan ------------------------------------------------------------
+ * The segments to reserve at start (the `warmup` option of SUBLET_ALLOC_CONF,
+ * applied with sublet_reserve when the allocator is created) so that the run
+ * makes no device allocation after them, derived exactly by replay under
+ * one setting:
+ *
+ *   1. replay every trace under the setting: the segments it holds at the end
+ *      on the default stream (native policy: each segment's pool and size;
+ *      expandable segments: the pages mapped in each pool) are the plan;
+ *   2. replay with the plan reserved first: segments the run still creates
+ *      (best fit may use the plan's segments differently from segments made
+ *      on demand) are added, per (pool, size) the most any trace holds;
+ *   3. repeat until the plan stops growing (at most 8 rounds).
+ *
+ * The goal is the stronger one: no device allocation at all after the plan,
+ * from the first event on (not only after a first iteration), checked by a
+ * last replay that counts them.  What a plan cannot remove is counted and
+ * said: segments the run returns to the device (its empty_cache calls, the
+ * OOM path, the garbage collector) and allocates again, and those of other
+ * streams (a stream is a cudaStream_t, not the same value in another run:
+ * the plan reserves for the default stream only).  A trace recorded mid-run
+ * under the adopt prelude starts with the segments it adopted: the plan adds
+ * what the recorded part needs on top of them.  policy:stitch maps pages
+ * where it stitches them and has no plan (SUBLET_ERR_UNSUPPORTED). */
+#define SUBLET_TUNE_PLAN_MAX 2048
+
+typedef struct sublet_tune_plan {
+    sublet_status status; /* SUBLET_OK: derived; else why not (see note) */
+    char note[512];       /* why not derived, or why allocations remain; "" */
+    char conf[SUBLET_TUNE_CONF_MAX];  /* the setting the plan goes with */
+    char option[SUBLET_TUNE_PLAN_MAX]; /* "warmup:[large:512MiB*2,...]" */
+    /* conf and option together: the SUBLET_ALLOC_CONF value to use */
+    char env[SUBLET_TUNE_PLAN_MAX + SUBLET_TUNE_CONF_MAX];
+    size_t nentries;
+    sublet_warmup_entry entries[SUBLET_WARMUP_MAX];
+    /* What applying it costs, once per process (at allocator creation): */
+    uint64_t plan_bytes;   /* reserved */
+    uint64_t plan_calls;   /* device calls it makes (cudaMalloc, or VA reserve + map) */
+    double plan_cost_us;   /* their cost under the cost model */
+    /* Over the traces (peaks: the max; counts and costs: the sum), the run
+     * without the plan and with it, after the prelude as the cost model: */
+    uint64_t peak_reserved_bytes;      /* without the plan */
+    uint64_t peak_reserved_with_plan;  /* with (the plan included) */
+    uint64_t device_allocs_before;     /* cudaMalloc calls and page maps */
+    uint64_t device_allocs_after;      /* beyond the plan's own: 0 when complete */
+    uint64_t device_calls_before, device_calls_after; /* every device call */
+    double cost_before_us, cost_after_us; /* the run's calls (the plan's not included) */
+    int fits;              /* with the plan every trace runs on the user's device */
+    unsigned rounds;       /* replay rounds to the fixed point */
+    uint64_t frees_after;  /* segments (or unmaps) returned to the device with the plan */
+    uint64_t other_stream_segments; /* held on other streams at the end: not covered */
+    uint64_t prelude_segments, prelude_bytes; /* adopted at recording start: not in the plan */
+} sublet_tune_plan;
+
+/* The plan for the setting `conf` over the traces (o as for sublet_tune:
+ * device_memory, prelude, cost; NULL for the defaults).  Returns out->status:
+ * SUBLET_ERR_UNSUPPORTED for policy:stitch, SUBLET_ERR_INVALID_ARGUMENT,
+ * a replay's error; out->note says why.  Deterministic. */
+sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t n,
+                                      const char *conf, const sublet_tune_options *o,
+                                      sublet_tune_plan *out);
+
 typedef struct sublet_tune_result {
     sublet_status status; /* SUBLET_OK, or why the tuning failed (see error) */
     char error[512];
@@ -211,6 +279,9 @@ typedef struct sublet_tune_result {
     char pytorch_cause[SUBLET_TUNE_CAUSE_MAX];
     char sublet_cause[SUBLET_TUNE_CAUSE_MAX];
     size_t pytorch_cause_trace, sublet_cause_trace; /* the trace each sentence is about */
+    /* The warm-up plan for the SUBLET_ALLOC_CONF answer (for the PyTorch
+     * answer when that one is policy:stitch, which has none). */
+    sublet_tune_plan plan;
     /* The Pareto sets of (M, cost), cheapest first (per_trace NULL). */
     sublet_tune_eval *pareto_pytorch;
     size_t npareto_pytorch;

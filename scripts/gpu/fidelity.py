@@ -15,8 +15,8 @@ garbage_collection_threshold:0.6.  Each recording runs in its own process
 
 Writes OUT_DIR/<name>.pickle (PyTorch's snapshot), OUT_DIR/<name>.replay.json
 (sublet's report) and OUT_DIR/fidelity.json (one row per setting); prints a
-table.  A replay sublet refuses (e.g. expandable segments, when the replayer
-does not drive segment_map rows) is reported with its reason, not hidden.
+table.  A replay sublet refuses (e.g. a recording that began mid-run under
+expandable segments) is reported with its reason, not hidden.
 """
 
 import argparse
@@ -122,6 +122,12 @@ def main(argv=None):
             "segment_sizes_matched": f.get("segment_sizes_matched"),
             "recorded_segment_allocs": f.get("recorded_segment_allocs"),
             "engine_segment_allocs": f.get("engine_segment_allocs"),
+            "map_sizes_matched": f.get("map_sizes_matched"),
+            "recorded_segment_maps": f.get("recorded_segment_maps"),
+            "engine_segment_maps": f.get("engine_segment_maps"),
+            "empty_caches_compared": f.get("empty_caches_compared"),
+            "empty_cache_sets_matched": f.get("empty_cache_sets_matched"),
+            "first_empty_cache_mismatch": f.get("first_empty_cache_mismatch"),
             "recorded_peak_reserved_bytes": f.get("recorded_peak_reserved_bytes"),
             "replayed_peak_reserved_bytes": rep.get("peak_reserved_bytes"),
             "first_decision_mismatch": f.get("first_decision_mismatch"),

@@ -15,7 +15,10 @@
  *     of it, cuMemCreate counts physical memory, cuMemMap must map a whole
  *     handle inside a reservation without overlap, cuMemUnmap must cover
  *     whole mappings, cuMemSetAccess needs the range mapped,
- *     cuMemAddressFree refuses a reservation that still has mappings.
+ *     cuMemAddressFree refuses a reservation that still has mappings;
+ *     cuMemRetainAllocationHandle gives the handle mapped at an address with
+ *     one more reference: a handle's memory is freed when every reference
+ *     is released (cuMemRelease) and every mapping of it unmapped.
  * FAKE_CUDA_DEVICES (default 1; 0 = cuInit says CUDA_ERROR_NO_DEVICE) and
  * FAKE_CUDA_NO_VMM=1 (the device reports no VMM support).  Addresses are
  * invented (no memory behind them).  Counters for tests: fake_cuda_*(). */
@@ -44,7 +47,7 @@ typedef struct range {
 struct handle {
     uint64_t size;
     int dev;
-    int released;
+    int refs; /* cuMemCreate's, plus one per cuMemRetainAllocationHandle */
     int mappings;
     int live;
 };
@@ -471,7 +474,7 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr p, size_t size)
 
 static void maybe_free_handle(struct handle *h)
 {
-    if (h->released && h->mappings == 0 && h->live) {
+    if (h->refs == 0 && h->mappings == 0 && h->live) {
         h->live = 0;
         used[h->dev] -= h->size;
     }
@@ -492,7 +495,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
     if (size <= capacity && used[d] <= capacity - size) {
         for (int i = 0; i < MAXN; i++)
             if (!handles[i].live) {
-                handles[i] = (struct handle){.size = size, .dev = d, .live = 1};
+                handles[i] = (struct handle){.size = size, .dev = d, .refs = 1, .live = 1};
                 used[d] += size;
                 *out = (CUmemGenericAllocationHandle)(uintptr_t)&handles[i];
                 r = CUDA_SUCCESS;
@@ -516,8 +519,8 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle hh)
     pthread_mutex_lock(&mu);
     struct handle *h = as_handle(hh);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (h && !h->released) {
-        h->released = 1;
+    if (h && h->refs > 0) {
+        h->refs--;
         maybe_free_handle(h);
         r = CUDA_SUCCESS;
     }
@@ -532,7 +535,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr p, size_t size, size_t offset,
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
     struct handle *h = as_handle(hh);
-    if (!h || h->released || offset != 0 || size != h->size || (uint64_t)p % GRAN)
+    if (!h || h->refs == 0 || offset != 0 || size != h->size || (uint64_t)p % GRAN)
         goto out;
     int inside = 0;
     for (int i = 0; i < MAXN; i++)
@@ -581,6 +584,22 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr p, size_t size)
         }
     pthread_mutex_unlock(&mu);
     return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *out, void *addr)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAXN; i++)
+        if (maps[i].live && a >= maps[i].addr && a < maps[i].addr + maps[i].size) {
+            maps[i].h->refs++;
+            *out = (CUmemGenericAllocationHandle)(uintptr_t)maps[i].h;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return r;
 }
 
 CUresult CUDAAPI cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc,
@@ -638,6 +657,7 @@ static const struct {
     ENTRY("cuMemMap", cuMemMap),
     ENTRY("cuMemUnmap", cuMemUnmap),
     ENTRY("cuMemSetAccess", cuMemSetAccess),
+    ENTRY("cuMemRetainAllocationHandle", cuMemRetainAllocationHandle),
 };
 
 CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version,

@@ -248,3 +248,66 @@ uint64_t h_rand_range(uint64_t *state, uint64_t lo, uint64_t hi)
 {
     return lo + h_rand(state) % (hi - lo);
 }
+
+/* ---- a synthetic trace ---------------------------------------------------------- */
+
+static uint64_t h_lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s >> 33;
+}
+
+sublet_trace *h_synthetic_trace(uint64_t seed, int rows, int streams)
+{
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_create(&t), SUBLET_OK);
+    uint64_t rng = seed, next_addr = UINT64_C(0x100000000);
+    enum { LIVE = 64 };
+    struct {
+        uint64_t addr, size, stream;
+        int pending;
+    } live[LIVE];
+    size_t nlive = 0;
+    static const uint64_t sizes[] = {512,     4000,     100000,   1048576,  1048577,
+                                     3 * MiB, 7340032, 20 * MiB, 33554431, 100 * MiB};
+    if (streams < 1)
+        streams = 1;
+    for (int i = 0; i < rows; i++) {
+        uint64_t pick = h_lcg(&rng) % 100;
+        sublet_trace_event e = {.kind = SUBLET_ACT_ALLOC};
+        if (pick < 2) {
+            e.kind = SUBLET_ACT_SEGMENT_FREE; /* drives one empty_cache() */
+        } else if (pick < 50 && nlive < LIVE) {
+            e.size = sizes[h_lcg(&rng) % 10] + h_lcg(&rng) % 4096;
+            e.stream = 9 * (h_lcg(&rng) % (uint64_t)streams);
+            e.addr = next_addr;
+            next_addr += 512;
+            live[nlive].addr = e.addr;
+            live[nlive].size = e.size;
+            live[nlive].stream = e.stream;
+            live[nlive++].pending = 0;
+        } else if (nlive) {
+            size_t k = h_lcg(&rng) % nlive;
+            e.addr = live[k].addr;
+            e.size = live[k].size;
+            e.stream = live[k].stream;
+            if (live[k].pending) {
+                e.kind = SUBLET_ACT_FREE_COMPLETED;
+                live[k] = live[--nlive];
+            } else {
+                e.kind = SUBLET_ACT_FREE_REQUESTED;
+                if (h_lcg(&rng) % 5 == 0) {
+                    live[k].pending = 1; /* completed by a later row */
+                } else {
+                    assert_int_equal(sublet_trace_append(t, &e), SUBLET_OK);
+                    e.kind = SUBLET_ACT_FREE_COMPLETED;
+                    live[k] = live[--nlive];
+                }
+            }
+        } else {
+            continue;
+        }
+        assert_int_equal(sublet_trace_append(t, &e), SUBLET_OK);
+    }
+    return t;
+}

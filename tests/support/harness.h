@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sublet/sublet.h"
+#include "sublet/trace.h"
 
 /* 1 in a ThreadSanitizer build.  TSan is there for the threads test; the
  * single-threaded randomized tests scale themselves down under it. */
@@ -129,5 +130,15 @@ uint64_t h_rand_range(uint64_t *state, uint64_t lo, uint64_t hi);
 
 /* Address helper. */
 static inline uint64_t h_addr(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* A synthetic allocation trace for the replay tests: the rows a training-like
+ * program might record, with no segment rows of its own except segment_free
+ * rows that make the replay call empty_cache().
+ * `rows` rows drawn from `seed`: allocs of 512 bytes to 100 MiB (plus up to
+ * 4 KiB of odd bytes) on `streams` streams (0, 9, 18, ...), at most 64 live;
+ * frees, one in five of them completed by a later row (a stream use); and
+ * about one row in fifty a segment_free, which the replay drives as one
+ * empty_cache().  Addresses are unique per alloc.  Asserts on failure. */
+sublet_trace *h_synthetic_trace(uint64_t seed, int rows, int streams);
 
 #endif

@@ -1,0 +1,60 @@
+/* sublet — what the replay driver (replay.c) shares with its fidelity
+ * bookkeeping (replay_fidelity.c): what the engine did during one call, the
+ * recorded oracle of an alloc, the comparison of releases, and the check that
+ * a trace recorded under expandable segments can be replayed at all. */
+#ifndef SUBLET_REPLAY_INTERNAL_H
+#define SUBLET_REPLAY_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/replay.h"
+
+/* What the engine emitted during one call (a malloc, an empty_cache). */
+typedef struct rf_call {
+    uint64_t seg_allocs, seg_alloc_addr, seg_alloc_size;
+    uint64_t seg_maps, seg_map_addr, seg_map_bytes; /* first map's address, total bytes */
+    uint64_t seg_frees, seg_unmaps;
+    int collect;                /* keep each release (an empty_cache being judged) */
+    sublet_replay_release *rel; /* the releases kept */
+    size_t nrel, rel_cap;
+    int nomem; /* a release could not be kept */
+} rf_call;
+
+/* Start a call: counters zeroed, the kept releases dropped. */
+void rf_call_begin(rf_call *c, int collect);
+/* One engine trace event (from the replay's trace callback). */
+void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size);
+void rf_call_fini(rf_call *c);
+
+/* What PyTorch did for the alloc at row i: the rows just before it. */
+enum { RF_NONE = 0, RF_SEGMENT = 1, RF_MAP = 2 };
+typedef struct rf_oracle {
+    int kind;          /* RF_NONE, RF_SEGMENT (a segment_alloc row), RF_MAP (segment_map rows) */
+    uint64_t addr;     /* the segment's / first map's address */
+    uint64_t bytes;    /* segment size / bytes mapped */
+    size_t first_row;  /* first of those rows (i when none) */
+} rf_oracle;
+rf_oracle rf_oracle_of(const sublet_trace_event *ev, size_t i);
+
+/* Compare the engine's call with the oracle and count it in *f. */
+void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, const rf_call *c);
+
+/* Is kind a release row (segment_free / segment_unmap)? */
+int rf_is_release(uint32_t kind);
+/* Number of consecutive release rows from row i on. */
+size_t rf_release_run(const sublet_trace_event *ev, size_t n, size_t i);
+/* Compare the releases kept in *c with rows [i, i + run) and count it in *f.
+ * 0, or -1 when out of memory. */
+int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, size_t i,
+                     size_t run, rf_call *c);
+
+/* The prelude a trace recorded under expandable segments needs: SUBLET_OK
+ * when it can be replayed with the prelude mode the caller asked for
+ * (`mode`, before AUTO is resolved: only an explicit SUBLET_PRELUDE_ALLOCATE
+ * accepts the approximation of a mid-run recording), else
+ * SUBLET_ERR_UNSUPPORTED with the reason in why (SUBLET_ERR_NO_MEMORY when
+ * the check ran out of memory). */
+sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, size_t cap);
+
+#endif

@@ -1,0 +1,207 @@
+/* sublet — internals of the settings tuner (sublet/tune.h), shared by its
+ * sources, one concern each:
+ *
+ *   tune_space.c    the cost model, the search space, options and results
+ *   tune_eval.c     replays: the cost run, the probe, the plain evaluation,
+ *                   a tiny parallel for
+ *   tune_search.c   the search: merging settings that replay identically,
+ *                   the rounding bound, tasks, bisection, the Pareto walk
+ *   tune_explain.c  the "fixes" sentence, from two recorded replays
+ *   tune_plan.c     the warm-up plan (sublet_tune_warmup)
+ *   tune.c          sublet_tune: the steps in order
+ *
+ * Internal header: names here are tn_-prefixed (functions, tables). */
+#ifndef SUBLET_TUNE_INTERNAL_H
+#define SUBLET_TUNE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/config.h"
+#include "sublet/replay.h"
+#include "sublet/trace.h"
+#include "sublet/tune.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define GIB ((uint64_t)1 << 30)
+#define DEFAULT_RESOLUTION (2 * MIB)
+#define DEFAULT_BAND 0.005
+#define NONE UINT64_MAX
+#define MAX_THREADS 64
+
+/* ---- the search space (tune_space.c) ------------------------------------------------ */
+
+enum { BASE_NATIVE, BASE_EXPANDABLE, BASE_STITCH, NBASE };
+#define N_MS 7
+#define N_NSR 4
+#define N_RU 7
+#define N_GC 4
+#define GC_FRACTION "0.999"
+/* least intrusive first: ties go to the earlier value */
+extern const char *const tn_base_conf[NBASE];
+extern const unsigned tn_ms_mb[N_MS];
+extern const unsigned tn_nsr_mb[N_NSR];
+extern const char *const tn_ru_conf[N_RU];
+extern const char *const tn_gc_conf[N_GC];
+
+typedef struct knobs {
+    unsigned char base, ms, nsr, ru, gc;
+} knobs;
+
+void tn_knobs_conf(const knobs *k, char *out, size_t cap);
+/* All settings of the space in enumeration order; returns the count. */
+size_t tn_space_knobs(unsigned flags, knobs *out);
+double tn_now_s(void);
+
+/* ---- replays (tune_eval.c) ----------------------------------------------------------- */
+
+typedef struct tfacts {
+    const sublet_trace *t;
+    size_t npre;
+    uint64_t peak_requested;    /* peak live requested bytes */
+    uint64_t recorded_reserved; /* peak reserved as recorded */
+    uint64_t max_pre_segment;   /* largest pre_segment / pre_alloc block */
+} tfacts;
+
+/* What one run on the user's device measured. */
+typedef struct drun {
+    int fits;
+    uint64_t ooms, errors, peak_reserved, segments;
+    sublet_tune_calls calls;
+    double cost;
+} drun;
+
+static inline uint64_t tn_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* One replay of trace f under conf on a device of `cap` bytes. */
+sublet_status tn_replay(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                        int stop_on_oom, uint64_t stop_after, sublet_replay_result *r, char *err,
+                        size_t err_cap);
+/* Page sizes of the virtual-memory modes of conf (0: conf uses cudaMalloc). */
+void tn_page_sizes(const char *conf, uint64_t *small_page, uint64_t *large_page);
+/* The calls a replay made between r0 (after the prelude) and r (the end). */
+void tn_calls_between(const char *conf, const sublet_replay_result *r,
+                      const sublet_replay_result *r0, sublet_tune_calls *c);
+/* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
+sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                          const sublet_tune_cost_model *m, drun *out, uint64_t *replays,
+                          char *err, size_t err_cap);
+/* A probe: does trace f run on `cap` bytes without an OOM (and without more
+ * row errors than the reference)?  Stops at the first OOM. */
+sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                           uint64_t errors_allowed, int *ok, char *err, size_t err_cap);
+/* Bytes of the big device used as the reference when the user's is too
+ * small (as sublet_replay_min_capacity). */
+uint64_t tn_big_device(const tfacts *f);
+sublet_status tn_facts_get(const sublet_trace *t, tfacts *f);
+uint64_t tn_default_device(const sublet_trace *const *traces, size_t n);
+void tn_eval_fold(sublet_tune_eval *e);
+int tn_conf_is_pytorch(const char *conf);
+/* One trace, one setting: plain min capacity + cost run. */
+sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
+                          const sublet_tune_options *o, sublet_tune_trace_eval *out,
+                          uint64_t *replays, char *err, size_t err_cap);
+/* fn(ctx, i) for i in [0, n) on `threads` threads (the caller's included). */
+void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx);
+
+/* ---- the search (tune_search.c) ------------------------------------------------------- */
+
+typedef struct tstate { /* one setting on one trace */
+    drun d;             /* on the user's device */
+    uint64_t errors_allowed;
+    uint64_t fail_at; /* largest device known to fail (0: none) */
+    uint64_t ok_at;   /* smallest device known to work (NONE: none) */
+    uint64_t lb;      /* every device below this fails (rounding bound) */
+} tstate;
+
+typedef struct cand {
+    knobs k;
+    char conf[SUBLET_TUNE_CONF_MAX];
+    int pytorch;
+    size_t rep;        /* the setting it provably replays like (itself if distinct) */
+    size_t gc_sibling; /* the same setting without the collector (GC variants) */
+    int costed;
+    double cost;
+    int fits;
+    uint64_t calls, retries, peak_reserved;
+    tstate *ts;
+} cand;
+
+typedef struct tctx {
+    const sublet_tune_options *o;
+    size_t nt;
+    tfacts *f;
+    uint64_t dev, res;
+    size_t nc;
+    cand *c;
+    tstate *ts_all;
+    uint64_t replays, replays_est;
+    sublet_status st; /* first hard error */
+    char err[512];
+    pthread_mutex_t lock;
+} tctx;
+
+typedef struct task {
+    size_t c;   /* candidate */
+    uint64_t x; /* device size (probe) */
+    int kind;   /* 0 cost runs, 1 probe */
+    /* results */
+    int ok;
+    signed char ran[64]; /* per trace: 1 ok, -1 fail, 0 not run */
+    uint64_t replays;
+    drun *d;                 /* cost tasks: per trace (caller's arrays) */
+    uint64_t *errors_allowed;
+} task;
+
+typedef struct sizes {
+    uint64_t *v;
+    size_t n;
+} sizes;
+
+typedef struct point {
+    size_t c;
+    uint64_t m;
+} point;
+
+typedef struct walk {
+    size_t *order; /* distinct candidates of the family, cheapest first */
+    size_t n;
+    point *pareto;
+    size_t np;
+    uint64_t best;
+    size_t answer;
+    uint64_t answer_m;
+} walk;
+
+void tn_progress(tctx *x);
+void tn_settings_of(const char *conf, sublet_settings *s);
+/* Distinct request sizes of every trace (allocs and pre_allocs). */
+int tn_collect_sizes(const tctx *x, sizes *out);
+/* For each roundup value: the first value that rounds every size alike. */
+void tn_roundup_classes(const sizes *sz, unsigned *cls, uint64_t *max_round,
+                        uint64_t *max_alloc);
+/* The peak of the live requests rounded as s rounds them. */
+uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s);
+/* Run the tasks, then fold their results in, in order. */
+void tn_run_tasks(tctx *x, task *t, size_t n);
+/* The Pareto walk of one family and its answer: 1 found, -1 nothing runs,
+ * 0 a hard error (x->st). */
+int tn_walk_family(tctx *x, int pytorch_only, walk *w);
+void tn_walk_free(walk *w);
+
+/* ---- the explanation (tune_explain.c) -------------------------------------------------- */
+
+void tn_fmt_size(uint64_t b, char *out, size_t cap);
+/* One sentence: what `to` fixes in trace f compared with `from`. */
+void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev,
+                 uint64_t to_mincap, int prelude, char *out, size_t cap);
+
+/* ---- the warm-up plan (tune_plan.c) ---------------------------------------------------- */
+
+/* The plan for `conf` over the traces on the device `dev`, progress and
+ * replays counted in *replays (see sublet_tune_plan_derive). */
+sublet_status tn_plan(const tfacts *f, size_t n, const char *conf, uint64_t dev,
+                      const sublet_tune_options *o, sublet_tune_plan *out, uint64_t *replays);
+
+#endif

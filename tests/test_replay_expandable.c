@@ -1,0 +1,444 @@
+/* sublet — replaying traces recorded with expandable_segments:True.
+ *
+ * Ground truth without a GPU comes in two forms:
+ *   - tests/data/expandable_by_hand.json, a snapshot whose every row was
+ *     worked out by hand from reference §6 (the walk-through is in
+ *     tests/data/README.md): maps that grow a free tail, the §6.4 walk that
+ *     prefers a hole that cannot grow over the growable tail, two maps for
+ *     one alloc, unmaps of the whole pages of free blocks, a reservation per
+ *     (stream, pool) released when nothing of it stays mapped;
+ *   - traces recorded by sublet's own engine under expandable_segments:True
+ *     (a replay of every committed and shared trace, and of a synthetic
+ *     workload with empty_cache calls, recorded and written as a snapshot
+ *     pickle), which must replay at 100 %: decisions, map sizes, addresses,
+ *     release sets and peak reserved bytes.
+ * A trace recorded mid-run under expandable segments is refused with its
+ * reason (test_replay.c has the small cases; here: the engine's own). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sublet/history.h"
+#include "sublet/replay.h"
+#include "sublet/snapshot.h"
+#include "sublet/sublet.h"
+#include "sublet/trace.h"
+#include "support/harness.h"
+
+#define EXPANDABLE "expandable_segments:True"
+
+static const char *testdata(const char *name)
+{
+    static char path[4096];
+    const char *d = getenv("SUBLET_TESTDATA");
+    snprintf(path, sizeof path, "%s/%s", (d && *d) ? d : "tests/data", name);
+    return path;
+}
+
+/* $SUBLET_SHARED/traces/pytorch_snapshot when it exists, else NULL. */
+static const char *shared_traces_dir(void)
+{
+    static char path[4096];
+    const char *d = getenv("SUBLET_SHARED");
+    if (!d || !*d)
+        return NULL;
+    snprintf(path, sizeof path, "%s/traces/pytorch_snapshot", d);
+    struct stat sb;
+    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ? path : NULL;
+}
+
+static sublet_trace *load(const char *path)
+{
+    sublet_trace *t = NULL;
+    char err[1024];
+    if (sublet_trace_load(path, NULL, &t, err, sizeof err) != SUBLET_OK)
+        fail_msg("load %s: %s", path, err);
+    return t;
+}
+
+static sublet_replay_result replay(const sublet_trace *t, sublet_replay_options *o)
+{
+    sublet_replay_result r;
+    char err[1024];
+    sublet_status st = sublet_replay_run(t, o, &r, err, sizeof err);
+    if (st != SUBLET_OK)
+        fail_msg("replay failed (%s): %s", sublet_status_name(st), err);
+    return r;
+}
+
+/* Everything as recorded: decisions, sizes, addresses, placements, release
+ * sets, peak and final reserved bytes. */
+static void assert_exact(const char *name, const sublet_trace *t, const sublet_replay_result *r)
+{
+    const sublet_replay_fidelity *f = &r->fidelity;
+    print_message("%s: %llu events, decisions %llu/%llu, addresses %llu, maps %llu/%llu "
+                  "(engine %llu, placed %llu), releases %llu/%llu (%llu unmaps), peak reserved "
+                  "%llu vs %llu\n",
+                  name, (unsigned long long)r->events, (unsigned long long)f->decisions_matched,
+                  (unsigned long long)f->allocs_compared, (unsigned long long)f->addresses_matched,
+                  (unsigned long long)f->map_sizes_matched,
+                  (unsigned long long)f->recorded_segment_maps,
+                  (unsigned long long)f->engine_segment_maps,
+                  (unsigned long long)f->maps_placed_as_recorded,
+                  (unsigned long long)f->empty_cache_sets_matched,
+                  (unsigned long long)f->empty_caches_compared,
+                  (unsigned long long)f->engine_segment_unmaps,
+                  (unsigned long long)r->peak_reserved_bytes,
+                  (unsigned long long)f->recorded_peak_reserved_bytes);
+    assert_int_equal(r->errors, 0);
+    assert_int_equal(r->ooms, 0);
+    assert_int_equal(f->allocs_compared, sublet_trace_count_kind(t, SUBLET_ACT_ALLOC));
+    assert_int_equal(f->decisions_matched, f->allocs_compared);
+    assert_int_equal(f->first_decision_mismatch, SUBLET_REPLAY_NONE);
+    assert_int_equal(f->addresses_matched, f->allocs_compared);
+    assert_int_equal(f->first_address_mismatch, SUBLET_REPLAY_NONE);
+    assert_int_equal(f->first_size_mismatch, SUBLET_REPLAY_NONE);
+    assert_int_equal(f->engine_segment_maps, f->recorded_segment_maps);
+    assert_int_equal(f->map_sizes_matched, f->recorded_segment_maps);
+    assert_int_equal(f->maps_placed_as_recorded, f->recorded_segment_maps);
+    assert_int_equal(f->engine_segment_allocs, f->recorded_segment_allocs);
+    assert_int_equal(f->segment_sizes_matched, f->recorded_segment_allocs);
+    assert_int_equal(f->empty_cache_sets_matched, f->empty_caches_compared);
+    assert_int_equal(f->first_empty_cache_mismatch, SUBLET_REPLAY_NONE);
+    assert_int_equal(f->engine_segment_unmaps, f->recorded_segment_unmaps);
+    assert_int_equal(f->recorded_segment_unmaps,
+                     sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP));
+    assert_int_equal(r->peak_reserved_bytes, f->recorded_peak_reserved_bytes);
+    assert_int_equal(r->final_reserved_bytes, f->recorded_final_reserved_bytes);
+}
+
+/* ---- recording the engine ------------------------------------------------------ */
+
+typedef struct taken {
+    sublet_snapshot *snap;
+    uint64_t dropped;
+} taken;
+
+static void take(void *user, sublet_allocator *a, uint64_t last, sublet_status st)
+{
+    (void)last;
+    taken *k = user;
+    assert_int_equal(st, SUBLET_OK);
+    assert_non_null(a);
+    k->dropped = sublet_history_dropped(a);
+    assert_int_equal(sublet_snapshot_take(a, &k->snap), SUBLET_OK);
+}
+
+/* Replay t under expandable segments with recording on and return what the
+ * engine recorded, as a trace read back from its snapshot pickle. */
+static sublet_trace *record_expandable(const sublet_trace *t, int record_prelude)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = EXPANDABLE;
+    o.record = SUBLET_RECORD_ALL;
+    o.record_context = SUBLET_CONTEXT_NONE;
+    o.record_max_entries = 2 * sublet_trace_count(t) + 1024;
+    o.record_prelude = record_prelude;
+    taken k = {NULL, 0};
+    o.on_finish = take;
+    o.finish_user = &k;
+    sublet_replay_result r = replay(t, &o);
+    sublet_replay_result_free(&r);
+    assert_non_null(k.snap);
+    assert_int_equal(k.dropped, 0);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[1024];
+    assert_int_equal(sublet_snapshot_encode(k.snap, SUBLET_SNAPSHOT_PICKLE, 0, &buf, &len, err,
+                                            sizeof err),
+                     SUBLET_OK);
+    sublet_snapshot_free(k.snap);
+    sublet_trace *back = NULL;
+    if (sublet_trace_parse(buf, len, NULL, &back, err, sizeof err) != SUBLET_OK)
+        fail_msg("reading the engine's snapshot back: %s", err);
+    free(buf);
+    return back;
+}
+
+/* The recording replays at 100 % under the settings it recorded. */
+static void replay_recording(const char *name, const sublet_trace *rec)
+{
+    assert_non_null(sublet_trace_settings(rec));
+    assert_string_equal(sublet_trace_settings(rec), EXPANDABLE);
+    assert_int_equal(sublet_trace_prelude_count(rec), 0); /* from an empty allocator */
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_trace_settings(rec);
+    o.check = 1;
+    sublet_replay_result r = replay(rec, &o);
+    assert_exact(name, rec, &r);
+    assert_true(r.fidelity.recorded_segment_maps > 0);
+    assert_int_equal(r.stats_end.segment[0].peak, 0); /* maps never count as segments */
+    sublet_replay_result_free(&r);
+}
+
+/* ---- the hand-written trace ----------------------------------------------------------- */
+
+static void test_by_hand(void **state)
+{
+    (void)state;
+    sublet_trace *t = load(testdata("expandable_by_hand.json"));
+    assert_string_equal(sublet_trace_settings(t), EXPANDABLE);
+    assert_int_equal(sublet_trace_prelude_count(t), 0);
+    assert_int_equal(sublet_trace_count(t), 47);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_trace_settings(t);
+    o.check = 1;
+    o.record = SUBLET_RECORD_ALL;
+    o.record_max_entries = 256;
+    taken k = {NULL, 0};
+    o.on_finish = take;
+    o.finish_user = &k;
+    sublet_replay_result r = replay(t, &o);
+    assert_exact("expandable_by_hand", t, &r);
+    const sublet_replay_fidelity *f = &r.fidelity;
+    assert_int_equal(f->allocs_compared, 16);
+    assert_int_equal(f->recorded_segment_maps, 8); /* 9 map rows: one alloc needs two */
+    assert_int_equal(f->recorded_segment_unmaps, 4);
+    assert_int_equal(f->empty_caches_compared, 3);
+    assert_int_equal(f->recorded_segment_allocs, 0);
+    assert_int_equal(r.peak_reserved_bytes, 104 * MiB);
+    assert_int_equal(r.device_allocs, 9); /* num_device_alloc counts maps (§6.5) */
+    assert_int_equal(r.device_frees, 4);
+    assert_int_equal(r.device_ops.va_maps, 9);
+    assert_int_equal(r.device_ops.va_unmaps, 4);
+    /* (stream 0, small), (0, large), (7, small), and (7, small) again after
+     * its only pages were unmapped */
+    assert_int_equal(r.device_ops.va_reserves, 4);
+    assert_int_equal(r.device_ops.va_releases, 1);
+    assert_int_equal(r.device_ops.segment_allocs, 0);
+    assert_int_equal(r.stats_end.segment[0].peak, 0);
+    assert_int_equal(r.stats_end.inactive_split[0].peak, 0);
+    assert_int_equal(r.stats_end.reserved_bytes[0].current, 104 * MiB);
+    sublet_replay_result_free(&r);
+
+    /* what the engine recorded is the hand-written trace, row for row */
+    assert_non_null(k.snap);
+    sublet_trace *back = NULL;
+    char err[1024];
+    assert_int_equal(sublet_snapshot_trace(k.snap, NULL, &back, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_count(back), sublet_trace_count(t));
+    for (size_t i = 0; i < sublet_trace_count(t); i++) {
+        const sublet_trace_event *x = sublet_trace_at(t, i), *y = sublet_trace_at(back, i);
+        if (x->kind != y->kind || x->addr != y->addr || x->size != y->size ||
+            x->stream != y->stream)
+            fail_msg("row %zu: recorded %s %llu at %llu, engine %s %llu at %llu", i,
+                     sublet_trace_kind_name(x->kind), (unsigned long long)x->size,
+                     (unsigned long long)x->addr, sublet_trace_kind_name(y->kind),
+                     (unsigned long long)y->size, (unsigned long long)y->addr);
+    }
+    sublet_trace_free(back);
+    sublet_snapshot_free(k.snap);
+
+    /* without placement hints the reservations land elsewhere: every
+     * decision and map size still matches, the addresses do not */
+    sublet_replay_options_init(&o);
+    o.conf = sublet_trace_settings(t);
+    o.placement_hints = 0;
+    r = replay(t, &o);
+    assert_int_equal(r.fidelity.decisions_matched, 16);
+    assert_int_equal(r.fidelity.map_sizes_matched, 8);
+    assert_int_equal(r.fidelity.maps_placed_as_recorded, 0);
+    assert_int_equal(r.fidelity.addresses_matched, 0);
+    assert_int_equal(r.fidelity.empty_cache_sets_matched, 0);
+    sublet_replay_result_free(&r);
+
+    /* under the native policy the same rows are other decisions */
+    sublet_replay_options_init(&o);
+    r = replay(t, &o);
+    assert_true(r.fidelity.decisions_matched < 16);
+    assert_int_equal(r.fidelity.engine_segment_maps, 0);
+    assert_true(r.fidelity.engine_segment_allocs > 0);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
+/* ---- traces recorded by the engine ----------------------------------------------------- */
+
+static void round_trip(const char *name, const sublet_trace *t)
+{
+    sublet_trace *rec = record_expandable(t, 1);
+    replay_recording(name, rec);
+    sublet_trace_free(rec);
+}
+
+static void test_round_trip_committed(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cs336_attention_microbench.events.csv",
+                                        "cs336_attention_microbench.pickle.gz",
+                                        "decomfl_opt_zo_fl.pickle.gz"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        sublet_trace *t = load(testdata(names[i]));
+        round_trip(names[i], t);
+        sublet_trace_free(t);
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every shared snapshot; those recorded mid-run are allocated first, and
+ * with record_prelude those allocations are part of the recording. */
+static void test_round_trip_shared(void **state)
+{
+    (void)state;
+    const char *dir = shared_traces_dir();
+    if (!dir)
+        skip();
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    char *names[64];
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(d)) && n < 64;) {
+        size_t len = strlen(de->d_name);
+        if (len > 10 && strcmp(de->d_name + len - 10, ".pickle.gz") == 0)
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    assert_true(n >= 2);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        sublet_trace *t = load(path);
+        round_trip(names[i], t);
+        sublet_trace_free(t);
+        free(names[i]);
+    }
+}
+
+/* A synthetic workload (two streams, sizes from 512 bytes to 100 MiB, frees
+ * deferred by a stream use, an empty_cache every few hundred rows): its
+ * recording under expandable segments is full of unmaps, maps that grow
+ * free blocks and reservations released and made again. */
+static void test_round_trip_synthetic(void **state)
+{
+    (void)state;
+    sublet_trace *t = h_synthetic_trace(0xe5ba7d, 6000, 2);
+    sublet_trace *rec = record_expandable(t, 1);
+    size_t unmaps = sublet_trace_count_kind(rec, SUBLET_ACT_SEGMENT_UNMAP);
+    size_t maps = sublet_trace_count_kind(rec, SUBLET_ACT_SEGMENT_MAP);
+    print_message("synthetic: %zu rows, recorded %zu maps and %zu unmaps\n",
+                  sublet_trace_count(rec), maps, unmaps);
+    assert_true(unmaps > 50 && maps > 100);
+    replay_recording("synthetic", rec);
+    sublet_trace_free(rec);
+    sublet_trace_free(t);
+}
+
+/* The engine's recording of a mid-run trace, when the prelude's allocations
+ * are left out of it (record_prelude off), is itself mid-run: refused by
+ * default, with the reason; replayed when the prelude is allocated. */
+static void test_midrun_refused(void **state)
+{
+    (void)state;
+    const char *dir = shared_traces_dir();
+    if (!dir)
+        skip();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cs336_lm_win.pickle.gz", dir);
+    sublet_trace *t = load(path);
+    assert_true(sublet_trace_prelude_count(t) > 0);
+    sublet_trace *rec = record_expandable(t, 0);
+    assert_true(sublet_trace_prelude_count(rec) > 0);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_trace_settings(rec);
+    sublet_replay_result r;
+    char err[2048];
+    assert_int_equal(sublet_replay_run(rec, &o, &r, err, sizeof err), SUBLET_ERR_UNSUPPORTED);
+    print_message("refused: %s\n", err);
+    assert_non_null(strstr(err, "mid-run under expandable segments"));
+    assert_non_null(strstr(err, "live block(s) existed before the first recorded event"));
+    sublet_replay_result_free(&r);
+    o.prelude = SUBLET_PRELUDE_ALLOCATE;
+    o.check = 1;
+    r = replay(rec, &o);
+    assert_int_equal(r.errors, 0);
+    /* the engine allocated its prelude in address order, which is what the
+     * allocated prelude does again: the approximation is exact here */
+    assert_int_equal(r.fidelity.decisions_matched, r.fidelity.allocs_compared);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(rec);
+    sublet_trace_free(t);
+}
+
+/* The snapshot reader's prelude for expandable segments: the final mapped
+ * runs with the trace's maps and unmaps undone, last to first. */
+static void test_reader_prelude(void **state)
+{
+    (void)state;
+    /* X = 32 MiB.  Final: [X, X+4M) and [X+6M, X+8M) mapped.  The trace
+     * unmaps [X+4M, X+6M) (so it was mapped before), then maps [X+6M, X+8M)
+     * for an alloc: mapped when recording began is [X, X+6M). */
+    static const char snap[] =
+        "{\"segments\": ["
+        "{\"device\": 0, \"address\": 33554432, \"total_size\": 4194304, \"stream\": 0, "
+        "\"segment_type\": \"large\", \"is_expandable\": true, \"blocks\": ["
+        "{\"address\": 33554432, \"size\": 1048576, \"requested_size\": 1048576, "
+        "\"state\": \"active_allocated\"},"
+        "{\"address\": 34603008, \"size\": 3145728, \"requested_size\": 0, \"state\": "
+        "\"inactive\"}]},"
+        "{\"device\": 0, \"address\": 39845888, \"total_size\": 2097152, \"stream\": 0, "
+        "\"segment_type\": \"large\", \"is_expandable\": true, \"blocks\": ["
+        "{\"address\": 39845888, \"size\": 2097152, \"requested_size\": 2097152, "
+        "\"state\": \"active_allocated\"}]}],"
+        "\"device_traces\": [["
+        "{\"action\": \"segment_unmap\", \"addr\": 37748736, \"size\": 2097152, \"stream\": 0},"
+        "{\"action\": \"segment_map\", \"addr\": 39845888, \"size\": 2097152, \"stream\": 0},"
+        "{\"action\": \"alloc\", \"addr\": 39845888, \"size\": 2097152, \"stream\": 0}]],"
+        "\"allocator_settings\": {\"PYTORCH_CUDA_ALLOC_CONF\": \"expandable_segments:True\"}}";
+    sublet_trace *t = NULL;
+    char err[2048];
+    assert_int_equal(sublet_trace_parse(snap, strlen(snap), NULL, &t, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_prelude_count(t), 2);
+    const sublet_trace_event *e = sublet_trace_at(t, 0);
+    assert_int_equal(e->kind, SUBLET_TRACE_PRE_SEGMENT);
+    assert_int_equal(e->addr, 32 * MiB);
+    assert_int_equal(e->size, 6 * MiB);
+    assert_int_equal(e->flags, SUBLET_TRACE_EXPANDABLE);
+    e = sublet_trace_at(t, 1);
+    assert_int_equal(e->kind, SUBLET_TRACE_PRE_ALLOC);
+    assert_int_equal(e->addr, 32 * MiB);
+    assert_int_equal(e->block_size, MiB);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_trace_settings(t);
+    sublet_replay_result r;
+    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "1 segment(s) of 6291456 bytes and 1 live block(s)"));
+    sublet_replay_result_free(&r);
+    o.prelude = SUBLET_PRELUDE_ALLOCATE;
+    o.check = 1;
+    r = replay(t, &o);
+    assert_int_equal(r.pre_allocs, 1);
+    assert_int_equal(r.fidelity.recorded_peak_reserved_bytes, 6 * MiB); /* 6 - 2 + 2 */
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_by_hand),
+        cmocka_unit_test(test_round_trip_committed),
+        cmocka_unit_test(test_round_trip_synthetic),
+        cmocka_unit_test(test_round_trip_shared),
+        cmocka_unit_test(test_midrun_refused),
+        cmocka_unit_test(test_reader_prelude),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

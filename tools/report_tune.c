@@ -1,0 +1,368 @@
+/* sublet CLI — the tuning section of `sublet report --tune` (report.c writes
+ * the page): what `sublet tune` prints, as HTML.  Both answers with the
+ * sentence on what each fixes, the evidence table beside the current
+ * settings, the Pareto trade-offs of min capacity against cost (a chart and
+ * a table per family) and the warm-up plan with the exact SUBLET_ALLOC_CONF
+ * string.  The chart is drawn by its own script after the page's, with the
+ * page's helpers (window.subletReport), and counts itself into
+ * data-rendered as the page's charts do. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report.h"
+
+static const char *mib(uint64_t n, char *buf, size_t cap)
+{
+    if (n % ((uint64_t)1 << 20) == 0)
+        snprintf(buf, cap, "%" PRIu64 " MiB", n >> 20);
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
+    return buf;
+}
+
+static const char *us(double v, char *buf, size_t cap)
+{
+    if (v >= 1e6)
+        snprintf(buf, cap, "%.2f s", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(buf, cap, "%.1f ms", v / 1e3);
+    else
+        snprintf(buf, cap, "%.0f \xc2\xb5s", v);
+    return buf;
+}
+
+static void conf_code(tbuf *b, const char *conf)
+{
+    tb_puts(b, "<code>");
+    tb_html(b, conf && *conf ? conf : "\"\" (PyTorch's defaults)");
+    tb_puts(b, "</code>");
+}
+
+/* One row of the evidence table: a label and three cells. */
+static void row3(tbuf *b, const char *label, const char *x, const char *y, const char *z)
+{
+    tb_puts(b, "<tr><th>");
+    tb_html(b, label);
+    tb_puts(b, "</th>");
+    const char *v[3] = {x, y, z};
+    for (int i = 0; i < 3; i++) {
+        tb_puts(b, "<td>");
+        tb_html(b, v[i]);
+        tb_puts(b, "</td>");
+    }
+    tb_puts(b, "</tr>\n");
+}
+
+static void calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; e->per_trace && i < e->ntraces; i++) {
+        const sublet_tune_calls *c = &e->per_trace[i].calls;
+        out->segment_allocs += c->segment_allocs;
+        out->segment_frees += c->segment_frees;
+        out->va_maps += c->va_maps;
+        out->va_unmaps += c->va_unmaps;
+        out->map_pages += c->map_pages;
+        out->unmap_pages += c->unmap_pages;
+    }
+}
+
+static void evidence(tbuf *b, const sublet_tune_result *r)
+{
+    const sublet_tune_eval *e[3] = {&r->current, &r->pytorch, &r->sublet};
+    char c[3][64];
+    tb_puts(b, "<table class=\"tune\"><tr><th></th><th>current</th><th>PyTorch knobs</th>"
+               "<th>sublet</th></tr>\n<tr><th>settings</th>");
+    for (int i = 0; i < 3; i++) {
+        tb_puts(b, "<td>");
+        conf_code(b, e[i]->conf);
+        tb_puts(b, "</td>");
+    }
+    tb_puts(b, "</tr>\n");
+#define ROW(label, ...)                                                                      \
+    do {                                                                                     \
+        for (int i = 0; i < 3; i++)                                                          \
+            snprintf(c[i], sizeof c[i], __VA_ARGS__);                                        \
+        row3(b, label, c[0], c[1], c[2]);                                                    \
+    } while (0)
+    for (int i = 0; i < 3; i++)
+        mib(e[i]->min_capacity_bytes, c[i], sizeof c[i]);
+    row3(b, "min capacity (smallest device that runs it)", c[0], c[1], c[2]);
+    ROW("over the peak of live tensors", "%+.2f %%", e[i]->overhead * 100);
+    char label[96];
+    snprintf(label, sizeof label, "peak reserved on your device (%.2f GiB)",
+             (double)r->device_memory / (double)((uint64_t)1 << 30));
+    for (int i = 0; i < 3; i++)
+        mib(e[i]->peak_reserved_bytes, c[i], sizeof c[i]);
+    row3(b, label, c[0], c[1], c[2]);
+    ROW("device calls", "%" PRIu64, e[i]->device_calls);
+    sublet_tune_calls k[3];
+    for (int i = 0; i < 3; i++)
+        calls_sum(e[i], &k[i]);
+    ROW("cudaMalloc / cudaFree", "%" PRIu64 " / %" PRIu64, k[i].segment_allocs,
+        k[i].segment_frees);
+    ROW("pages mapped / unmapped", "%" PRIu64 " / %" PRIu64, k[i].map_pages, k[i].unmap_pages);
+    ROW("allocation retries", "%" PRIu64, e[i]->retries);
+    for (int i = 0; i < 3; i++)
+        us(e[i]->cost_us, c[i], sizeof c[i]);
+    row3(b, "cost (model)", c[0], c[1], c[2]);
+    ROW("runs on your device", "%s", e[i]->fits ? "yes" : "NO");
+#undef ROW
+    tb_puts(b, "</table>\n");
+}
+
+static void answer(tbuf *b, const char *env, const sublet_tune_eval *a, const char *cause,
+                   const sublet_tune_eval *cur)
+{
+    char b1[32], b2[32];
+    tb_puts(b, "<p class=\"answer\"><code>");
+    tb_html(b, env);
+    tb_puts(b, "=");
+    tb_html(b, a->conf);
+    tb_puts(b, "</code></p>\n<p class=\"note\">");
+    int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
+    double dc = a->cost_us - cur->cost_us;
+    tb_printf(b, "vs current: min capacity %s%s (%+.2f %%), cost %s%s", dm < 0 ? "&minus;" : "+",
+              mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+              cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
+              dc < 0 ? "&minus;" : "+", us(dc < 0 ? -dc : dc, b2, sizeof b2));
+    if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
+        tb_printf(b, " (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
+    tb_puts(b, "</p>\n<p><b>Fixes:</b> ");
+    if (cause[0])
+        tb_html(b, cause);
+    else if (strcmp(a->conf, cur->conf) == 0)
+        tb_puts(b, "nothing: the current settings are already the answer.");
+    else
+        tb_puts(b, "no difference in segments or at the minimum device was found.");
+    tb_puts(b, "</p>\n");
+}
+
+static void pareto_table(tbuf *b, const char *title, const sublet_tune_eval *p, size_t n,
+                         const sublet_tune_eval *ans)
+{
+    char b1[32], b2[32];
+    tb_printf(b, "<h3>%s</h3><table class=\"tune\"><tr><th></th><th>min capacity</th>"
+                 "<th>overhead</th><th>cost</th><th>calls</th><th>settings</th></tr>\n",
+              title);
+    for (size_t i = 0; i < n; i++) {
+        int is = strcmp(p[i].conf, ans->conf) == 0;
+        tb_printf(b, "<tr%s><td>%s</td><td>%s</td><td>%+.2f %%</td><td>%s</td><td>%" PRIu64
+                     "</td><td>",
+                  is ? " class=\"on\"" : "", is ? "&#9733; answer" : "",
+                  mib(p[i].min_capacity_bytes, b1, sizeof b1), p[i].overhead * 100,
+                  us(p[i].cost_us, b2, sizeof b2), p[i].device_calls);
+        conf_code(b, p[i].conf);
+        tb_puts(b, "</td></tr>\n");
+    }
+    tb_puts(b, "</table>\n");
+}
+
+static void plan_part(tbuf *b, const sublet_tune_result *r, const sublet_tune_options *o)
+{
+    const sublet_tune_plan *p = &r->plan;
+    char b1[32], b2[32], b3[32];
+    tb_puts(b, "<h3>Warm-up plan</h3>\n");
+    if (!o->warmup) {
+        tb_puts(b, "<p class=\"note\">Not derived (--no-warmup).</p>\n");
+        return;
+    }
+    const char *whose = strcmp(p->conf, r->sublet.conf) == 0
+                            ? ""
+                            : " (for the PyTorch answer: policy:stitch has none)";
+    if (!cli_tune_plan_helps(p)) {
+        tb_printf(b, "<p>No plan helps here%s: ", whose);
+        tb_html(b, p->note[0] ? p->note : "the run makes no device allocation a plan removes");
+        tb_puts(b, "</p>\n");
+        return;
+    }
+    tb_printf(b, "<p>Reserved when the allocator is created (<code>sublet_reserve</code>), "
+                 "so that the run makes no device allocation%s:</p>\n<p class=\"answer\">"
+                 "<code>SUBLET_ALLOC_CONF=",
+              whose);
+    tb_html(b, p->env);
+    tb_puts(b, "</code></p>\n<table class=\"tune\">\n");
+    uint64_t segs = 0;
+    for (size_t i = 0; i < p->nentries; i++)
+        segs += p->entries[i].count;
+    sublet_settings ps;
+    sublet_settings_default(&ps);
+    (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
+    tb_printf(b, "<tr><th>reserved at start</th><td>%s %s %" PRIu64 " %s</td></tr>\n",
+              mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+              segs,
+              ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
+                                     : (segs == 1 ? "segment" : "segments"));
+    tb_printf(b, "<tr><th>the run's peak reserved</th><td>%s without the plan, %s with it</td>"
+                 "</tr>\n",
+              mib(p->peak_reserved_bytes, b1, sizeof b1),
+              mib(p->peak_reserved_with_plan, b2, sizeof b2));
+    tb_printf(b, "<tr><th>device allocations during the run</th><td>%" PRIu64 " &rarr; %" PRIu64
+                 " (checked by replay)</td></tr>\n",
+              p->device_allocs_before, p->device_allocs_after);
+    tb_printf(b, "<tr><th>device calls during the run</th><td>%" PRIu64 " &rarr; %" PRIu64
+                 ", cost %s &rarr; %s</td></tr>\n",
+              p->device_calls_before, p->device_calls_after, us(p->cost_before_us, b1, sizeof b1),
+              us(p->cost_after_us, b2, sizeof b2));
+    tb_printf(b, "<tr><th>the plan's own calls</th><td>%" PRIu64 ", %s, once at start-up</td></tr>"
+                 "\n<tr><th>fits your device</th><td>yes</td></tr>\n",
+              p->plan_calls, us(p->plan_cost_us, b3, sizeof b3));
+    if (p->note[0]) {
+        tb_puts(b, "<tr><th>note</th><td>");
+        tb_html(b, p->note);
+        tb_puts(b, "</td></tr>\n");
+    }
+    tb_puts(b, "</table>\n");
+}
+
+void report_tune_section(tbuf *b, const sublet_tune_result *r, const sublet_tune_options *o)
+{
+    tb_puts(b, "<section id=\"tune\"><h2>Settings: <code>sublet tune</code></h2>\n"
+               "<p class=\"note\">");
+    tb_printf(b, "%zu settings searched (%zu distinct), %" PRIu64 " replays, %.2f s, on a "
+                 "%.2f GiB device; cost model (&micro;s): cudaMalloc %g + %g/GiB, cudaFree %g, "
+                 "retry %g, map %g/page, unmap %g/page. Min capacity: the smallest device "
+                 "(2 MiB steps) the trace runs on; the answer is the cheapest setting within "
+                 "%.2g %% of the best (docs/tune.md).</p>\n",
+              r->space, r->distinct, r->replays, r->seconds,
+              (double)r->device_memory / (double)((uint64_t)1 << 30), o->cost.malloc_us,
+              o->cost.malloc_us_per_gib, o->cost.free_us, o->cost.retry_us, o->cost.map_us,
+              o->cost.unmap_us, o->band * 100);
+    tb_puts(b, "<div class=\"two\"><div><h3>Keep PyTorch's allocator</h3>\n");
+    answer(b, "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause, &r->current);
+    tb_puts(b, "</div><div><h3>Run sublet's</h3>\n");
+    answer(b, "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause, &r->current);
+    tb_puts(b, "</div></div>\n<h3>The evidence</h3>\n");
+    evidence(b, r);
+    tb_puts(b, "<h3>Trade-offs: min capacity against cost</h3><p class=\"note\">The Pareto sets: "
+               "every setting no other beats on both. Hover a point for its settings.</p>\n"
+               "<canvas id=\"c-tune\"></canvas><div class=\"legend\" id=\"c-tune-legend\"></div>\n"
+               "<div class=\"two\"><div>");
+    pareto_table(b, "PyTorch knobs", r->pareto_pytorch, r->npareto_pytorch, &r->pytorch);
+    tb_puts(b, "</div><div>");
+    pareto_table(b, "All (SUBLET_ALLOC_CONF)", r->pareto_sublet, r->npareto_sublet, &r->sublet);
+    tb_puts(b, "</div></div>\n");
+    plan_part(b, r, o);
+    tb_puts(b, "</section>\n");
+}
+
+/* ---- the chart ------------------------------------------------------------------------------- */
+
+static const char *const tune_css_js[] = {
+    "(function () {\n",
+    "'use strict';\n",
+    "var R = window.subletReport;\n",
+    "if (!R) throw new Error('the page script did not run');\n",
+    "var T = JSON.parse(document.getElementById('tune-data').textContent);\n",
+    "var FAM = [{key: 'pytorch', label: 'PyTorch knobs', color: '#3266cc'},\n",
+    "           {key: 'sublet', label: 'all (SUBLET_ALLOC_CONF)', color: '#e0731a'}];\n",
+    "function fmtUs(v) { return v >= 1e6 ? (v / 1e6).toFixed(2) + ' s' : v >= 1e3 ? (v / 1e3).toFixed(1) + ' ms' : v.toFixed(0) + ' \\u00b5s'; }\n",
+    "var pts = [];\n",
+    "function chart() {\n",
+    "  var C = R.canvas('c-tune', 260), g = C.g, L = 78, Rt = 16, Tp = 12, B = 34;\n",
+    "  var W = C.w - L - Rt, H = C.h - Tp - B;\n",
+    "  var all = [], lo = Infinity, hi = -Infinity, mlo = Infinity, mhi = -Infinity;\n",
+    "  FAM.forEach(function (f) { T[f.key].forEach(function (p) { all.push(p); }); });\n",
+    "  all.push(T.current);\n",
+    "  all.forEach(function (p) {\n",
+    "    var c = Math.max(p.cost, 1);\n",
+    "    lo = Math.min(lo, c); hi = Math.max(hi, c); mlo = Math.min(mlo, p.m); mhi = Math.max(mhi, p.m);\n",
+    "  });\n",
+    "  var l0 = Math.floor(Math.log(lo) / Math.LN10), l1 = Math.max(l0 + 1, Math.ceil(Math.log(hi) / Math.LN10));\n",
+    "  var pad = Math.max((mhi - mlo) * 0.1, 2 * 1048576);\n",
+    "  var y0 = Math.max(0, mlo - pad), y1 = mhi + pad;\n",
+    "  function X(c) { return L + (Math.log(Math.max(c, 1)) / Math.LN10 - l0) / (l1 - l0) * W; }\n",
+    "  function Y(m) { return Tp + H - (m - y0) / (y1 - y0) * H; }\n",
+    "  g.font = '11px system-ui, sans-serif';\n",
+    "  g.strokeStyle = '#e3e6ea'; g.fillStyle = '#555';\n",
+    "  g.textAlign = 'center'; g.textBaseline = 'top';\n",
+    "  for (var e = l0; e <= l1; e++) {\n",
+    "    var x = X(Math.pow(10, e));\n",
+    "    g.beginPath(); g.moveTo(x, Tp); g.lineTo(x, Tp + H); g.stroke();\n",
+    "    g.fillText(fmtUs(Math.pow(10, e)), x, Tp + H + 6);\n",
+    "  }\n",
+    "  g.textAlign = 'right'; g.textBaseline = 'middle';\n",
+    "  var step = R.niceStep((y1 - y0) / 1048576, 4) * 1048576;\n",
+    "  for (var v = Math.ceil(y0 / step) * step; v <= y1; v += step) {\n",
+    "    var y = Y(v);\n",
+    "    g.beginPath(); g.moveTo(L, y); g.lineTo(L + W, y); g.stroke();\n",
+    "    g.fillText(R.bytes(v), L - 6, y);\n",
+    "  }\n",
+    "  g.strokeStyle = '#888'; g.strokeRect(L, Tp, W, H);\n",
+    "  pts = [];\n",
+    "  FAM.forEach(function (f, fi) {\n",
+    "    var P = T[f.key];\n",
+    "    g.strokeStyle = f.color; g.lineWidth = 1.5; g.beginPath();\n",
+    "    P.forEach(function (p, i) { var x = X(p.cost), y = Y(p.m); if (i) g.lineTo(x, y); else g.moveTo(x, y); });\n",
+    "    g.stroke(); g.lineWidth = 1;\n",
+    "    P.forEach(function (p) {\n",
+    "      var x = X(p.cost) + (fi ? 2 : -2), y = Y(p.m);\n",
+    "      g.fillStyle = f.color; g.beginPath(); g.arc(x, y, p.answer ? 6 : 4, 0, 2 * Math.PI); g.fill();\n",
+    "      if (p.answer) { g.strokeStyle = '#1d2430'; g.lineWidth = 2; g.stroke(); g.lineWidth = 1; }\n",
+    "      pts.push({x: x, y: y, p: p, fam: f.label});\n",
+    "    });\n",
+    "  });\n",
+    "  var cx = X(T.current.cost), cy = Y(T.current.m);\n",
+    "  g.strokeStyle = '#d62b2b'; g.lineWidth = 2;\n",
+    "  g.beginPath(); g.moveTo(cx - 6, cy - 6); g.lineTo(cx + 6, cy + 6); g.moveTo(cx + 6, cy - 6); g.lineTo(cx - 6, cy + 6); g.stroke();\n",
+    "  g.lineWidth = 1;\n",
+    "  pts.push({x: cx, y: cy, p: T.current, fam: 'current settings'});\n",
+    "  var leg = document.getElementById('c-tune-legend');\n",
+    "  leg.innerHTML = '';\n",
+    "  FAM.concat([{label: 'current settings (\\u00d7)', color: '#d62b2b'}]).forEach(function (f) {\n",
+    "    var item = R.el('span', {'class': 'key'});\n",
+    "    item.appendChild(R.el('i', {style: 'background:' + f.color}));\n",
+    "    item.appendChild(document.createTextNode(f.label));\n",
+    "    leg.appendChild(item);\n",
+    "  });\n",
+    "  leg.appendChild(document.createTextNode('ringed: the answer; x axis: cost under the model (log), y axis: min capacity'));\n",
+    "  R.drew();\n",
+    "}\n",
+    "var c = document.getElementById('c-tune');\n",
+    "c.addEventListener('mousemove', function (ev) {\n",
+    "  var r = c.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top, best = null, bd = 100;\n",
+    "  pts.forEach(function (q) { var d = (q.x - x) * (q.x - x) + (q.y - y) * (q.y - y); if (d < bd) { bd = d; best = q; } });\n",
+    "  if (!best) { R.hideTip(); return; }\n",
+    "  var p = best.p;\n",
+    "  R.showTip(ev, '<b>' + R.esc(p.conf || '\"\" (PyTorch defaults)') + '</b><br>' + R.esc(best.fam) +\n",
+    "    (p.answer ? ' \\u2014 the answer' : '') + '<br>min capacity ' + R.bytes(p.m) + ' (' + (100 * p.overhead).toFixed(2) +\n",
+    "    ' % over the live peak)<br>cost ' + fmtUs(p.cost) + ', ' + p.calls + ' device calls');\n",
+    "});\n",
+    "c.addEventListener('mouseleave', R.hideTip);\n",
+    "R.run(chart);\n",
+    "R.onResize.push(chart);\n",
+    "})();\n",
+    NULL,
+};
+
+static void point_json(tbuf *b, const sublet_tune_eval *e, int is_answer)
+{
+    tb_puts(b, "{\"conf\":");
+    tb_json(b, e->conf);
+    tb_printf(b, ",\"m\":%" PRIu64 ",\"overhead\":%.6f,\"cost\":%.3f,\"calls\":%" PRIu64
+                 ",\"answer\":%s}",
+              e->min_capacity_bytes, e->overhead, e->cost_us, e->device_calls,
+              is_answer ? "true" : "false");
+}
+
+void report_tune_script(tbuf *b, const sublet_tune_result *r)
+{
+    tb_puts(b, "<script type=\"application/json\" id=\"tune-data\">{\"pytorch\":[");
+    for (size_t i = 0; i < r->npareto_pytorch; i++) {
+        tb_puts(b, i ? "," : "");
+        point_json(b, &r->pareto_pytorch[i], strcmp(r->pareto_pytorch[i].conf, r->pytorch.conf) == 0);
+    }
+    tb_puts(b, "],\"sublet\":[");
+    for (size_t i = 0; i < r->npareto_sublet; i++) {
+        tb_puts(b, i ? "," : "");
+        point_json(b, &r->pareto_sublet[i], strcmp(r->pareto_sublet[i].conf, r->sublet.conf) == 0);
+    }
+    tb_puts(b, "],\"current\":");
+    point_json(b, &r->current, 0);
+    tb_puts(b, "}</script>\n<script>\n");
+    for (size_t i = 0; tune_css_js[i]; i++)
+        tb_puts(b, tune_css_js[i]);
+    tb_puts(b, "</script>\n");
+}
