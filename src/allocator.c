@@ -244,16 +244,22 @@ size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap)
     sublet_stats_read(a, &s);
     size_t n = sublet_stats_format_summary(&s, a->device, flags & SUBLET_SUMMARY_ABBREVIATED,
                                            buf, cap);
-    if (!(flags & SUBLET_SUMMARY_FRAGMENTATION))
-        return n;
-    /* sublet's fragmentation section after PyTorch's table (sublet/frag.h) */
-    sublet_frag_state *st = NULL;
-    if (sublet_frag_capture(a, &st) != SUBLET_OK)
-        return n;
-    size_t off = buf && n < cap ? n : (buf && cap ? cap - 1 : 0);
-    size_t m = sublet_frag_format_text(st, NULL, buf ? buf + off : NULL, buf ? cap - off : 0);
-    sublet_frag_state_free(st);
-    return n + m;
+    if (flags & SUBLET_SUMMARY_FRAGMENTATION) {
+        /* sublet's fragmentation section after PyTorch's table (sublet/frag.h) */
+        sublet_frag_state *st = NULL;
+        if (sublet_frag_capture(a, &st) == SUBLET_OK) {
+            size_t off = buf && n < cap ? n : (buf && cap ? cap - 1 : 0);
+            n += sublet_frag_format_text(st, NULL, buf ? buf + off : NULL, buf ? cap - off : 0);
+            sublet_frag_state_free(st);
+        }
+    }
+    sublet_device_view v;
+    if ((flags & SUBLET_SUMMARY_DEVICE) && sublet_device_view_read(a, &v) == SUBLET_OK) {
+        size_t off = buf && n < cap ? n : (buf && cap ? cap - 1 : 0);
+        n += sublet_device_view_format_text(&v, a->device, buf ? buf + off : NULL,
+                                            buf ? cap - off : 0);
+    }
+    return n;
 }
 
 void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user)

@@ -42,12 +42,16 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include "nvml_query.h"
 
 #define CUDA_EVENT_MAGIC UINT64_C(0x6375646145766e74) /* "cudaEvnt" */
 
 /* ---- the driver ---------------------------------------------------------------------
  * X(field, PFN type, name for cuGetProcAddress, ABI version, exported name, required):
- * required 1: the backend needs it; 0: VMM needs it; 2: va_map_alias needs it */
+ * required 1: the backend needs it; 0: VMM needs it; 2: va_map_alias needs it;
+ * 3: the device view's per-process figure needs it (process_mem) */
 #define SL_CUDA_FUNCTIONS(X)                                                                    \
     X(GetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, "cuGetErrorName", 1)     \
     X(GetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000,                    \
@@ -59,6 +63,8 @@
       1)                                                                                        \
     X(DeviceGet, PFN_cuDeviceGet_v2000, "cuDeviceGet", 2000, "cuDeviceGet", 1)                  \
     X(DeviceGetName, PFN_cuDeviceGetName_v2000, "cuDeviceGetName", 2000, "cuDeviceGetName", 1)  \
+    X(DeviceGetPCIBusId, PFN_cuDeviceGetPCIBusId_v4010, "cuDeviceGetPCIBusId", 4010,          \
+      "cuDeviceGetPCIBusId", 3)                                                                 \
     X(DeviceGetAttribute, PFN_cuDeviceGetAttribute_v2000, "cuDeviceGetAttribute", 2000,        \
       "cuDeviceGetAttribute", 1)                                                                \
     X(DevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, "cuDevicePrimaryCtxRetain",  \
@@ -243,6 +249,7 @@ typedef struct cuda_backend {
     va_resv *resv; /* sorted by addr */
     size_t nresv, cap_resv;
     char devname[128];
+    char pci_bus_id[32]; /* for NVML (process_mem); "" when unknown */
 } cuda_backend;
 
 struct sublet_event {
@@ -483,6 +490,18 @@ static sublet_status cuda_mem_info(sublet_backend *b, uint64_t *free_out, uint64
     *free_out = fr;
     *total_out = tot;
     return SUBLET_OK;
+}
+
+/* This process's use of the device, from NVML (src/nvml_query.c). */
+static sublet_status cuda_process_mem(sublet_backend *b, uint64_t *used_out)
+{
+    cuda_backend *c = as_cuda(b);
+    if (!c || !used_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (!c->pci_bus_id[0])
+        return SUBLET_ERR_UNSUPPORTED;
+    char why[160] = "";
+    return sl_nvml_process_used(c->pci_bus_id, (uint64_t)getpid(), used_out, why, sizeof why);
 }
 
 /* ---- virtual memory ------------------------------------------------------------------ */
@@ -894,6 +913,7 @@ static const sublet_backend_ops cuda_ops = {
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
     .mem_info = cuda_mem_info,
+    .process_mem = cuda_process_mem,
     .destroy = cuda_destroy,
 };
 
@@ -906,6 +926,7 @@ static const sublet_backend_ops cuda_ops_vmm = {
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
     .mem_info = cuda_mem_info,
+    .process_mem = cuda_process_mem,
     .va_reserve = cuda_va_reserve,
     .va_release = cuda_va_release,
     .va_map = cuda_va_map,
@@ -997,6 +1018,10 @@ sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, si
     if (drv.DeviceGetName(c->devname, (int)sizeof c->devname, c->dev) != CUDA_SUCCESS)
         snprintf(c->devname, sizeof c->devname, "CUDA device %d", device);
     c->devname[sizeof c->devname - 1] = '\0';
+    if (!drv.DeviceGetPCIBusId ||
+        drv.DeviceGetPCIBusId(c->pci_bus_id, (int)sizeof c->pci_bus_id, c->dev) != CUDA_SUCCESS)
+        c->pci_bus_id[0] = '\0';
+    c->pci_bus_id[sizeof c->pci_bus_id - 1] = '\0';
     int vmm = 0;
     if (drv.has_vmm_api &&
         drv.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,

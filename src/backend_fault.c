@@ -116,6 +116,12 @@ static sublet_status fault_mem_info(sublet_backend *b, uint64_t *free_out, uint6
     return in->ops->mem_info(in, free_out, total_out);
 }
 
+static sublet_status fault_process_mem(sublet_backend *b, uint64_t *used_out)
+{
+    sublet_backend *in = inner_of(b);
+    return in->ops->process_mem(in, used_out);
+}
+
 static sublet_status fault_va_reserve(sublet_backend *b, uint64_t size, uint64_t align,
                                       uint64_t *addr_out)
 {
@@ -189,6 +195,7 @@ sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out)
     FAULT_FORWARD(va_map);
     FAULT_FORWARD(va_unmap);
     FAULT_FORWARD(va_map_alias);
+    FAULT_FORWARD(process_mem);
 #undef FAULT_FORWARD
     f->ops.destroy = fault_destroy;
     f->inner = inner;

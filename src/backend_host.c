@@ -313,6 +313,18 @@ static sublet_status host_mem_info(sublet_backend *b, uint64_t *free_out, uint64
     return SUBLET_OK;
 }
 
+/* Everything the host backend holds is this process's. */
+static sublet_status host_process_mem(sublet_backend *b, uint64_t *used_out)
+{
+    host_backend *h = as_host(b);
+    if (!h || !used_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&h->lock);
+    *used_out = held_bytes(h);
+    pthread_mutex_unlock(&h->lock);
+    return SUBLET_OK;
+}
+
 /* ---- virtual memory --------------------------------------------------------------- */
 
 #if HOST_HAVE_VMM
@@ -543,6 +555,7 @@ static const sublet_backend_ops host_ops = {
     .event_query = host_event_query,
     .event_synchronize = host_event_synchronize,
     .mem_info = host_mem_info,
+    .process_mem = host_process_mem,
 #if HOST_HAVE_VMM
     .va_reserve = host_va_reserve,
     .va_release = host_va_release,

@@ -419,6 +419,18 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
 
 /* ---- memory info ------------------------------------------------------------------ */
 
+/* Everything the simulated device holds is this process's. */
+static sublet_status sim_process_mem(sublet_backend *b, uint64_t *used_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !used_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    *used_out = used_bytes(s);
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
 static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_t *total_out)
 {
     sim_backend *s = as_sim(b);
@@ -574,6 +586,7 @@ static const sublet_backend_ops sim_ops = {
     .va_map = sim_va_map,
     .va_unmap = sim_va_unmap,
     .va_map_alias = sim_va_map_alias,
+    .process_mem = sim_process_mem,
     .destroy = sim_destroy,
 };
 

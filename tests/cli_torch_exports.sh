@@ -96,6 +96,11 @@ s = lib.memory_stats(0)
 assert s["allocated_bytes.all.current"] == 1024 + (3 << 20), s["allocated_bytes.all.current"]
 assert s["allocation.all.current"] == 2
 assert s["device_total_bytes"] == 4 << 30
+# the device view: the sim is this process's alone
+assert s["device_reserved_bytes"] == s["reserved_bytes.all.current"] == (2 << 20) + (20 << 20), s
+assert s["device_used_bytes"] == s["device_total_bytes"] - s["device_free_bytes"]
+assert s["device_process_bytes"] == s["device_used_bytes"] and s["device_others_bytes"] == 0, s
+assert s["device_cached_bytes"] == s["reserved_bytes.all.current"] - s["active_bytes.all.current"]
 assert lib.memory_stats(1)["allocated_bytes.all.current"] == 512
 # base_alloc: the segment holding an interior pointer
 size = ctypes.c_size_t(0)
@@ -122,7 +127,8 @@ assert lib.memory_stats(1)["reserved_bytes.all.current"] == 0
 # queries
 summary = lib.memory_summary(0)
 assert "PyTorch CUDA memory summary" in summary, summary[:200]
-assert "Device view (driver), device 0" in summary
+assert "Device view (driver), device 0 (sim backend)" in summary
+assert "used by other processes:" in summary and "reserved by sublet:" in summary, summary
 assert lib.max_allocatable(0) >= 0
 lib.record_memory_history(True, 0)
 x = d.sublet_torch_malloc(4096, 0, None)

@@ -57,6 +57,12 @@ typedef struct sublet_backend_ops {
      * are not: policy:stitch then maps only fresh pages. */
     sublet_status (*va_map_alias)(sublet_backend *b, uint64_t dst, uint64_t src, uint64_t size);
 
+    /* Device memory this process uses according to the driver (the
+     * per-process figure of nvidia-smi: every allocation of the process,
+     * this allocator's among them, and its context).  May be NULL, or
+     * return SUBLET_ERR_UNSUPPORTED when the backend cannot tell. */
+    sublet_status (*process_mem)(sublet_backend *b, uint64_t *used_out);
+
     /* Destroy the backend (and, for wrappers, not the inner one). */
     void (*destroy)(sublet_backend *b);
 } sublet_backend_ops;

@@ -145,6 +145,10 @@ void sublet_stats_reset_accumulated(sublet_allocator *a);
  * the pinning segments: sublet/frag.h). */
 #define SUBLET_SUMMARY_ABBREVIATED 1
 #define SUBLET_SUMMARY_FRAGMENTATION 2
+/* SUBLET_SUMMARY_DEVICE (4) appends the device view (sublet_device_view_read)
+ * when the backend can tell: what nvidia-smi shows beside what the cache
+ * holds. */
+#define SUBLET_SUMMARY_DEVICE 4
 size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap);
 /* The full message of the most recent OOM on this allocator ("" if none). */
 size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap);
@@ -216,6 +220,40 @@ sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream
  * asking the device for memory (cached free blocks only, PyTorch's rounding
  * and oversize rules applied).  0 when none would. */
 uint64_t sublet_max_allocatable(sublet_allocator *a, sublet_stream stream);
+
+/* ---- the device as the driver sees it ------------------------------------- */
+/* What nvidia-smi shows, beside what this allocator holds.  Every field is
+ * the driver's figure at the moment of the call, except reserved and cached
+ * (the allocator's own).  The per-process split needs a backend that can
+ * tell (the cuda backend with NVML; sim and host: everything they hold is
+ * this process's): has_process is 0 otherwise, and outside_bytes is then
+ * the only figure for the memory that is not this allocator's. */
+typedef struct sublet_device_view {
+    uint64_t total_bytes;    /* the device's memory */
+    uint64_t free_bytes;     /* free according to the driver */
+    uint64_t used_bytes;     /* total - free: every process on the device */
+    uint64_t reserved_bytes; /* held by this allocator (segments, mapped pages) */
+    uint64_t cached_bytes;   /* of those, not active: cached free blocks */
+    uint64_t outside_bytes;  /* used - reserved: not this allocator's */
+    int has_process;         /* the three below are known */
+    uint64_t process_bytes;  /* this process (nvidia-smi's per-process figure) */
+    uint64_t process_other_bytes; /* this process outside this allocator: its
+                                   * CUDA context, other libraries */
+    uint64_t others_bytes;   /* other processes: used - process */
+    char name[96];           /* the device's name, or "<backend> backend" */
+} sublet_device_view;
+
+/* SUBLET_OK, or the backend's error (SUBLET_ERR_UNSUPPORTED when it has no
+ * memory information); *out is zeroed first. */
+sublet_status sublet_device_view_read(sublet_allocator *a, sublet_device_view *out);
+/* The "Device view" section of the summary, for device index `device`. */
+size_t sublet_device_view_format_text(const sublet_device_view *v, int device, char *buf,
+                                      size_t cap);
+/* "key value" lines: device_total_bytes, device_free_bytes, device_used_bytes,
+ * device_reserved_bytes, device_cached_bytes, device_outside_bytes, and when
+ * known device_process_bytes, device_process_other_bytes, device_others_bytes
+ * (snprintf semantics). */
+size_t sublet_device_view_format_flat(const sublet_device_view *v, char *buf, size_t cap);
 
 /* ---- replay seeding ------------------------------------------------------ */
 /* Adopt a segment that existed before recording started (replay of a trace

@@ -363,8 +363,11 @@ def _device(device) -> int:
 
 def memory_stats(device=None) -> Dict[str, Union[int, float]]:
     """torch.cuda.memory_stats() keys (flat, e.g. "allocated_bytes.all.peak")
-    for sublet's allocator of the device, plus device_free_bytes and
-    device_total_bytes (the driver's view)."""
+    for sublet's allocator of the device, plus the driver's view of the
+    device: device_total_bytes, device_free_bytes, device_used_bytes,
+    device_reserved_bytes, device_cached_bytes, device_outside_bytes and,
+    when the backend can tell (NVML), device_process_bytes,
+    device_process_other_bytes and device_others_bytes."""
     lib = _installed()
     return lib.memory_stats(_device(device))
 

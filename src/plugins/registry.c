@@ -164,56 +164,18 @@ uint64_t slp_cached_free(sublet_allocator *a)
     return r > act ? (uint64_t)(r - act) : 0;
 }
 
-size_t slp_device_view(int device, char *buf, size_t cap)
-{
-    sublet_allocator *a = slp_peek(device);
-    sublet_backend *be = slp_backend(device);
-    uint64_t fr = 0, tot = 0;
-    if (!a || !be || !be->ops->mem_info || be->ops->mem_info(be, &fr, &tot) != SUBLET_OK) {
-        if (buf && cap)
-            buf[0] = '\0';
-        return 0;
-    }
-    sublet_stats st;
-    memset(&st, 0, sizeof st);
-    sublet_stats_read(a, &st);
-    uint64_t reserved = (uint64_t)st.reserved_bytes[SUBLET_POOL_ALL].current;
-    uint64_t held = tot > fr ? tot - fr : 0; /* every process on the device */
-    uint64_t outside = held > reserved ? held - reserved : 0;
-    char name[128] = "";
-    if (sublet_is_cuda(be))
-        sublet_cuda_device_name(be, name, sizeof name);
-    else
-        snprintf(name, sizeof name, "%s backend", be->name);
-    char s_tot[32], s_free[32], s_res[32], s_out[32], s_cached[32];
-    sublet_format_size(tot, s_tot, sizeof s_tot);
-    sublet_format_size(fr, s_free, sizeof s_free);
-    sublet_format_size(reserved, s_res, sizeof s_res);
-    sublet_format_size(outside, s_out, sizeof s_out);
-    sublet_format_size(slp_cached_free(a), s_cached, sizeof s_cached);
-    int n = snprintf(buf, cap,
-                     "Device view (driver), device %d (%s):\n"
-                     "  total memory:                    %s\n"
-                     "  free according to the driver:    %s\n"
-                     "  reserved by sublet:              %s (of which cached, free: %s)\n"
-                     "  used outside sublet (this process's other allocations and other "
-                     "processes): %s\n",
-                     device, name, s_tot, s_free, s_res, s_cached, s_out);
-    return n < 0 ? 0 : (size_t)n;
-}
-
 char *slp_summary_text(int device, int abbreviated)
 {
     sublet_allocator *a = slp_peek(device);
     if (!a)
         return NULL;
-    size_t n1 = sublet_summary(a, abbreviated, NULL, 0);
-    size_t n2 = slp_device_view(device, NULL, 0);
-    char *buf = malloc(n1 + n2 + 2);
+    int flags = (abbreviated ? SUBLET_SUMMARY_ABBREVIATED : 0) | SUBLET_SUMMARY_DEVICE;
+    size_t n = sublet_summary(a, flags, NULL, 0);
+    char *buf = malloc(n + 1);
     if (!buf)
         return NULL;
-    sublet_summary(a, abbreviated, buf, n1 + 1);
-    slp_device_view(device, buf + n1, n2 + 1);
+    /* the device view may have grown by a digit since: cut, never overrun */
+    sublet_summary(a, flags, buf, n + 1);
     return buf;
 }
 
@@ -225,16 +187,16 @@ char *slp_stats_text(int device)
     sublet_stats st;
     memset(&st, 0, sizeof st);
     sublet_stats_read(a, &st);
+    sublet_device_view v;
+    int has_view = sublet_device_view_read(a, &v) == SUBLET_OK;
     size_t n = sublet_stats_format_flat(&st, NULL, 0);
-    char *buf = malloc(n + 128);
+    size_t m = has_view ? sublet_device_view_format_flat(&v, NULL, 0) : 0;
+    char *buf = malloc(n + m + 1);
     if (!buf)
         return NULL;
     sublet_stats_format_flat(&st, buf, n + 1);
-    sublet_backend *be = slp_backend(device);
-    uint64_t fr = 0, tot = 0;
-    if (be && be->ops->mem_info && be->ops->mem_info(be, &fr, &tot) == SUBLET_OK)
-        snprintf(buf + n, 128, "device_free_bytes %llu\ndevice_total_bytes %llu\n",
-                 (unsigned long long)fr, (unsigned long long)tot);
+    if (has_view)
+        sublet_device_view_format_flat(&v, buf + n, m + 1);
     return buf;
 }
 

@@ -44,18 +44,14 @@ void slp_each(void (*fn)(void *user, int device, sublet_allocator *a), void *use
 /* Bytes cached by the allocator and free for reuse: reserved - active. */
 uint64_t slp_cached_free(sublet_allocator *a);
 
-/* "Device view" lines for a summary: what the driver sees next to what the
- * allocator holds (total, free according to the driver, reserved by this
- * allocator, used outside it).  snprintf semantics; "" when the backend
- * cannot tell. */
-size_t slp_device_view(int device, char *buf, size_t cap);
-
-/* The memory summary (sublet_summary) followed by the device view, in a
- * malloc'd string (NULL when out of memory or no allocator). */
+/* The memory summary (sublet_summary) with the device view
+ * (SUBLET_SUMMARY_DEVICE), in a malloc'd string (NULL when out of memory or
+ * no allocator). */
 char *slp_summary_text(int device, int abbreviated);
 
-/* Flat stats text (sublet_stats_format_flat) followed by device_free_bytes
- * and device_total_bytes when the backend can tell; malloc'd string. */
+/* Flat stats text (sublet_stats_format_flat) followed by the device view's
+ * keys (sublet_device_view_format_flat: device_total_bytes,
+ * device_free_bytes, ...) when the backend can tell; malloc'd string. */
 char *slp_stats_text(int device);
 
 /* Write a snapshot of `device` to `path`: a pickle/JSON snapshot for a path
