@@ -1,6 +1,7 @@
 /* sublet — atomic file replacement (temporary file + fsync + rename) and
  * gzip compression.  See atomic_write.h. */
 #include "atomic_write.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,22 +33,6 @@ static long long fail_after(void)
     if (errno || *end || v < 0)
         return -1;
     return v;
-}
-
-static sublet_status fail(char *err, size_t cap, sublet_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-static sublet_status fail(char *err, size_t cap, sublet_status st, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 /* The process umask without changing it (Linux: /proc/self/status), else 022. */
@@ -105,20 +90,20 @@ sublet_status sublet_atomic_write(const char *path, const void *data, size_t n, 
     if (err && cap)
         err[0] = '\0';
     if (!path || !*path)
-        return fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "atomic write: empty path");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "atomic write: empty path");
     if (!data && n)
-        return fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "%s: no data", path);
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "%s: no data", path);
     /* "<dir>/.<base>.XXXXXX" next to the target */
     const char *slash = strrchr(path, '/');
     size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = slash ? slash + 1 : path;
     if (!*base)
-        return fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "%s: the path names a directory",
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "%s: the path names a directory",
                     path);
     size_t tlen = dlen + 1 + strlen(base) + 8 + 1;
     char *tmp = malloc(tlen);
     if (!tmp)
-        return fail(err, cap, SUBLET_ERR_NO_MEMORY, "%s: out of memory", path);
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "%s: out of memory", path);
     snprintf(tmp, tlen, "%.*s.%s.XXXXXX", (int)dlen, path, base);
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", dlen ? (int)(dlen > 1 ? dlen - 1 : 1) : 1,
@@ -127,7 +112,7 @@ sublet_status sublet_atomic_write(const char *path, const void *data, size_t n, 
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
-        sublet_status st = fail(err, cap, SUBLET_ERR_IO,
+        sublet_status st = sl_fail(err, cap, SUBLET_ERR_IO,
                                 "%s: open failed: cannot create a temporary file in '%s': %s",
                                 path, dir, strerror(e));
         free(tmp);
@@ -157,7 +142,7 @@ sublet_status sublet_atomic_write(const char *path, const void *data, size_t n, 
     }
     if (step) {
         unlink(tmp);
-        sublet_status st = fail(err, cap, SUBLET_ERR_IO,
+        sublet_status st = sl_fail(err, cap, SUBLET_ERR_IO,
                                 "%s: %s failed: %s (temporary file %s removed; the target is "
                                 "unchanged)",
                                 path, step, strerror(e), tmp);
@@ -183,7 +168,7 @@ sublet_status sublet_gzip(const void *data, size_t n, uint8_t **out, size_t *out
     memset(&zs, 0, sizeof zs);
     if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
                      Z_DEFAULT_STRATEGY) != Z_OK)
-        return fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
     const size_t step = (size_t)1 << 30; /* zlib lengths are 32-bit */
     size_t bcap = n / 4 + 4096, blen = 0, in_off = 0;
     uint8_t *buf = malloc(bcap);
@@ -216,10 +201,10 @@ sublet_status sublet_gzip(const void *data, size_t n, uint8_t **out, size_t *out
     }
     deflateEnd(&zs);
     if (!buf)
-        return fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
     if (rc != Z_STREAM_END) {
         free(buf);
-        return fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: deflate failed (%d)", rc);
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: deflate failed (%d)", rc);
     }
     *out = buf;
     *out_len = blen;

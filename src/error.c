@@ -1,5 +1,33 @@
-/* sublet — status names. */
+/* sublet — status names, and the messages every reporting call writes. */
 #include "sublet/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "errmsg.h"
+
+static void vmsg(char *err, size_t cap, const char *fmt, va_list ap)
+{
+    if (err && cap)
+        vsnprintf(err, cap, fmt, ap);
+}
+
+void sl_msg(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(err, cap, fmt, ap);
+    va_end(ap);
+}
+
+sublet_status sl_fail(char *err, size_t cap, sublet_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(err, cap, fmt, ap);
+    va_end(ap);
+    return st;
+}
 
 const char *sublet_status_name(sublet_status s)
 {

@@ -1,5 +1,6 @@
 /* sublet — gzip detection and bounded in-memory inflation (zlib).  See gz.h. */
 #include "gz.h"
+#include "errmsg.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -7,16 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-
-static sublet_status gz_fail(char *err, size_t cap, sublet_status st, const char *fmt, ...) {
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 bool sublet_is_gzip(const uint8_t *buf, size_t len) {
     return buf && len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b;
@@ -49,7 +40,7 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
     *out = NULL;
     *out_len = 0;
     if (!sublet_is_gzip(buf, len))
-        return gz_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte 0: not gzip data (no 1f 8b magic)");
+        return sl_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte 0: not gzip data (no 1f 8b magic)");
     if (!max_out || max_out > SUBLET_GUNZIP_DEFAULT_MAX)
         max_out = max_out ? max_out : SUBLET_GUNZIP_DEFAULT_MAX;
     if (max_out >= SIZE_MAX - 1)
@@ -57,12 +48,12 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
-        return gz_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
     size_t bcap = first_cap(buf, len, max_out); /* usable bytes; +1 for the NUL */
     uint8_t *o = malloc(bcap + 1);
     if (!o) {
         inflateEnd(&zs);
-        return gz_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
     }
     size_t olen = 0, in_pos = 0;
     sublet_status st = SUBLET_OK;
@@ -76,7 +67,7 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
         }
         if (olen == bcap) {
             if (bcap > max_out) {
-                st = gz_fail(err, cap, SUBLET_ERR_PARSE,
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                              "gzip byte %zu: inflated data exceeds the %zu-byte limit",
                              (size_t)((const uint8_t *)zs.next_in - buf), max_out);
                 break;
@@ -84,7 +75,7 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
             size_t nb = bcap < (max_out + 1) / 2 ? bcap * 2 : max_out + 1;
             uint8_t *p = realloc(o, nb + 1);
             if (!p) {
-                st = gz_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
+                st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
                 break;
             }
             o = p;
@@ -99,7 +90,7 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
         in_pos += before_in - zs.avail_in;
         if (ret == Z_STREAM_END) {
             if (olen > max_out) {
-                st = gz_fail(err, cap, SUBLET_ERR_PARSE,
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                              "gzip byte %zu: inflated data exceeds the %zu-byte limit", in_pos,
                              max_out);
                 break;
@@ -108,7 +99,7 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
             if (rest == 0 || all_zero(buf + in_pos, rest))
                 break;
             if (!sublet_is_gzip(buf + in_pos, rest)) {
-                st = gz_fail(err, cap, SUBLET_ERR_PARSE,
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                              "gzip byte %zu: trailing garbage after the gzip data", in_pos);
                 break;
             }
@@ -117,17 +108,17 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
             continue;
         }
         if (ret == Z_MEM_ERROR) {
-            st = gz_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte %zu: out of memory", in_pos);
+            st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte %zu: out of memory", in_pos);
             break;
         }
         if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
-            st = gz_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte %zu: corrupt gzip data (%s)",
+            st = sl_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte %zu: corrupt gzip data (%s)",
                          in_pos, zs.msg ? zs.msg : "invalid stream");
             break;
         }
         /* Z_OK or Z_BUF_ERROR: out of input means a truncated stream */
         if (zs.avail_in == 0 && in_pos >= len && zs.avail_out > 0) {
-            st = gz_fail(err, cap, SUBLET_ERR_PARSE,
+            st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                          "gzip byte %zu: truncated gzip data (the stream ends before its "
                          "end-of-data marker)",
                          in_pos);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "errmsg.h"
 #include "history_internal.h"
 
 static const char *pool_name(int kind) { return kind == SUBLET_POOL_SMALL ? "small" : "large"; }
@@ -158,17 +159,6 @@ typedef struct want {
     uint64_t size, count; /* native: count segments; expandable: count 1 of size bytes */
 } want;
 
-static void say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
-
 sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap)
 {
     const sublet_settings *s = &a->settings;
@@ -221,7 +211,7 @@ sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap)
         char fn[48], ff[48];
         sublet_format_size(need, fn, sizeof fn);
         sublet_format_size(need > allowed ? allowed : dev_free, ff, sizeof ff);
-        say(err, err_cap, "warmup: the plan needs %s more on GPU %d, which has %s %s", fn,
+        sl_msg(err, err_cap, "warmup: the plan needs %s more on GPU %d, which has %s %s", fn,
             a->device, ff, need > allowed ? "left within the memory fraction" : "free");
         return SUBLET_ERR_OOM;
     }
@@ -235,7 +225,7 @@ sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap)
             if (st != SUBLET_OK) {
                 char fs[48];
                 sublet_format_size(w[k].size, fs, sizeof fs);
-                say(err, err_cap, "warmup: reserving %s in the %s pool: %s", fs,
+                sl_msg(err, err_cap, "warmup: reserving %s in the %s pool: %s", fs,
                     pool_name(w[k].kind),
                     st == SUBLET_ERR_OOM ? a->oom_msg : sublet_status_text(st));
                 break;
@@ -247,7 +237,7 @@ sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap)
                 if (!n) {
                     (void)sl_segment_release(a, b);
                     st = SUBLET_ERR_NO_MEMORY;
-                    say(err, err_cap, "warmup: out of host memory");
+                    sl_msg(err, err_cap, "warmup: out of host memory");
                     break;
                 }
                 made = n;

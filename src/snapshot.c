@@ -25,17 +25,6 @@
 #include "snapshot_internal.h"
 #include "trace_readers.h"
 
-sublet_status snap_say(char *err, size_t cap, sublet_status st, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 void sublet_snapshot_free(sublet_snapshot *s)
 {
     if (!s)
@@ -357,9 +346,9 @@ static sublet_status need(char *err, size_t cap, const char *path, const char *k
                           const char *what, const pyval *v)
 {
     if (!v)
-        return snap_say(err, cap, SUBLET_ERR_PARSE, "%s%s%s: missing (expected %s)", path,
+        return sl_fail(err, cap, SUBLET_ERR_PARSE, "%s%s%s: missing (expected %s)", path,
                    key ? "." : "", key ? key : "", what);
-    return snap_say(err, cap, SUBLET_ERR_PARSE, "%s%s%s: expected %s, found %s", path, key ? "." : "",
+    return sl_fail(err, cap, SUBLET_ERR_PARSE, "%s%s%s: expected %s, found %s", path, key ? "." : "",
                key ? key : "", what, pv_type_name(pv_typeof(v)));
 }
 
@@ -437,7 +426,7 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
     if (err && cap)
         err[0] = '\0';
     if (!out || (!buf && len))
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
     const uint8_t *p;
     size_t n;
@@ -452,7 +441,7 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
         char shown[200];
         trace_show(p, n < 16 ? n : 16, shown, sizeof shown);
         free(owned);
-        return snap_say(err, cap, SUBLET_ERR_PARSE,
+        return sl_fail(err, cap, SUBLET_ERR_PARSE,
                    "not a snapshot: neither a pickle nor JSON (first bytes: '%s'%s)", shown,
                    owned ? ", after gunzip" : "");
     }
@@ -460,13 +449,13 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
     if (!s || !(s->arena = pv_arena_create())) {
         free(owned);
         sublet_snapshot_free(s);
-        return snap_say(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     char why[400] = "";
     st = json ? pv_json_parse(p, n, s->arena, &s->root, why, sizeof why)
               : pv_pickle_parse(p, n, s->arena, &s->root, why, sizeof why);
     if (st != SUBLET_OK)
-        snap_say(err, cap, st, "%s: %s%s", json ? "JSON" : "pickle", why,
+        sl_fail(err, cap, st, "%s: %s%s", json ? "JSON" : "pickle", why,
             owned ? " (offset in the gunzipped data)" : "");
     free(owned);
     s->fmt = json ? SUBLET_FORMAT_SNAPSHOT_JSON : SUBLET_FORMAT_SNAPSHOT_PICKLE;
@@ -477,7 +466,7 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
             s->segments = pv_dict_get(s->root, "segments");
             s->traces = pv_dict_get(s->root, "device_traces");
             if (!s->segments && !s->traces)
-                st = snap_say(err, cap, SUBLET_ERR_PARSE,
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                          "not a snapshot: a dict with neither 'segments' nor 'device_traces'");
             else if (s->segments && !is_seq(s->segments))
                 st = need(err, cap, "segments", NULL, "a list", s->segments);
@@ -490,7 +479,7 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
                     st = need(err, cap, path, NULL, "a list", pv_list_at(s->traces, d));
             }
         } else {
-            st = snap_say(err, cap, SUBLET_ERR_PARSE,
+            st = sl_fail(err, cap, SUBLET_ERR_PARSE,
                      "not a snapshot: the top-level value is a %s, not a dict or a list",
                      pv_type_name(pv_typeof(s->root)));
         }
@@ -510,11 +499,11 @@ sublet_status sublet_snapshot_load(const char *path, sublet_snapshot **out, char
     if (err && cap)
         err[0] = '\0';
     if (!path || !out)
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return snap_say(err, cap, SUBLET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return sl_fail(err, cap, SUBLET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t n = 0, bcap = 1 << 16;
     uint8_t *buf = malloc(bcap);
     sublet_status st = buf ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
@@ -536,14 +525,14 @@ sublet_status sublet_snapshot_load(const char *path, sublet_snapshot **out, char
     int rerr = ferror(f) ? errno : 0;
     fclose(f);
     if (st == SUBLET_OK && rerr)
-        st = snap_say(err, cap, SUBLET_ERR_IO, "%s: read error: %s", path, strerror(rerr));
+        st = sl_fail(err, cap, SUBLET_ERR_IO, "%s: read error: %s", path, strerror(rerr));
     else if (st != SUBLET_OK)
-        snap_say(err, cap, st, "%s: out of memory reading the file", path);
+        sl_fail(err, cap, st, "%s: out of memory reading the file", path);
     if (st == SUBLET_OK) {
         char inner[512];
         st = sublet_snapshot_parse(buf, n, out, inner, sizeof inner);
         if (st != SUBLET_OK)
-            snap_say(err, cap, st, "%s: %s", path, inner);
+            sl_fail(err, cap, st, "%s: %s", path, inner);
     }
     free(buf);
     return st;
@@ -588,7 +577,7 @@ sublet_status sublet_snapshot_encode(const sublet_snapshot *s, sublet_snapshot_f
     if (err && cap)
         err[0] = '\0';
     if (!s || !out || !out_len || (fmt != SUBLET_SNAPSHOT_PICKLE && fmt != SUBLET_SNAPSHOT_JSON))
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
     *out_len = 0;
     pv_buf b = {0};
@@ -599,7 +588,7 @@ sublet_status sublet_snapshot_encode(const sublet_snapshot *s, sublet_snapshot_f
                                            sizeof why);
     if (st != SUBLET_OK) {
         pv_buf_free(&b);
-        return snap_say(err, cap, st, "%s: %s", fmt == SUBLET_SNAPSHOT_PICKLE ? "pickle" : "JSON",
+        return sl_fail(err, cap, st, "%s: %s", fmt == SUBLET_SNAPSHOT_PICKLE ? "pickle" : "JSON",
                    why[0] ? why : sublet_status_text(st));
     }
     if (!gzip) {
@@ -618,13 +607,13 @@ sublet_status sublet_snapshot_write(const sublet_snapshot *s, const char *path,
     if (err && cap)
         err[0] = '\0';
     if (!s || !path || !*path)
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     int gz = 0;
     sublet_snapshot_format by_name = sublet_snapshot_format_of_path(path, &gz);
     if (fmt == SUBLET_SNAPSHOT_AUTO)
         fmt = by_name;
     if (fmt != SUBLET_SNAPSHOT_PICKLE && fmt != SUBLET_SNAPSHOT_JSON)
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT,
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT,
                    "%s: cannot tell the snapshot format from the name (use .pickle, .pkl or "
                    ".json, optionally followed by .gz)",
                    path);
@@ -633,7 +622,7 @@ sublet_status sublet_snapshot_write(const sublet_snapshot *s, const char *path,
     char why[512];
     sublet_status st = sublet_snapshot_encode(s, fmt, gz, &data, &n, why, sizeof why);
     if (st != SUBLET_OK)
-        return snap_say(err, cap, st, "%s: %s", path, why);
+        return sl_fail(err, cap, st, "%s: %s", path, why);
     st = sublet_atomic_write(path, data, n, err, cap);
     free(data);
     return st;
@@ -753,7 +742,7 @@ sublet_status sublet_snapshot_trace(const sublet_snapshot *s, const sublet_trace
                                     sublet_trace **out, char *err, size_t cap)
 {
     if (!s || !out)
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     return sublet_trace_from_snapshot(s->root, opt, s->fmt, out, err, cap);
 }
 

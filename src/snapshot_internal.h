@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errmsg.h"
 #include "pyval.h"
 #include "sublet/history.h"
 #include "sublet/snapshot.h"
@@ -18,13 +19,6 @@ struct sublet_snapshot {
     const pyval *traces;   /* device_traces list, or NULL */
     sublet_trace_format fmt;
 };
-
-/* snprintf into err (when err and cap); returns st. */
-sublet_status snap_say(char *err, size_t cap, sublet_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 
 /* Keys, shared str nodes (the pickle memoizes them once). */
 enum {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sublet/trace.h"
+#include "errmsg.h"
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us"
 #define CSV_COLUMNS 6
@@ -25,16 +26,6 @@ typedef struct field {
     const char *p;
     size_t n;
 } field;
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* Quote at most SHOW_MAX bytes of a field, escaping anything unprintable,
  * so a message stays one readable line whatever the input holds. */
@@ -90,12 +81,12 @@ static sublet_status number(const field *f, int col, uint64_t lineno, uint64_t *
     char shown[SHOW_MAX * 4 + 8];
     show(f->p, f->n, shown, sizeof shown);
     if (f->n == 0)
-        set_err(err, cap, "line %llu: %s is empty", (unsigned long long)lineno, k_col_names[col]);
+        sl_msg(err, cap, "line %llu: %s is empty", (unsigned long long)lineno, k_col_names[col]);
     else if (r == -2)
-        set_err(err, cap, "line %llu: %s '%s' overflows 64 bits", (unsigned long long)lineno,
+        sl_msg(err, cap, "line %llu: %s '%s' overflows 64 bits", (unsigned long long)lineno,
                 k_col_names[col], shown);
     else
-        set_err(err, cap, "line %llu: %s '%s' is not an unsigned decimal integer",
+        sl_msg(err, cap, "line %llu: %s '%s' is not an unsigned decimal integer",
                 (unsigned long long)lineno, k_col_names[col], shown);
     return SUBLET_ERR_PARSE;
 }
@@ -121,13 +112,13 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
                                char *err, size_t cap)
 {
     if (n == 0) {
-        set_err(err, cap, "line %llu: empty line", (unsigned long long)lineno);
+        sl_msg(err, cap, "line %llu: empty line", (unsigned long long)lineno);
         return SUBLET_ERR_PARSE;
     }
     field f[CSV_COLUMNS];
     size_t nf = split(p, n, f);
     if (nf != CSV_COLUMNS) {
-        set_err(err, cap, "line %llu: expected %d columns (" CSV_HEADER "), found %zu",
+        sl_msg(err, cap, "line %llu: expected %d columns (" CSV_HEADER "), found %zu",
                 (unsigned long long)lineno, CSV_COLUMNS, nf);
         return SUBLET_ERR_PARSE;
     }
@@ -140,7 +131,7 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
     if (sublet_trace_kind_parse(f[COL_ACTION].p, f[COL_ACTION].n, &ev->kind) != 0) {
         char shown[SHOW_MAX * 4 + 8];
         show(f[COL_ACTION].p, f[COL_ACTION].n, shown, sizeof shown);
-        set_err(err, cap, "line %llu: unknown action '%s'", (unsigned long long)lineno, shown);
+        sl_msg(err, cap, "line %llu: unknown action '%s'", (unsigned long long)lineno, shown);
         return SUBLET_ERR_PARSE;
     }
     if ((st = number(&f[COL_ADDR], COL_ADDR, lineno, &ev->addr, err, cap)) != SUBLET_OK ||
@@ -187,19 +178,19 @@ sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace *
     const char *lp;
     size_t ln;
     if (!next_line(buf, len, &pos, &lp, &ln)) {
-        set_err(err, err_cap, "line 1: empty input; expected the header '" CSV_HEADER "'");
+        sl_msg(err, err_cap, "line 1: empty input; expected the header '" CSV_HEADER "'");
         return SUBLET_ERR_PARSE;
     }
     if (ln != strlen(CSV_HEADER) || memcmp(lp, CSV_HEADER, ln) != 0) {
         char shown[SHOW_MAX * 4 + 8];
         show(lp, ln, shown, sizeof shown);
-        set_err(err, err_cap, "line 1: expected the header '" CSV_HEADER "', found '%s'", shown);
+        sl_msg(err, err_cap, "line 1: expected the header '" CSV_HEADER "', found '%s'", shown);
         return SUBLET_ERR_PARSE;
     }
     sublet_trace *t = NULL;
     sublet_status st = sublet_trace_create(&t);
     if (st != SUBLET_OK) {
-        set_err(err, err_cap, "out of memory");
+        sl_msg(err, err_cap, "out of memory");
         return st;
     }
     uint64_t lineno = 1;
@@ -211,14 +202,14 @@ sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace *
             break;
         if (sublet_trace_kind_is_prelude(ev.kind) &&
             sublet_trace_prelude_count(t) != sublet_trace_count(t)) {
-            set_err(err, err_cap, "line %llu: %s row after the first recorded event",
+            sl_msg(err, err_cap, "line %llu: %s row after the first recorded event",
                     (unsigned long long)lineno, sublet_trace_kind_name(ev.kind));
             st = SUBLET_ERR_PARSE;
             break;
         }
         st = sublet_trace_append(t, &ev);
         if (st != SUBLET_OK) {
-            set_err(err, err_cap, "line %llu: out of memory", (unsigned long long)lineno);
+            sl_msg(err, err_cap, "line %llu: out of memory", (unsigned long long)lineno);
             break;
         }
     }
@@ -240,7 +231,7 @@ sublet_status sublet_trace_read_csv(FILE *f, sublet_trace **out, char *err, size
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
-        set_err(err, err_cap, "out of memory");
+        sl_msg(err, err_cap, "out of memory");
         return SUBLET_ERR_NO_MEMORY;
     }
     for (;;) {
@@ -248,7 +239,7 @@ sublet_status sublet_trace_read_csv(FILE *f, sublet_trace **out, char *err, size
             char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (!nb) {
                 free(buf);
-                set_err(err, err_cap, "out of memory reading the trace");
+                sl_msg(err, err_cap, "out of memory reading the trace");
                 return SUBLET_ERR_NO_MEMORY;
             }
             buf = nb;
@@ -262,7 +253,7 @@ sublet_status sublet_trace_read_csv(FILE *f, sublet_trace **out, char *err, size
     if (ferror(f)) {
         int e = errno;
         free(buf);
-        set_err(err, err_cap, "read error: %s", e ? strerror(e) : "unknown");
+        sl_msg(err, err_cap, "read error: %s", e ? strerror(e) : "unknown");
         return SUBLET_ERR_IO;
     }
     sublet_status st = sublet_trace_parse_csv(buf, n, out, err, err_cap);
@@ -280,13 +271,13 @@ sublet_status sublet_trace_load_csv(const char *path, sublet_trace **out, char *
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, err_cap, "cannot open '%s': %s", path, strerror(errno));
+        sl_msg(err, err_cap, "cannot open '%s': %s", path, strerror(errno));
         return SUBLET_ERR_IO;
     }
     char inner[512];
     sublet_status st = sublet_trace_read_csv(f, out, inner, sizeof inner);
     fclose(f);
     if (st != SUBLET_OK)
-        set_err(err, err_cap, "%s: %s", path, inner);
+        sl_msg(err, err_cap, "%s: %s", path, inner);
     return st;
 }

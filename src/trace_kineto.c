@@ -38,7 +38,7 @@ static int cmp_kmem(const void *a, const void *b)
 static sublet_status kbad(char *err, size_t cap, size_t i, const char *key, const char *what,
                           const pyval *v)
 {
-    trace_err(err, cap, "traceEvents[%zu].args.%s: %s%s%s%s", i, key,
+    sl_msg(err, cap, "traceEvents[%zu].args.%s: %s%s%s%s", i, key,
               v ? "expected " : "missing (expected ", what, v ? ", found " : ")",
               v ? pv_type_name(pv_typeof(v)) : "");
     return SUBLET_ERR_PARSE;
@@ -50,7 +50,7 @@ static sublet_status read_mem(const pyval *e, size_t i, kmem *m, bool *keep, cha
     *keep = false;
     const pyval *args = pv_dict_get(e, "args");
     if (pv_typeof(args) != PV_DICT) {
-        trace_err(err, cap, "traceEvents[%zu].args: %s, found %s", i,
+        sl_msg(err, cap, "traceEvents[%zu].args: %s, found %s", i,
                   args ? "expected a dict" : "missing (expected a dict)",
                   pv_type_name(pv_typeof(args)));
         return SUBLET_ERR_PARSE;
@@ -81,7 +81,7 @@ static sublet_status read_mem(const pyval *e, size_t i, kmem *m, bool *keep, cha
     if (!v) {
         m->ts = 0;
     } else if (!pv_as_double(v, &m->ts) || pv_typeof(v) == PV_BOOL || isnan(m->ts)) {
-        trace_err(err, cap, "traceEvents[%zu].ts: expected a number, found %s", i,
+        sl_msg(err, cap, "traceEvents[%zu].ts: expected a number, found %s", i,
                   pv_type_name(pv_typeof(v)));
         return SUBLET_ERR_PARSE;
     }
@@ -146,7 +146,7 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
     *out = NULL;
     const pyval *evs = pv_typeof(root) == PV_DICT ? pv_dict_get(root, "traceEvents") : root;
     if (pv_typeof(evs) != PV_LIST) {
-        trace_err(err, cap, "traceEvents: expected a list, found %s", pv_type_name(pv_typeof(evs)));
+        sl_msg(err, cap, "traceEvents: expected a list, found %s", pv_type_name(pv_typeof(evs)));
         return SUBLET_ERR_PARSE;
     }
     size_t n = pv_list_len(evs), nm = 0, mcap = 0;
@@ -155,7 +155,7 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
     for (size_t i = 0; i < n && !st; i++) {
         const pyval *e = pv_list_at(evs, i);
         if (pv_typeof(e) != PV_DICT) {
-            trace_err(err, cap, "traceEvents[%zu]: expected a dict, found %s", i,
+            sl_msg(err, cap, "traceEvents[%zu]: expected a dict, found %s", i,
                       pv_type_name(pv_typeof(e)));
             st = SUBLET_ERR_PARSE;
             break;
@@ -171,7 +171,7 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
             kmem *g = nc <= SIZE_MAX / sizeof *g ? realloc(m, nc * sizeof *g) : NULL;
             if (!g) {
                 st = SUBLET_ERR_NO_MEMORY;
-                trace_err(err, cap, "out of memory");
+                sl_msg(err, cap, "out of memory");
                 break;
             }
             m = g;
@@ -240,6 +240,6 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
         }
     }
     if (st)
-        trace_err(err, cap, "out of memory");
+        sl_msg(err, cap, "out of memory");
     return st;
 }

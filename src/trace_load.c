@@ -19,16 +19,6 @@
 
 /* ---- messages ------------------------------------------------------------------ */
 
-void trace_err(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
-
 void trace_show(const void *p, size_t n, char *out, size_t cap)
 {
     static const char hex[] = "0123456789abcdef";
@@ -792,7 +782,7 @@ static sublet_status parse_json_root(const pyval *root, const sublet_trace_load_
         if (pv_dict_get(root, "segments") || pv_dict_get(root, "device_traces"))
             return sublet_trace_from_snapshot(root, opt, SUBLET_FORMAT_SNAPSHOT_JSON, out, err,
                                               cap);
-        trace_err(err, cap,
+        sl_msg(err, cap,
                   "JSON: an object with none of the keys traceEvents (Kineto), segments or "
                   "device_traces (PyTorch snapshot): not a trace");
         return SUBLET_ERR_PARSE;
@@ -804,11 +794,11 @@ static sublet_status parse_json_root(const pyval *root, const sublet_trace_load_
         if (pv_dict_get(first, "blocks") || pv_dict_get(first, "total_size"))
             return sublet_trace_from_snapshot(root, opt, SUBLET_FORMAT_SNAPSHOT_JSON, out, err,
                                               cap);
-        trace_err(err, cap, "JSON: %s is neither a list of snapshot segments nor of trace events",
+        sl_msg(err, cap, "JSON: %s is neither a list of snapshot segments nor of trace events",
                   first ? "the top-level list" : "an empty top-level list");
         return SUBLET_ERR_PARSE;
     }
-    trace_err(err, cap, "JSON: the top-level value is a %s, not an object or a list",
+    sl_msg(err, cap, "JSON: the top-level value is a %s, not an object or a list",
               pv_type_name(pv_typeof(root)));
     return SUBLET_ERR_PARSE;
 }
@@ -820,7 +810,7 @@ static sublet_status parse_tree(const uint8_t *p, size_t n, bool json, bool infl
 {
     pv_arena *a = pv_arena_create();
     if (!a) {
-        trace_err(err, cap, "out of memory");
+        sl_msg(err, cap, "out of memory");
         return SUBLET_ERR_NO_MEMORY;
     }
     if (opt && opt->max_tree_bytes)
@@ -831,7 +821,7 @@ static sublet_status parse_tree(const uint8_t *p, size_t n, bool json, bool infl
     sublet_status st = json ? pv_json_parse(p, n, a, &root, why, sizeof why)
                             : pv_pickle_parse(p, n, a, &root, why, sizeof why);
     if (st != SUBLET_OK) {
-        trace_err(err, cap, "%s: %s%s", json ? "JSON" : "pickle", why,
+        sl_msg(err, cap, "%s: %s%s", json ? "JSON" : "pickle", why,
                   inflated ? " (offset in the gunzipped data)" : "");
     } else if (json) {
         st = parse_json_root(root, opt, out, err, cap);
@@ -848,7 +838,7 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
     if (err && cap)
         err[0] = '\0';
     if (!out || (!buf && len)) {
-        trace_err(err, cap, "invalid argument");
+        sl_msg(err, cap, "invalid argument");
         return SUBLET_ERR_INVALID_ARGUMENT;
     }
     *out = NULL;
@@ -871,7 +861,7 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
     default: {
         char shown[200];
         trace_show(p, n < 16 ? n : 16, shown, sizeof shown);
-        trace_err(err, cap, "unrecognised trace format (first bytes: '%s'%s)", shown,
+        sl_msg(err, cap, "unrecognised trace format (first bytes: '%s'%s)", shown,
                   owned ? ", after gunzip" : "");
         st = SUBLET_ERR_PARSE;
     }
@@ -882,7 +872,7 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
         if (st != SUBLET_OK) {
             sublet_trace_free(*out);
             *out = NULL;
-            trace_err(err, cap, "out of memory");
+            sl_msg(err, cap, "out of memory");
         }
     }
     return st;
@@ -898,7 +888,7 @@ sublet_status sublet_trace_load(const char *path, const sublet_trace_load_option
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        trace_err(err, cap, "%s: cannot open: %s", path, strerror(errno));
+        sl_msg(err, cap, "%s: cannot open: %s", path, strerror(errno));
         return SUBLET_ERR_IO;
     }
     size_t n = 0, bcap = 1 << 16;
@@ -922,12 +912,12 @@ sublet_status sublet_trace_load(const char *path, const sublet_trace_load_option
     int rerr = ferror(f) ? errno : 0;
     fclose(f);
     if (st == SUBLET_OK && rerr) {
-        trace_err(err, cap, "%s: read error: %s", path, strerror(rerr));
+        sl_msg(err, cap, "%s: read error: %s", path, strerror(rerr));
         free(buf);
         return SUBLET_ERR_IO;
     }
     if (st != SUBLET_OK) {
-        trace_err(err, cap, "%s: out of memory reading the file", path);
+        sl_msg(err, cap, "%s: out of memory reading the file", path);
         free(buf);
         return st;
     }
@@ -935,6 +925,6 @@ sublet_status sublet_trace_load(const char *path, const sublet_trace_load_option
     st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
     free(buf);
     if (st != SUBLET_OK)
-        trace_err(err, cap, "%s: %s", path, inner);
+        sl_msg(err, cap, "%s: %s", path, inner);
     return st;
 }

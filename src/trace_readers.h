@@ -15,15 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errmsg.h"
 #include "pyval.h"
 #include "sublet/trace.h"
 
-/* snprintf into err (when err and cap), never more than cap bytes. */
-void trace_err(char *err, size_t cap, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 /* Quote at most 40 bytes of p for a message, escaping what is not printable. */
 void trace_show(const void *p, size_t n, char *out, size_t cap);
 

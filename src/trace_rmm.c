@@ -169,7 +169,7 @@ static sublet_status field_number(fld f, const char *name, bool hex, uint64_t li
         return SUBLET_OK;
     char shown[200];
     trace_show(f.p, f.n, shown, sizeof shown);
-    trace_err(err, cap, "line %llu: %s '%s' %s", (unsigned long long)lineno, name, shown,
+    sl_msg(err, cap, "line %llu: %s '%s' %s", (unsigned long long)lineno, name, shown,
               r == -2 ? "does not fit 64 bits"
               : hex   ? "is not a hex (0x...) or decimal number"
                       : "is not a decimal number");
@@ -182,7 +182,7 @@ static sublet_status row(rmm_state *s, const char *p, size_t n, uint64_t lineno,
     fld f[RMM_COLUMNS];
     size_t nf = split(p, n, f);
     if (nf != RMM_COLUMNS) {
-        trace_err(err, cap, "line %llu: expected %d columns (" RMM_HEADER "), found %zu",
+        sl_msg(err, cap, "line %llu: expected %d columns (" RMM_HEADER "), found %zu",
                   (unsigned long long)lineno, RMM_COLUMNS, nf);
         return SUBLET_ERR_PARSE;
     }
@@ -198,7 +198,7 @@ static sublet_status row(rmm_state *s, const char *p, size_t n, uint64_t lineno,
     } else {
         char shown[200];
         trace_show(a.p, a.n, shown, sizeof shown);
-        trace_err(err, cap,
+        sl_msg(err, cap,
                   "line %llu: unknown action '%s' (expected allocate, free or allocate failure)",
                   (unsigned long long)lineno, shown);
         return SUBLET_ERR_PARSE;
@@ -237,7 +237,7 @@ static sublet_status row(rmm_state *s, const char *p, size_t n, uint64_t lineno,
         ev.kind = SUBLET_ACT_FREE_COMPLETED;
     }
     if (oom || trace_vec_push(&s->events, &ev) != SUBLET_OK) {
-        trace_err(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
+        sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
         return SUBLET_ERR_NO_MEMORY;
     }
     return SUBLET_OK;
@@ -269,7 +269,7 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
             if (!is(h, RMM_HEADER)) {
                 char shown[200];
                 trace_show(h.p, h.n, shown, sizeof shown);
-                trace_err(err, cap, "line 1: expected the header '" RMM_HEADER "', found '%s'",
+                sl_msg(err, cap, "line 1: expected the header '" RMM_HEADER "', found '%s'",
                           shown);
                 st = SUBLET_ERR_PARSE;
             }
@@ -280,11 +280,11 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
         st = row(&s, lp, ln, lineno, err, cap);
     }
     if (st == SUBLET_OK && lineno == 0) {
-        trace_err(err, cap, "line 1: empty input; expected the header '" RMM_HEADER "'");
+        sl_msg(err, cap, "line 1: empty input; expected the header '" RMM_HEADER "'");
         st = SUBLET_ERR_PARSE;
     }
     if (st == SUBLET_OK && (st = trace_assemble(&s.pre_seg, &s.pre_alloc, &s.events, out)))
-        trace_err(err, cap, "out of memory");
+        sl_msg(err, cap, "out of memory");
     trace_vec_free(&s.events);
     trace_vec_free(&s.pre_seg);
     trace_vec_free(&s.pre_alloc);
@@ -297,7 +297,7 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
         if (st) {
             sublet_trace_free(*out);
             *out = NULL;
-            trace_err(err, cap, "out of memory");
+            sl_msg(err, cap, "out of memory");
         }
     }
     return st;

@@ -34,10 +34,10 @@ static sublet_status bad(snap *s, const char *path, const char *key, const char 
                          const pyval *v)
 {
     if (v && pv_typeof(v) == PV_INT && !(v->flags & PV_F_UINT64) && v->u.i < 0)
-        trace_err(s->err, s->cap, "%s%s%s: expected %s, found %lld", path, key ? "." : "",
+        sl_msg(s->err, s->cap, "%s%s%s: expected %s, found %lld", path, key ? "." : "",
                   key ? key : "", what, (long long)v->u.i);
     else
-        trace_err(s->err, s->cap, "%s%s%s: %s%s%s%s", path, key ? "." : "", key ? key : "",
+        sl_msg(s->err, s->cap, "%s%s%s: %s%s%s%s", path, key ? "." : "", key ? key : "",
                   v ? "expected " : "missing (expected ", what, v ? ", found " : ")",
                   v ? type_of(v) : "");
     return SUBLET_ERR_PARSE;
@@ -45,7 +45,7 @@ static sublet_status bad(snap *s, const char *path, const char *key, const char 
 
 static sublet_status nomem(snap *s)
 {
-    trace_err(s->err, s->cap, "out of memory");
+    sl_msg(s->err, s->cap, "out of memory");
     return SUBLET_ERR_NO_MEMORY;
 }
 
@@ -257,7 +257,7 @@ static sublet_status read_event(snap *s, const pyval *e, const char *path, uint6
         }
         char shown[200];
         trace_show(as, an, shown, sizeof shown);
-        trace_err(s->err, s->cap, "%s.action: unknown action '%s'", path, shown);
+        sl_msg(s->err, s->cap, "%s.action: unknown action '%s'", path, shown);
         return SUBLET_ERR_PARSE;
     }
     bool has;
@@ -488,7 +488,7 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
     if (is_seq(root)) { /* memory_snapshot(): the segments only */
         segs = root;
     } else if (pv_typeof(root) != PV_DICT) {
-        trace_err(err, cap, "snapshot: expected a dict (or a list of segments), found %s",
+        sl_msg(err, cap, "snapshot: expected a dict (or a list of segments), found %s",
                   type_of(root));
         return SUBLET_ERR_PARSE;
     } else {
@@ -507,7 +507,7 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
     }
     int64_t dev = pick_device(traces, segs, opt);
     if (dev < 0) {
-        trace_err(err, cap, "device %lld: no such device", (long long)dev);
+        sl_msg(err, cap, "device %lld: no such device", (long long)dev);
         return SUBLET_ERR_INVALID_ARGUMENT;
     }
     s.x = trace_extras_new();
@@ -522,7 +522,7 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
     if (!st)
         st = expandable_prelude(&s, &w);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
-        trace_err(err, cap,
+        sl_msg(err, cap,
                   "device %lld: the snapshot has no events and no segments for it (%zu "
                   "device trace(s))",
                   (long long)dev, pv_list_len(traces));

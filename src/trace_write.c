@@ -185,13 +185,13 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
     if (err && cap)
         err[0] = '\0';
     if (!t || !out)
-        return snap_say(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
     sublet_settings cfg;
     sublet_settings_default(&cfg);
     char why[512];
     if (conf && *conf && sublet_settings_parse(&cfg, conf, why, sizeof why) != SUBLET_OK)
-        return snap_say(err, cap, SUBLET_ERR_CONFIG, "settings '%s': %s", conf, why);
+        return sl_fail(err, cap, SUBLET_ERR_CONFIG, "settings '%s': %s", conf, why);
     const sublet_trace_event *ev = sublet_trace_events(t);
     size_t n = sublet_trace_count(t);
     sublet_snapshot *s = calloc(1, sizeof *s);
@@ -201,7 +201,7 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
     b.device = sublet_trace_device(t) > 0 ? sublet_trace_device(t) : 0;
     if (!s || !(s->arena = b.ar = pv_arena_create()) || !snap_bld_init(&b)) {
         sublet_snapshot_free(s);
-        return snap_say(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     /* device_traces: the recorded events verbatim */
     pyval *traces = pv_new_list(b.ar), *mine = pv_new_list(b.ar);
@@ -306,7 +306,7 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
     if (b.fail || !snap_assemble(&b, s, traces, &cfg)) {
         free(b.frames);
         sublet_snapshot_free(s);
-        return snap_say(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     free(b.frames);
     *out = s;
