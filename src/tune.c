@@ -104,8 +104,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         o = &def;
     }
     sublet_tune_options opt = *o;
-    if (!opt.threads)
-        opt.threads = 2;
+    opt.threads = tn_threads(opt.threads);
     if (!opt.resolution)
         opt.resolution = DEFAULT_RESOLUTION;
     if (!(opt.band > 0))

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tune_internal.h"
 
@@ -295,6 +296,14 @@ static void *pfor_worker(void *arg)
             return NULL;
         p->fn(p->ctx, i);
     }
+}
+
+unsigned tn_threads(unsigned threads)
+{
+    if (threads)
+        return threads > MAX_THREADS ? MAX_THREADS : threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
 }
 
 void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx)

@@ -104,6 +104,8 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
                           uint64_t *replays, char *err, size_t err_cap);
 /* fn(ctx, i) for i in [0, n) on `threads` threads (the caller's included). */
 void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx);
+/* `threads` as asked, or every online core for 0 (at most 64). */
+unsigned tn_threads(unsigned threads);
 
 /* ---- the search (tune_search.c) ------------------------------------------------------- */
 

@@ -358,7 +358,7 @@ sublet_status tn_plan(const tfacts *f, size_t n, const char *conf, uint64_t dev,
     uint64_t left_segments = 0, left_bytes = 0, prelude_allocs = 0, empty_caches = 0;
     int fits_before = 1;
     for (unsigned round = 0; st == SUBLET_OK; round++) {
-        tn_parallel_for(o->threads ? o->threads : 2, n, round_fn, &job);
+        tn_parallel_for(tn_threads(o->threads), n, round_fn, &job);
         for (size_t t = 0; t < n; t++) {
             *replays += m[t].replays;
             if (m[t].st != SUBLET_OK && st == SUBLET_OK) {

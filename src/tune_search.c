@@ -273,7 +273,7 @@ static void task_fn(void *arg, size_t i)
 void tn_run_tasks(tctx *x, task *t, size_t n)
 {
     tbatch b = {x, t};
-    tn_parallel_for(x->o->threads ? x->o->threads : 2, n, task_fn, &b);
+    tn_parallel_for(tn_threads(x->o->threads), n, task_fn, &b);
     for (size_t i = 0; i < n; i++) {
         task *k = &t[i];
         cand *c = &x->c[k->c];
@@ -365,7 +365,7 @@ static uint64_t bisect(tctx *x, size_t ci)
     uint64_t hi = find_upper(x, ci);
     if (!hi || x->st != SUBLET_OK)
         return 0;
-    unsigned th = x->o->threads ? x->o->threads : 2;
+    unsigned th = tn_threads(x->o->threads);
     if (th > 8)
         th = 8;
     for (;;) {
@@ -484,7 +484,7 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
         w->order[q] = keys[q].i;
     free(keys);
 
-    unsigned th = x->o->threads ? x->o->threads : 2;
+    unsigned th = tn_threads(x->o->threads);
     if (th > 8)
         th = 8;
     uint64_t res = x->res;

@@ -230,7 +230,7 @@ void sublet_tune_options_init(sublet_tune_options *o)
         return;
     memset(o, 0, sizeof *o);
     sublet_tune_cost_model_default(&o->cost);
-    o->threads = 2;
+    o->threads = 0; /* every online core (tn_threads) */
     o->resolution = DEFAULT_RESOLUTION;
     o->band = DEFAULT_BAND;
     o->diagnose = 1;

@@ -35,7 +35,7 @@ void cli_tune_usage(FILE *out)
           "                        recorded), allocate (live blocks allocated under each\n"
           "                        setting) or auto (default: adopt under the native policy\n"
           "                        without expandable segments, allocate otherwise)\n"
-          "  --threads N           parallel replays (default 2)\n"
+          "  --threads N           parallel replays (default: every online core)\n"
           "  --no-warmup           skip the warm-up plan (the segments to reserve at start so\n"
           "                        that the run makes no device allocation: the `warmup`\n"
           "                        option of SUBLET_ALLOC_CONF)\n"

@@ -122,7 +122,7 @@ typedef struct sublet_tune_options {
      * (sublet_trace_device_memory), else 80 GiB. */
     uint64_t device_memory;
     sublet_tune_cost_model cost;
-    unsigned threads;    /* replays run in parallel; 0 = 2 */
+    unsigned threads;    /* replays run in parallel; 0 = every online core */
     uint64_t resolution; /* bisection step; 0 = 2 MiB */
     double band;         /* 0 = 0.005: "within 0.5 % of the best M" */
     /* The replays' prelude mode (sublet_replay_options.prelude). */
@@ -143,7 +143,7 @@ typedef struct sublet_tune_options {
     void *progress_user;
 } sublet_tune_options;
 
-/* Defaults: device from the traces, default cost model, 2 threads, 2 MiB,
+/* Defaults: device from the traces, default cost model, every core, 2 MiB,
  * 0.5 %, diagnosis and warm-up plan on. */
 void sublet_tune_options_init(sublet_tune_options *o);
 
