@@ -5,9 +5,10 @@
  *                             pytorch_snapshot and tests/data (from the
  *                             repository root or the build directory)
  *
- * Prints one `trace=<name> events=<n> replay_events_per_s=<x>` line per
- * trace and a final `replay_events_per_s=<x>` over all of them, plus the
- * same workload through sublet_malloc/free alone as a peer ratio. */
+ * Prints one `trace=<name> events=<n> reps=<r> replay_events_per_s=<x>`
+ * line per trace and a final `replay_events_per_s=<x>` over all of them.
+ * Events counted are the rows replayed plus the prelude's seeded segments
+ * and blocks; each trace is replayed for at least 0.5 s. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -117,8 +117,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
     for (size_t i = 0; i < a->nevent_pool; i++)
         a->backend->ops->event_destroy(a->backend, a->event_pool[i]);
     free(a->event_pool);
-    /* from the highest address down: a backend that keeps its ranges in a
-     * sorted array (the sim) then removes each from the end, in O(1) */
+    /* segs[] is in no set order (segs.c); the sim removes each in O(log n) */
     for (size_t i = a->nsegs; i-- > 0;) {
         sl_segment *seg = a->segs[i];
         if (seg->expandable)
@@ -133,7 +132,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
         }
         free(seg);
     }
-    free(a->segs);
+    sl_segs_fini(a);
     sl_stitch_fini(a);
     sl_pool_fini(&a->small);
     sl_pool_fini(&a->large);

@@ -1,13 +1,15 @@
 /* sublet — the `sim` backend: a simulated device with an address space and
  * no memory behind it.
  *
- * Address space.  Segments and VA reservations are both "placed" ranges kept
- * in one array sorted by address (ranges never overlap), so an exact lookup
- * or an overlap test is a binary search.  A placement honours a non-zero hint
- * when [hint, hint+size) overlaps nothing live; otherwise it is first fit
- * from SIM_BASE, with candidate starts aligned to 2 MiB (as cudaMalloc's
- * large blocks are).  Only the sequence of calls decides the addresses, so
- * two sims driven identically hand out identical addresses.
+ * Address space.  Segments and VA reservations are both "placed" ranges,
+ * which never overlap, kept in one tree by address (src/rtree.c), so
+ * an exact lookup, an overlap test, an insert or a remove is O(log n).  A
+ * placement honours a non-zero hint when [hint, hint+size) overlaps nothing
+ * live; otherwise it is first fit from SIM_BASE: the lowest address with a
+ * start aligned to 2 MiB (as cudaMalloc's large blocks are), or to a
+ * reservation's coarser alignment, found in O(log n) through the largest
+ * free gap kept in every subtree.  Only the sequence of calls decides the
+ * addresses, so two sims driven identically hand out identical addresses.
  *
  * Memory accounting.  `used` counts segment bytes plus the physical bytes
  * behind mapped VA (a reservation alone costs nothing, as with
@@ -32,10 +34,12 @@
  *
  * One mutex guards everything. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rtree.h"
 #include "sublet/backend.h"
 #include "vmem.h"
 
@@ -44,18 +48,6 @@
 #define SIM_EVENT_MAGIC UINT64_C(0x73696d4576656e74) /* "simEvent" */
 
 enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2 };
-
-typedef struct sim_range {
-    uint64_t addr;
-    uint64_t size;
-    int kind;
-} sim_range;
-
-typedef struct sim_range_vec {
-    sim_range *v;
-    size_t n;
-    size_t cap;
-} sim_range_vec;
 
 typedef struct sim_stream {
     sublet_stream id;
@@ -70,12 +62,14 @@ typedef struct sim_backend {
     uint64_t seg_bytes; /* bytes of live segments */
     uint64_t segments;  /* live segments */
     uint64_t live_events;
-    sim_range_vec placed; /* segments and reservations, sorted by addr */
+    sl_rtree placed;     /* segments and reservations, by address (rtree.c) */
     sl_vmem vm;           /* mapped VA ranges and the physical bytes behind them */
     sim_stream *streams;  /* sorted by id */
     size_t n_streams;
     size_t cap_streams;
-    uint64_t next_hint; /* one-shot placement for the next segment_alloc or va_reserve */
+    /* one-shot placement for the next segment_alloc or va_reserve: atomic, so
+     * that setting it (twice per replayed alloc) costs no lock round trip */
+    _Atomic uint64_t next_hint;
     sublet_sim_ops ops_done; /* successful device calls, by kind */
 } sim_backend;
 
@@ -87,106 +81,6 @@ struct sublet_event {
 };
 
 static const sublet_backend_ops sim_ops;
-
-/* ---- sorted range arrays --------------------------------------------------- */
-
-/* First index whose addr is >= x. */
-static size_t rv_lower(const sim_range_vec *rv, uint64_t x)
-{
-    size_t lo = 0, hi = rv->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (rv->v[mid].addr < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* First index whose addr is > x. */
-static size_t rv_upper(const sim_range_vec *rv, uint64_t x)
-{
-    size_t lo = 0, hi = rv->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (rv->v[mid].addr <= x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static uint64_t range_end(const sim_range *r)
-{
-    return r->addr + r->size;
-}
-
-/* Does [a, a+s) overlap any range?  Requires s > 0 and a+s not to wrap.
- * Ranges do not overlap one another, so their ends are sorted as well and
- * only the last range starting before a+s can reach into [a, a+s). */
-static int rv_overlaps(const sim_range_vec *rv, uint64_t a, uint64_t s)
-{
-    size_t i = rv_lower(rv, a + s);
-    return i > 0 && range_end(&rv->v[i - 1]) > a;
-}
-
-/* Index of the range starting exactly at a, or SIZE_MAX. */
-static size_t rv_find(const sim_range_vec *rv, uint64_t a)
-{
-    size_t i = rv_lower(rv, a);
-    return (i < rv->n && rv->v[i].addr == a) ? i : SIZE_MAX;
-}
-
-/* Index of the range containing a, or SIZE_MAX. */
-static size_t rv_containing(const sim_range_vec *rv, uint64_t a)
-{
-    size_t i = rv_upper(rv, a);
-    if (i == 0 || range_end(&rv->v[i - 1]) <= a)
-        return SIZE_MAX;
-    return i - 1;
-}
-
-static sublet_status rv_reserve(sim_range_vec *rv, size_t extra)
-{
-    if (rv->n + extra <= rv->cap)
-        return SUBLET_OK;
-    size_t cap = rv->cap ? rv->cap : 16;
-    while (cap < rv->n + extra)
-        cap *= 2;
-    sim_range *v = realloc(rv->v, cap * sizeof *v);
-    if (!v)
-        return SUBLET_ERR_NO_MEMORY;
-    rv->v = v;
-    rv->cap = cap;
-    return SUBLET_OK;
-}
-
-static sublet_status rv_insert_at(sim_range_vec *rv, size_t i, uint64_t addr, uint64_t size,
-                                  int kind)
-{
-    sublet_status st = rv_reserve(rv, 1);
-    if (st != SUBLET_OK)
-        return st;
-    memmove(&rv->v[i + 1], &rv->v[i], (rv->n - i) * sizeof rv->v[0]);
-    rv->v[i].addr = addr;
-    rv->v[i].size = size;
-    rv->v[i].kind = kind;
-    rv->n++;
-    return SUBLET_OK;
-}
-
-static sublet_status rv_insert(sim_range_vec *rv, uint64_t addr, uint64_t size, int kind)
-{
-    return rv_insert_at(rv, rv_lower(rv, addr), addr, size, kind);
-}
-
-static void rv_remove_span(sim_range_vec *rv, size_t i, size_t count)
-{
-    memmove(&rv->v[i], &rv->v[i + count], (rv->n - i - count) * sizeof rv->v[0]);
-    rv->n -= count;
-}
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -200,13 +94,6 @@ static int is_pow2(uint64_t x)
     return x != 0 && (x & (x - 1)) == 0;
 }
 
-/* Round x up to a multiple of align (a power of two); 0 when it wraps. */
-static uint64_t align_up(uint64_t x, uint64_t align)
-{
-    uint64_t r = (x + (align - 1)) & ~(align - 1);
-    return r < x ? 0 : r;
-}
-
 static uint64_t used_bytes(const sim_backend *s)
 {
     return s->seg_bytes + s->vm.bytes;
@@ -218,34 +105,25 @@ static int fits_capacity(const sim_backend *s, uint64_t size)
     return size <= s->capacity && used <= s->capacity - size;
 }
 
-/* Choose an address for [?, ?+size): the hint when it is free, else first fit
- * from SIM_BASE with `align`-aligned starts.  0 when the space is exhausted. */
-static uint64_t place(const sim_backend *s, uint64_t size, uint64_t hint, uint64_t align)
+/* Place [?, ?+size) and add it to the address space: at the hint when it
+ * is free, else first fit from SIM_BASE with `align`-aligned starts (align a
+ * power of two, at least 2 MiB).  SUBLET_ERR_DEVICE_OOM when the space is
+ * exhausted.  (Inserting at the hint is the overlap test: one descent.) */
+static sublet_status place(sim_backend *s, uint64_t size, uint64_t hint, uint64_t align, int kind,
+                           uint64_t *addr_out)
 {
-    const sim_range_vec *rv = &s->placed;
-    if (hint != 0 && hint + size > hint && !rv_overlaps(rv, hint, size))
-        return hint;
-    uint64_t cand = align_up(SIM_BASE, align);
-    /* Skip every range that ends at or before the first candidate. */
-    size_t i = rv_upper(rv, cand);
-    if (i > 0 && range_end(&rv->v[i - 1]) > cand)
-        i--;
-    for (; i < rv->n; i++) {
-        const sim_range *r = &rv->v[i];
-        if (cand + size < cand)
-            return 0;
-        if (cand + size <= r->addr)
-            return cand;
-        uint64_t end = range_end(r);
-        if (end > cand) {
-            cand = align_up(end, align);
-            if (cand == 0)
-                return 0;
+    if (hint != 0 && hint + size > hint) {
+        sublet_status st = sl_rtree_insert(&s->placed, hint, size, kind);
+        if (st != SUBLET_ERR_INVALID_ARGUMENT) { /* placed, or out of memory */
+            *addr_out = hint;
+            return st;
         }
     }
-    if (cand + size < cand)
-        return 0;
-    return cand;
+    uint64_t addr = sl_rtree_first_fit(&s->placed, size, align);
+    if (addr == 0)
+        return SUBLET_ERR_DEVICE_OOM; /* address space exhausted */
+    *addr_out = addr;
+    return sl_rtree_insert(&s->placed, addr, size, kind);
 }
 
 static sim_stream *find_stream(sim_backend *s, sublet_stream id, int create)
@@ -293,19 +171,15 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
     pthread_mutex_lock(&s->lock);
+    uint64_t once = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
     if (!hint)
-        hint = s->next_hint;
-    s->next_hint = 0;
+        hint = once;
     if (!fits_capacity(s, size)) {
         st = SUBLET_ERR_DEVICE_OOM;
         goto out;
     }
-    uint64_t addr = place(s, size, hint, SIM_SEGMENT_ALIGN);
-    if (addr == 0) {
-        st = SUBLET_ERR_DEVICE_OOM; /* address space exhausted */
-        goto out;
-    }
-    st = rv_insert(&s->placed, addr, size, RANGE_SEGMENT);
+    uint64_t addr = 0;
+    st = place(s, size, hint, SIM_SEGMENT_ALIGN, RANGE_SEGMENT, &addr);
     if (st != SUBLET_OK)
         goto out;
     s->seg_bytes += size;
@@ -324,9 +198,7 @@ static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
-    size_t i = rv_find(&s->placed, addr);
-    if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_SEGMENT && s->placed.v[i].size == size) {
-        rv_remove_span(&s->placed, i, 1);
+    if (sl_rtree_remove(&s->placed, addr, size, RANGE_SEGMENT)) {
         s->seg_bytes -= size;
         s->segments--;
         s->ops_done.segment_frees++;
@@ -458,17 +330,12 @@ static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t a
     pthread_mutex_lock(&s->lock);
     /* the one-shot hint places a reservation too (replay: an expandable
      * segment's first map is at its reservation's start) */
-    uint64_t hint = s->next_hint;
-    s->next_hint = 0;
-    uint64_t addr = place(s, size, hint, align);
-    if (addr == 0) {
-        st = SUBLET_ERR_DEVICE_OOM;
-    } else {
-        st = rv_insert(&s->placed, addr, size, RANGE_RESERVATION);
-        if (st == SUBLET_OK) {
-            s->ops_done.va_reserves++;
-            *addr_out = addr;
-        }
+    uint64_t hint = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
+    uint64_t addr = 0;
+    st = place(s, size, hint, align, RANGE_RESERVATION, &addr);
+    if (st == SUBLET_OK) {
+        s->ops_done.va_reserves++;
+        *addr_out = addr;
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -481,13 +348,12 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
-    size_t i = rv_find(&s->placed, addr);
-    if (i != SIZE_MAX && s->placed.v[i].kind == RANGE_RESERVATION &&
-        s->placed.v[i].size == size) {
+    const sl_rtree_entry *r = sl_rtree_find(&s->placed, addr);
+    if (r && r->tag == RANGE_RESERVATION && r->size == size) {
         if (sl_vmem_overlaps(&s->vm, addr, size)) {
             st = SUBLET_ERR_BUSY;
         } else {
-            rv_remove_span(&s->placed, i, 1);
+            sl_rtree_remove(&s->placed, addr, size, RANGE_RESERVATION);
             s->ops_done.va_releases++;
             st = SUBLET_OK;
         }
@@ -499,9 +365,8 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
 /* Is [addr, addr+size) inside one reservation?  Lock held. */
 static int in_reservation(const sim_backend *s, uint64_t addr, uint64_t size)
 {
-    size_t r = rv_containing(&s->placed, addr);
-    return r != SIZE_MAX && s->placed.v[r].kind == RANGE_RESERVATION &&
-           range_end(&s->placed.v[r]) >= addr + size;
+    const sl_rtree_entry *r = sl_rtree_containing(&s->placed, addr);
+    return r && r->tag == RANGE_RESERVATION && r->addr + r->size >= addr + size;
 }
 
 static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
@@ -566,7 +431,7 @@ static void sim_destroy(sublet_backend *b)
     if (!s)
         return;
     pthread_mutex_destroy(&s->lock);
-    free(s->placed.v);
+    sl_rtree_fini(&s->placed);
     sl_vmem_fini(&s->vm);
     free(s->streams);
     free(s);
@@ -605,6 +470,8 @@ sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
     s->base.name = "sim";
     s->base.device = 0;
     s->capacity = capacity;
+    sl_rtree_init(&s->placed, SIM_BASE, SIM_SEGMENT_ALIGN);
+    atomic_init(&s->next_hint, 0);
     *out = &s->base;
     return SUBLET_OK;
 }
@@ -669,9 +536,7 @@ void sublet_sim_next_hint(sublet_backend *b, uint64_t addr)
     sim_backend *s = as_sim(b);
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
-    s->next_hint = addr;
-    pthread_mutex_unlock(&s->lock);
+    atomic_store_explicit(&s->next_hint, addr, memory_order_relaxed);
 }
 
 void sublet_sim_ops_read(const sublet_backend *b, sublet_sim_ops *out)

@@ -95,59 +95,7 @@ static inline bool gc_active(const sublet_allocator *a)
     return a->limit_in_effect && a->settings.garbage_collection_threshold > 0.0;
 }
 
-/* ---- segments (sorted by address) ------------------------------------------ */
-
-static size_t seg_index(const sublet_allocator *a, uint64_t addr)
-{
-    size_t lo = 0, hi = a->nsegs;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (a->segs[mid]->addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr)
-{
-    size_t i = seg_index(a, addr);
-    if (i < a->nsegs && a->segs[i]->addr == addr)
-        return a->segs[i];
-    if (i == 0)
-        return NULL;
-    sl_segment *s = a->segs[i - 1];
-    return addr < s->addr + s->size ? s : NULL;
-}
-
-bool sl_segs_reserve(sublet_allocator *a)
-{
-    if (a->nsegs < a->segs_cap)
-        return true;
-    size_t nc = a->segs_cap ? a->segs_cap * 2 : 64;
-    sl_segment **n = realloc(a->segs, nc * sizeof *n);
-    if (!n)
-        return false;
-    a->segs = n;
-    a->segs_cap = nc;
-    return true;
-}
-
-void sl_segs_insert(sublet_allocator *a, sl_segment *s)
-{
-    size_t i = seg_index(a, s->addr);
-    memmove(&a->segs[i + 1], &a->segs[i], (a->nsegs - i) * sizeof *a->segs);
-    a->segs[i] = s;
-    a->nsegs++;
-}
-
-void sl_segs_remove(sublet_allocator *a, sl_segment *s)
-{
-    size_t i = seg_index(a, s->addr);
-    memmove(&a->segs[i], &a->segs[i + 1], (a->nsegs - i - 1) * sizeof *a->segs);
-    a->nsegs--;
-}
+/* ---- segments (the set of them: segs.c) ------------------------------------ */
 
 /* Create a segment of `size` bytes with one whole block (not yet indexed).
  * Counts it in the statistics (segment, reserved_bytes, oversize_segments). */

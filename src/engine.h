@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rtree.h"
 #include "sublet/history.h"
 #include "sublet/sublet.h"
 
@@ -61,7 +62,15 @@ struct sl_segment {
     uint64_t page;   /* expandable: page size */
     uint32_t stack; /* stack of the device allocation (recording) */
     struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */
+    size_t slot;    /* its index in the allocator's segs[] */
 };
+
+/* A change to the set of segments not yet applied to its index (segs.c). */
+typedef struct sl_seg_change {
+    uint64_t addr, size;
+    sl_segment *seg; /* the index's tag (not dereferenced: it may be freed) */
+    bool add;
+} sl_seg_change;
 
 /* Size map entry: the lowest-address free block of one exact size. */
 typedef struct sl_size_slot {
@@ -180,9 +189,15 @@ struct sublet_allocator {
     sl_pool small, large;
     sl_slab slab;
     sl_ptrmap ptrs; /* allocated blocks by address */
-    /* segments sorted by address */
+    /* every segment (segs.c): segs[] in no set order (O(1) to add or
+     * remove; address order after sl_segs_sort), seg_index by address for
+     * lookups, behind by the changes in seg_log until a lookup needs it */
     sl_segment **segs;
     size_t nsegs, segs_cap;
+    bool segs_unsorted;
+    sl_rtree seg_index; /* tag: the sl_segment */
+    sl_seg_change *seg_log;
+    size_t seg_log_n, seg_log_cap;
     uint64_t total_allocated_memory; /* bytes reserved from the backend */
     /* policy:stitch's alias pages, sorted by page (stitch.c) */
     sl_alias *aliases;
@@ -233,9 +248,14 @@ void sl_stat_inc(sublet_stat *s, int64_t x);
 void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
              sublet_stream stream, uint32_t stack);
 uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src);
+/* The set of segments (segs.c): room for one sl_segs_insert (false: out
+ * of memory); add, remove (neither can fail); segs[] in address order
+ * until the next change; free it all. */
 bool sl_segs_reserve(sublet_allocator *a);
 void sl_segs_insert(sublet_allocator *a, sl_segment *s);
 void sl_segs_remove(sublet_allocator *a, sl_segment *s);
+void sl_segs_sort(sublet_allocator *a);
+void sl_segs_fini(sublet_allocator *a);
 /* A new segment of exactly `size` bytes through the device path (counted as
  * a device alloc, segment_alloc emitted; its block not yet indexed), and the
  * release of a free whole segment: sublet_reserve (reserve.c). */

@@ -47,6 +47,7 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
     size_t allocated = 0, pending = 0, shadows = 0;
     uint64_t reserved = 0;
 
+    sl_segs_sort(a);
     for (size_t i = 0; i < a->nsegs; i++) {
         sl_segment *seg = a->segs[i];
         if (i && a->segs[i - 1]->addr + a->segs[i - 1]->size > seg->addr)
@@ -256,6 +257,7 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
     sl_lock(a);
     sublet_block_view *views = NULL;
     size_t views_cap = 0;
+    sl_segs_sort(a);
     for (size_t i = 0; i < a->nsegs; i++) {
         sl_segment *seg = a->segs[i];
         size_t n = 0;

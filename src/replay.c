@@ -45,62 +45,53 @@
 
 /* ---- a hash map uint64 -> uint64 (linear probing, backward-shift delete) -- */
 
+/* Key and value side by side, so a probe touches one slot; key 0 marks an
+ * empty slot, so an entry for key 0 itself is kept beside the table. */
+typedef struct u64slot {
+    uint64_t key, val;
+} u64slot;
+
 typedef struct u64map {
-    uint64_t *keys, *vals;
-    unsigned char *used;
-    size_t cap, count; /* cap is a power of two */
+    u64slot *slots;
+    size_t cap, count; /* cap is a power of two; count includes key 0's entry */
+    unsigned shift;    /* 64 - log2(cap): a hash's top bits pick the home slot */
+    int has_zero;
+    uint64_t zero_val;
 } u64map;
 
-static uint64_t mix64(uint64_t x)
+/* Fibonacci hashing: the top bits of key * 2^64/phi depend on every key bit,
+ * so addresses that differ only above their alignment spread evenly. */
+static inline size_t map_home(const u64map *m, uint64_t key)
 {
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
+    return (size_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> m->shift);
 }
 
 static void map_fini(u64map *m)
 {
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
 static int map_alloc(u64map *m, size_t cap)
 {
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
-    m->used = calloc(cap, 1);
-    m->cap = cap;
-    m->count = 0;
-    if (!m->keys || !m->vals || !m->used) {
-        map_fini(m);
+    memset(m, 0, sizeof *m);
+    m->slots = calloc(cap, sizeof *m->slots);
+    if (!m->slots)
         return 0;
-    }
+    m->cap = cap;
+    m->shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1)
+        m->shift--;
     return 1;
 }
 
-static size_t map_slot(const u64map *m, uint64_t key, int *found)
+/* The slot holding key (nonzero), or the empty slot where it would go. */
+static inline u64slot *map_slot(const u64map *m, uint64_t key)
 {
-    size_t mask = m->cap - 1, i = (size_t)mix64(key) & mask;
-    while (m->used[i] && m->keys[i] != key)
+    size_t mask = m->cap - 1, i = map_home(m, key);
+    while (m->slots[i].key != key && m->slots[i].key != 0)
         i = (i + 1) & mask;
-    *found = m->used[i];
-    return i;
-}
-
-static int map_get(const u64map *m, uint64_t key, uint64_t *val)
-{
-    if (!m->cap)
-        return 0;
-    int found;
-    size_t i = map_slot(m, key, &found);
-    if (found && val)
-        *val = m->vals[i];
-    return found;
+    return &m->slots[i];
 }
 
 static int map_put(u64map *m, uint64_t key, uint64_t val);
@@ -112,9 +103,12 @@ static int map_grow(u64map *m)
         *m = old;
         return 0;
     }
+    m->has_zero = old.has_zero;
+    m->zero_val = old.zero_val;
+    m->count = old.has_zero;
     for (size_t i = 0; i < old.cap; i++)
-        if (old.used[i])
-            map_put(m, old.keys[i], old.vals[i]);
+        if (old.slots[i].key != 0)
+            map_put(m, old.slots[i].key, old.slots[i].val);
     map_fini(&old);
     return 1;
 }
@@ -122,42 +116,54 @@ static int map_grow(u64map *m)
 /* Insert or overwrite.  0 when out of memory. */
 static int map_put(u64map *m, uint64_t key, uint64_t val)
 {
+    if (key == 0) {
+        m->count += !m->has_zero;
+        m->has_zero = 1;
+        m->zero_val = val;
+        return 1;
+    }
     /* load <= 1/2: a miss (every alloc's put) probes ~2.5 slots, not ~8.5 */
     if ((m->count + 1) * 2 > m->cap && !map_grow(m))
         return 0;
-    int found;
-    size_t i = map_slot(m, key, &found);
-    if (!found) {
-        m->used[i] = 1;
-        m->keys[i] = key;
+    u64slot *e = map_slot(m, key);
+    if (e->key == 0) {
+        e->key = key;
         m->count++;
     }
-    m->vals[i] = val;
+    e->val = val;
     return 1;
 }
 
-static void map_del(u64map *m, uint64_t key)
+/* Look key up and remove it: 1 (and *val) when it was there. */
+static int map_take(u64map *m, uint64_t key, uint64_t *val)
 {
+    if (key == 0) {
+        if (!m->has_zero)
+            return 0;
+        *val = m->zero_val;
+        m->has_zero = 0;
+        m->count--;
+        return 1;
+    }
     if (!m->cap)
-        return;
-    int found;
-    size_t mask = m->cap - 1, i = map_slot(m, key, &found);
-    if (!found)
-        return;
-    m->used[i] = 0;
+        return 0;
+    u64slot *e = map_slot(m, key);
+    if (e->key == 0)
+        return 0;
+    *val = e->val;
     m->count--;
     /* Shift back every later entry of the cluster that may now be unreachable. */
-    for (size_t j = (i + 1) & mask; m->used[j]; j = (j + 1) & mask) {
-        size_t home = (size_t)mix64(m->keys[j]) & mask;
+    size_t mask = m->cap - 1, i = (size_t)(e - m->slots);
+    for (size_t j = (i + 1) & mask; m->slots[j].key != 0; j = (j + 1) & mask) {
+        size_t home = map_home(m, m->slots[j].key);
         int reachable = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
         if (reachable)
             continue;
-        m->keys[i] = m->keys[j];
-        m->vals[i] = m->vals[j];
-        m->used[i] = 1;
-        m->used[j] = 0;
+        m->slots[i] = m->slots[j];
         i = j;
     }
+    m->slots[i].key = 0;
+    return 1;
 }
 
 /* ---- the replay state ---------------------------------------------------------- */
@@ -178,6 +184,11 @@ typedef struct rp {
     uint64_t next_stream;
     uint64_t recorded_reserved;
     int64_t best_reserved;
+    /* statistics read at each rise of reserved bytes: best holds those of
+     * the peak so far, the other buffer the latest read (a new peak swaps
+     * them, where a copy would cost more than the event) */
+    sublet_stats stats_buf[2];
+    sublet_stats *stats_best, *stats_read;
     rf_call pr; /* what the engine emitted during the current call */
     /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
      * the times of the engine events of the current call, in order; stacks
@@ -295,6 +306,25 @@ static int cmp_ev_addr(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Recorded preludes come sorted by address: then the sorts are skipped.
+ * The order is the one a stable sort would leave; ties (two prelude rows at
+ * one address, which no consistent prelude has) keep their trace order. */
+static int segs_sorted(const seg_ref *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i].addr < v[i - 1].addr)
+            return 0;
+    return 1;
+}
+
+static int evs_sorted(const sublet_trace_event *const *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i]->addr < v[i - 1]->addr)
+            return 0;
+    return 1;
+}
+
 static const seg_ref *seg_containing(const seg_ref *v, size_t n, uint64_t addr)
 {
     size_t lo = 0, hi = n;
@@ -324,7 +354,8 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
         else
             s->recorded_reserved += s->ev[i].size;
     }
-    qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    if (!evs_sorted(allocs, nalloc))
+        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
@@ -408,8 +439,10 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
         segs[nseg++] = (seg_ref){e->addr, e->size, small};
         s->r->pre_segments++;
     }
-    qsort(segs, nseg, sizeof *segs, cmp_seg);
-    qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    if (!segs_sorted(segs, nseg))
+        qsort(segs, nseg, sizeof *segs, cmp_seg);
+    if (!evs_sorted(allocs, nalloc))
+        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
@@ -505,12 +538,11 @@ static sublet_status do_free_requested(rp *s, size_t i)
 {
     const sublet_trace_event *e = &s->ev[i];
     uint64_t ptr;
-    if (!map_get(&s->addrs, e->addr, &ptr)) {
+    if (!map_take(&s->addrs, e->addr, &ptr)) {
         row_error(s, i, "free_requested of %llu, which is not allocated",
                   (unsigned long long)e->addr);
         return SUBLET_OK;
     }
-    map_del(&s->addrs, e->addr);
     s->r->frees++;
     if (ptr == 0)
         return SUBLET_OK; /* its alloc failed: nothing to free */
@@ -542,8 +574,7 @@ static void do_free_completed(rp *s, size_t i)
 {
     const sublet_trace_event *e = &s->ev[i];
     uint64_t syn;
-    if (map_get(&s->pending, e->addr, &syn)) {
-        map_del(&s->pending, e->addr);
+    if (map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
         if (s->o->record != SUBLET_RECORD_OFF)
             (void)sublet_process_events(s->a); /* its entry lands here, as the row */
@@ -623,12 +654,13 @@ static void observe(rp *s, size_t i)
     if (!s->reserved_grew)
         return;
     s->reserved_grew = 0;
-    sublet_stats st;
-    sublet_stats_read(s->a, &st);
-    int64_t res = st.reserved_bytes[SUBLET_POOL_ALL].current;
+    sublet_stats *st = s->stats_read;
+    sublet_stats_read(s->a, st);
+    int64_t res = st->reserved_bytes[SUBLET_POOL_ALL].current;
     if (res > s->best_reserved) {
         s->best_reserved = res;
-        r->stats_peak = st;
+        s->stats_read = s->stats_best;
+        s->stats_best = st;
         r->peak_reserved_event = i == SIZE_MAX ? SUBLET_REPLAY_NONE : i;
     }
 }
@@ -664,6 +696,28 @@ static char *summary_text(const sublet_stats *st, int device)
     return buf;
 }
 
+/* Room in the address map for the most allocations the trace holds live
+ * at once (counted from its rows, as if every free matched an alloc), at
+ * the map's load of 1/2: growing it while replaying would rehash it
+ * several times over. */
+static size_t addrs_capacity(const rp *s)
+{
+    size_t live = 0, most = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t k = s->ev[i].kind;
+        if (k == SUBLET_ACT_ALLOC || k == SUBLET_TRACE_PRE_ALLOC) {
+            if (++live > most)
+                most = live;
+        } else if (k == SUBLET_ACT_FREE_REQUESTED && live > 0) {
+            live--;
+        }
+    }
+    size_t cap = 64;
+    while (cap < 2 * (most + 1) && cap < ((size_t)1 << 26))
+        cap *= 2;
+    return cap;
+}
+
 static sublet_status setup(rp *s)
 {
     const sublet_replay_options *o = s->o;
@@ -678,7 +732,7 @@ static sublet_status setup(rp *s)
     st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
     if (st != SUBLET_OK)
         return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
-    if (!map_alloc(&s->addrs, 1024) || !map_alloc(&s->pending, 64))
+    if (!map_alloc(&s->addrs, addrs_capacity(s)) || !map_alloc(&s->pending, 64))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     sublet_trace_set(s->a, on_trace, s);
     if (o->record != SUBLET_RECORD_OFF) {
@@ -726,6 +780,8 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
     }
     rp s = {.ev = sublet_trace_events(t), .n = sublet_trace_count(t), .o = o, .r = r,
             .err = err, .err_cap = err_cap, .best_reserved = -1, .t = t};
+    s.stats_best = &s.stats_buf[0];
+    s.stats_read = &s.stats_buf[1];
     sublet_status st = setup(&s);
     size_t npre = sublet_trace_prelude_count(t);
     int mode = st == SUBLET_OK ? prelude_mode(&s) : SUBLET_PRELUDE_ADOPT;
@@ -766,6 +822,8 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
         if (r->stopped_on_oom)
             break;
     }
+    if (s.best_reserved >= 0)
+        r->stats_peak = *s.stats_best;
     if (s.a) {
         sublet_stats_read(s.a, &r->stats_end);
         sublet_stats *e = &r->stats_end;
