@@ -109,11 +109,18 @@ void json_raw(json_writer *w, const char *text);
 /* Convenience: key + value. */
 void json_kv_u64(json_writer *w, const char *key, uint64_t v);
 void json_kv_string(json_writer *w, const char *key, const char *s);
+void json_kv_double(json_writer *w, const char *key, double v);
+void json_kv_bool(json_writer *w, const char *key, int v);
 /* Finish the document: a newline after the top-level value (which the
  * caller has closed), then flush. */
 void json_finish(json_writer *w);
 /* Escape `s` as a JSON string literal (with quotes) into out. */
 void json_write_escaped(FILE *out, const char *s);
+
+/* n bytes as MiB, exact when whole ("6 MiB", else "6.5 MiB"); returns buf. */
+const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap);
+/* A modelled cost in microseconds as "12 \xc2\xb5s", "3.4 ms" or "1.25 s"; returns buf. */
+const char *cli_fmt_us(double us, char *buf, size_t cap);
 
 /* ---- fragmentation helpers (frag.c) ---------------------------------------------------- */
 #include "sublet/frag.h"

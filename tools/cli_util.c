@@ -201,3 +201,23 @@ const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_tra
     }
     return "";
 }
+
+const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap)
+{
+    if (n % ((uint64_t)1 << 20) == 0)
+        snprintf(buf, cap, "%llu MiB", (unsigned long long)(n >> 20));
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
+    return buf;
+}
+
+const char *cli_fmt_us(double us, char *buf, size_t cap)
+{
+    if (us >= 1e6)
+        snprintf(buf, cap, "%.2f s", us / 1e6);
+    else if (us >= 1e3)
+        snprintf(buf, cap, "%.1f ms", us / 1e3);
+    else
+        snprintf(buf, cap, "%.0f \xc2\xb5s", us);
+    return buf;
+}

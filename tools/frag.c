@@ -106,12 +106,9 @@ static void json_metrics(json_writer *w, const sublet_frag_stats *m)
     json_kv_u64(w, "free_bytes", m->free_bytes);
     json_kv_u64(w, "free_blocks", m->free_blocks);
     json_kv_u64(w, "largest_free_block", m->largest_free_block);
-    json_key(w, "external");
-    json_double(w, m->external);
-    json_key(w, "unused");
-    json_double(w, m->unused);
-    json_key(w, "spread");
-    json_double(w, m->spread);
+    json_kv_double(w, "external", m->external);
+    json_kv_double(w, "unused", m->unused);
+    json_kv_double(w, "spread", m->spread);
     json_object_end(w);
 }
 
@@ -144,10 +141,8 @@ void cli_frag_json(json_writer *w, const char *key, const sublet_frag_state *st)
             json_kv_u64(w, "free_blocks", m.free_blocks);
             json_kv_u64(w, "free_bytes", m.free_bytes);
             json_kv_u64(w, "largest_free_block", m.largest_free_block);
-            json_key(w, "external");
-            json_double(w, m.external);
-            json_key(w, "spread");
-            json_double(w, m.spread);
+            json_kv_double(w, "external", m.external);
+            json_kv_double(w, "spread", m.spread);
             json_kv_u64(w, "max_allocatable", sublet_frag_max_allocatable(st, streams[i]));
             json_object_end(w);
         }
@@ -189,8 +184,7 @@ static void json_segment_head(json_writer *w, const sublet_frag_segment *s)
     json_kv_u64(w, "size", s->size);
     json_kv_u64(w, "stream", s->stream);
     json_kv_string(w, "pool", s->is_small ? "small" : "large");
-    json_key(w, "expandable");
-    json_bool(w, s->is_expandable);
+    json_kv_bool(w, "expandable", s->is_expandable);
     json_kv_u64(w, "allocated_bytes", s->allocated_size);
     json_kv_u64(w, "active_bytes", s->active_size);
     json_kv_u64(w, "requested_bytes", s->requested_size);
@@ -334,8 +328,7 @@ void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagn
         json_object_begin(w);
         json_kv_string(w, "setting", c->setting);
         json_kv_string(w, "conf", c->conf);
-        json_key(w, "replayed");
-        json_bool(w, c->status == SUBLET_OK);
+        json_kv_bool(w, "replayed", c->status == SUBLET_OK);
         if (c->status != SUBLET_OK)
             json_kv_string(w, "error", c->error[0] ? c->error : sublet_status_text(c->status));
         json_kv_u64(w, "ooms", c->ooms);
@@ -345,8 +338,7 @@ void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagn
         else
             json_u64(w, c->first_oom_event);
         json_kv_u64(w, "peak_reserved_bytes", c->peak_reserved_bytes);
-        json_key(w, "avoids_all");
-        json_bool(w, c->status == SUBLET_OK && c->ooms == 0);
+        json_kv_bool(w, "avoids_all", c->status == SUBLET_OK && c->ooms == 0);
         json_object_end(w);
     }
     json_array_end(w);

@@ -185,6 +185,18 @@ void json_kv_string(json_writer *w, const char *key, const char *s)
     json_string(w, s);
 }
 
+void json_kv_double(json_writer *w, const char *key, double v)
+{
+    json_key(w, key);
+    json_double(w, v);
+}
+
+void json_kv_bool(json_writer *w, const char *key, int v)
+{
+    json_key(w, key);
+    json_bool(w, v);
+}
+
 void json_finish(json_writer *w)
 {
     fputc('\n', w->out);

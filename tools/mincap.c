@@ -83,13 +83,10 @@ static void json_report(FILE *out, const char *path, const char *conf,
     json_kv_string(&w, "conf", conf ? conf : "");
     json_kv_u64(&w, "resolution_bytes", m->resolution);
     json_kv_u64(&w, "min_capacity_bytes", m->min_capacity_bytes);
-    json_key(&w, "min_capacity_gib");
-    json_double(&w, (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30));
+    json_kv_double(&w, "min_capacity_gib", (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30));
     json_kv_u64(&w, "peak_requested_bytes", m->peak_requested_bytes);
-    json_key(&w, "overhead");
-    json_double(&w, m->overhead);
-    json_key(&w, "overhead_percent");
-    json_double(&w, 100.0 * m->overhead);
+    json_kv_double(&w, "overhead", m->overhead);
+    json_kv_double(&w, "overhead_percent", 100.0 * m->overhead);
     json_kv_u64(&w, "replays", m->replays);
     json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
     json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);

@@ -294,8 +294,7 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_kv_string(&w, "conf", o->conf);
     json_kv_u64(&w, "device_memory_bytes", o->device_memory);
     json_index(&w, "stop_after", o->stop_after);
-    json_key(&w, "placement_hints");
-    json_bool(&w, o->placement_hints);
+    json_kv_bool(&w, "placement_hints", o->placement_hints);
     json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
                                   : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
                                                                           : "auto");
@@ -316,8 +315,7 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_kv_u64(&w, "device_frees", r->device_frees);
     json_kv_u64(&w, "alloc_retries", r->alloc_retries);
     json_kv_u64(&w, "ooms", r->ooms);
-    json_key(&w, "stopped_on_oom");
-    json_bool(&w, r->stopped_on_oom);
+    json_kv_bool(&w, "stopped_on_oom", r->stopped_on_oom);
     json_key(&w, "oom_events");
     json_array_begin(&w);
     for (size_t i = 0; i < c->nooms; i++) {

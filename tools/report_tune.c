@@ -13,26 +13,6 @@
 #include "cli.h"
 #include "report.h"
 
-static const char *mib(uint64_t n, char *buf, size_t cap)
-{
-    if (n % ((uint64_t)1 << 20) == 0)
-        snprintf(buf, cap, "%" PRIu64 " MiB", n >> 20);
-    else
-        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
-    return buf;
-}
-
-static const char *us(double v, char *buf, size_t cap)
-{
-    if (v >= 1e6)
-        snprintf(buf, cap, "%.2f s", v / 1e6);
-    else if (v >= 1e3)
-        snprintf(buf, cap, "%.1f ms", v / 1e3);
-    else
-        snprintf(buf, cap, "%.0f \xc2\xb5s", v);
-    return buf;
-}
-
 static void conf_code(tbuf *b, const char *conf)
 {
     tb_puts(b, "<code>");
@@ -88,14 +68,14 @@ static void evidence(tbuf *b, const sublet_tune_result *r)
         row3(b, label, c[0], c[1], c[2]);                                                    \
     } while (0)
     for (int i = 0; i < 3; i++)
-        mib(e[i]->min_capacity_bytes, c[i], sizeof c[i]);
+        cli_fmt_mib(e[i]->min_capacity_bytes, c[i], sizeof c[i]);
     row3(b, "min capacity (smallest device that runs it)", c[0], c[1], c[2]);
     ROW("over the peak of live tensors", "%+.2f %%", e[i]->overhead * 100);
     char label[96];
     snprintf(label, sizeof label, "peak reserved on your device (%.2f GiB)",
              (double)r->device_memory / (double)((uint64_t)1 << 30));
     for (int i = 0; i < 3; i++)
-        mib(e[i]->peak_reserved_bytes, c[i], sizeof c[i]);
+        cli_fmt_mib(e[i]->peak_reserved_bytes, c[i], sizeof c[i]);
     row3(b, label, c[0], c[1], c[2]);
     ROW("device calls", "%" PRIu64, e[i]->device_calls);
     sublet_tune_calls k[3];
@@ -106,7 +86,7 @@ static void evidence(tbuf *b, const sublet_tune_result *r)
     ROW("pages mapped / unmapped", "%" PRIu64 " / %" PRIu64, k[i].map_pages, k[i].unmap_pages);
     ROW("allocation retries", "%" PRIu64, e[i]->retries);
     for (int i = 0; i < 3; i++)
-        us(e[i]->cost_us, c[i], sizeof c[i]);
+        cli_fmt_us(e[i]->cost_us, c[i], sizeof c[i]);
     row3(b, "cost (model)", c[0], c[1], c[2]);
     ROW("runs on your device", "%s", e[i]->fits ? "yes" : "NO");
 #undef ROW
@@ -125,9 +105,9 @@ static void answer(tbuf *b, const char *env, const sublet_tune_eval *a, const ch
     int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
     double dc = a->cost_us - cur->cost_us;
     tb_printf(b, "vs current: min capacity %s%s (%+.2f %%), cost %s%s", dm < 0 ? "&minus;" : "+",
-              mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+              cli_fmt_mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
               cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
-              dc < 0 ? "&minus;" : "+", us(dc < 0 ? -dc : dc, b2, sizeof b2));
+              dc < 0 ? "&minus;" : "+", cli_fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
     if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
         tb_printf(b, " (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
     tb_puts(b, "</p>\n<p><b>Fixes:</b> ");
@@ -152,8 +132,8 @@ static void pareto_table(tbuf *b, const char *title, const sublet_tune_eval *p, 
         tb_printf(b, "<tr%s><td>%s</td><td>%s</td><td>%+.2f %%</td><td>%s</td><td>%" PRIu64
                      "</td><td>",
                   is ? " class=\"on\"" : "", is ? "&#9733; answer" : "",
-                  mib(p[i].min_capacity_bytes, b1, sizeof b1), p[i].overhead * 100,
-                  us(p[i].cost_us, b2, sizeof b2), p[i].device_calls);
+                  cli_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), p[i].overhead * 100,
+                  cli_fmt_us(p[i].cost_us, b2, sizeof b2), p[i].device_calls);
         conf_code(b, p[i].conf);
         tb_puts(b, "</td></tr>\n");
     }
@@ -191,24 +171,24 @@ static void plan_part(tbuf *b, const sublet_tune_result *r, const sublet_tune_op
     sublet_settings_default(&ps);
     (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
     tb_printf(b, "<tr><th>reserved at start</th><td>%s %s %" PRIu64 " %s</td></tr>\n",
-              mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+              cli_fmt_mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
               segs,
               ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
                                      : (segs == 1 ? "segment" : "segments"));
     tb_printf(b, "<tr><th>the run's peak reserved</th><td>%s without the plan, %s with it</td>"
                  "</tr>\n",
-              mib(p->peak_reserved_bytes, b1, sizeof b1),
-              mib(p->peak_reserved_with_plan, b2, sizeof b2));
+              cli_fmt_mib(p->peak_reserved_bytes, b1, sizeof b1),
+              cli_fmt_mib(p->peak_reserved_with_plan, b2, sizeof b2));
     tb_printf(b, "<tr><th>device allocations during the run</th><td>%" PRIu64 " &rarr; %" PRIu64
                  " (checked by replay)</td></tr>\n",
               p->device_allocs_before, p->device_allocs_after);
     tb_printf(b, "<tr><th>device calls during the run</th><td>%" PRIu64 " &rarr; %" PRIu64
                  ", cost %s &rarr; %s</td></tr>\n",
-              p->device_calls_before, p->device_calls_after, us(p->cost_before_us, b1, sizeof b1),
-              us(p->cost_after_us, b2, sizeof b2));
+              p->device_calls_before, p->device_calls_after, cli_fmt_us(p->cost_before_us, b1, sizeof b1),
+              cli_fmt_us(p->cost_after_us, b2, sizeof b2));
     tb_printf(b, "<tr><th>the plan's own calls</th><td>%" PRIu64 ", %s, once at start-up</td></tr>"
                  "\n<tr><th>fits your device</th><td>yes</td></tr>\n",
-              p->plan_calls, us(p->plan_cost_us, b3, sizeof b3));
+              p->plan_calls, cli_fmt_us(p->plan_cost_us, b3, sizeof b3));
     if (p->note[0]) {
         tb_puts(b, "<tr><th>note</th><td>");
         tb_html(b, p->note);

@@ -44,16 +44,6 @@ void cli_tune_usage(FILE *out)
           out);
 }
 
-/* MiB, exact when whole (min capacities are multiples of 2 MiB). */
-static const char *fmt_size(uint64_t n, char *buf, size_t cap)
-{
-    if (n % ((uint64_t)1 << 20) == 0)
-        snprintf(buf, cap, "%llu MiB", (unsigned long long)(n >> 20));
-    else
-        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
-    return buf;
-}
-
 static const char *fmt_gib(uint64_t n, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%.2f GiB", (double)n / (double)((uint64_t)1 << 30));
@@ -82,17 +72,6 @@ static void row(const char *label, const char *a, const char *b, const char *c)
     fputc('\n', stdout);
 }
 
-static const char *fmt_us(double us, char *buf, size_t cap)
-{
-    if (us >= 1e6)
-        snprintf(buf, cap, "%.2f s", us / 1e6);
-    else if (us >= 1e3)
-        snprintf(buf, cap, "%.1f ms", us / 1e3);
-    else
-        snprintf(buf, cap, "%.0f µs", us);
-    return buf;
-}
-
 static const char *show_conf(const char *c) { return c && *c ? c : "\"\" (PyTorch's defaults)"; }
 
 static void progress(void *user, uint64_t done, uint64_t total)
@@ -111,7 +90,7 @@ static void progress(void *user, uint64_t done, uint64_t total)
 static void row_size(const char *label, uint64_t a, uint64_t b, uint64_t c)
 {
     char x[32], y[32], z[32];
-    row(label, fmt_size(a, x, sizeof x), fmt_size(b, y, sizeof y), fmt_size(c, z, sizeof z));
+    row(label, cli_fmt_mib(a, x, sizeof x), cli_fmt_mib(b, y, sizeof y), cli_fmt_mib(c, z, sizeof z));
 }
 
 static void row_u64(const char *label, uint64_t a, uint64_t b, uint64_t c)
@@ -147,9 +126,9 @@ static void vs_current(const sublet_tune_eval *a, const sublet_tune_eval *cur)
     int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
     double dc = a->cost_us - cur->cost_us;
     printf("  vs current: min capacity %s%s (%+.2f %%), cost %s%s",
-           dm < 0 ? "-" : "+", fmt_size((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+           dm < 0 ? "-" : "+", cli_fmt_mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
            cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
-           dc < 0 ? "-" : "+", fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
+           dc < 0 ? "-" : "+", cli_fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
     if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
         printf(" (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
     printf("\n");
@@ -185,21 +164,21 @@ static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
         snprintf(ov, sizeof ov, "%+.2f %%", p[i].overhead * 100);
         snprintf(calls, sizeof calls, "%" PRIu64, p[i].device_calls);
         printf("  %s ", is ? "*" : " ");
-        cell(fmt_size(p[i].min_capacity_bytes, b1, sizeof b1), 12);
+        cell(cli_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), 12);
         cell(ov, 9);
-        cell(fmt_us(p[i].cost_us, b2, sizeof b2), 10);
+        cell(cli_fmt_us(p[i].cost_us, b2, sizeof b2), 10);
         cell(calls, 6);
         printf("%s", p[i].conf[0] ? p[i].conf : "\"\"");
         if (!is && answer->min_capacity_bytes) {
             if (p[i].min_capacity_bytes < answer->min_capacity_bytes && answer->cost_us > 0)
                 printf("   saves %s for %.1fx the cost",
-                       fmt_size(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
+                       cli_fmt_mib(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
                                 sizeof b3),
                        p[i].cost_us / answer->cost_us);
             else if (p[i].min_capacity_bytes > answer->min_capacity_bytes)
                 printf("   %s cheaper, needs %s more",
-                       fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
-                       fmt_size(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
+                       cli_fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
+                       cli_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
                                 sizeof b3));
         }
         printf("\n");
@@ -235,19 +214,19 @@ static void print_plan(const sublet_tune_plan *p, const sublet_tune_result *r,
     (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
     printf("  reserved at start: %s %s %" PRIu64 " %s (the run's peak reserved: %s without the "
            "plan, %s with it)\n",
-           fmt_size(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+           cli_fmt_mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
            segs,
            ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
                                   : (segs == 1 ? "segment" : "segments"),
-           fmt_size(p->peak_reserved_bytes, b2, sizeof b2),
-           fmt_size(p->peak_reserved_with_plan, b3, sizeof b3));
+           cli_fmt_mib(p->peak_reserved_bytes, b2, sizeof b2),
+           cli_fmt_mib(p->peak_reserved_with_plan, b3, sizeof b3));
     printf("  device allocations during the run: %" PRIu64 " -> %" PRIu64 " (checked by replay)\n",
            p->device_allocs_before, p->device_allocs_after);
     printf("  device calls during the run: %" PRIu64 " -> %" PRIu64 ", cost %s -> %s; the plan's "
            "own: %" PRIu64 " call%s, %s, once at start-up\n",
-           p->device_calls_before, p->device_calls_after, fmt_us(p->cost_before_us, b1, sizeof b1),
-           fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
-           fmt_us(p->plan_cost_us, b3, sizeof b3));
+           p->device_calls_before, p->device_calls_after, cli_fmt_us(p->cost_before_us, b1, sizeof b1),
+           cli_fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
+           cli_fmt_us(p->plan_cost_us, b3, sizeof b3));
     printf("  fits your device (%s): yes\n", fmt_gib(r->device_memory, b1, sizeof b1));
     if (p->note[0])
         printf("  note: %s\n", p->note);
@@ -271,7 +250,7 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     row_size(n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,
              p->min_capacity_bytes, s->min_capacity_bytes);
     char lbl[64];
-    snprintf(lbl, sizeof lbl, "  over peak live %s", fmt_size(c->peak_requested_bytes, b1, sizeof b1));
+    snprintf(lbl, sizeof lbl, "  over peak live %s", cli_fmt_mib(c->peak_requested_bytes, b1, sizeof b1));
     snprintf(x, sizeof x, "%+.2f %%", c->overhead * 100);
     snprintf(y, sizeof y, "%+.2f %%", p->overhead * 100);
     snprintf(z, sizeof z, "%+.2f %%", s->overhead * 100);
@@ -296,8 +275,8 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     ROW2("  pages mapped / unmapped", map_pages, unmap_pages);
 #undef ROW2
     row_u64("allocation retries", c->retries, p->retries, s->retries);
-    row("cost (model)", fmt_us(c->cost_us, x, sizeof x), fmt_us(p->cost_us, y, sizeof y),
-        fmt_us(s->cost_us, z, sizeof z));
+    row("cost (model)", cli_fmt_us(c->cost_us, x, sizeof x), cli_fmt_us(p->cost_us, y, sizeof y),
+        cli_fmt_us(s->cost_us, z, sizeof z));
     row("runs on your device", c->fits ? "yes" : "NO", p->fits ? "yes" : "NO",
         s->fits ? "yes" : "NO");
 
@@ -309,13 +288,13 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
             printf("  [%zu] %s\n", i, paths[i]);
             printf("      peak live %s; current %s (%+.2f %%) %s; PyTorch knobs %s (%+.2f %%) "
                    "%s; sublet %s (%+.2f %%) ",
-                   fmt_size(ct->peak_requested_bytes, b1, sizeof b1),
-                   fmt_size(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
-                   fmt_us(ct->cost_us, b3, sizeof b3),
-                   fmt_size(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
-                   fmt_us(pt->cost_us, y, sizeof y),
-                   fmt_size(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
-            printf("%s\n", fmt_us(st->cost_us, b3, sizeof b3));
+                   cli_fmt_mib(ct->peak_requested_bytes, b1, sizeof b1),
+                   cli_fmt_mib(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
+                   cli_fmt_us(ct->cost_us, b3, sizeof b3),
+                   cli_fmt_mib(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
+                   cli_fmt_us(pt->cost_us, y, sizeof y),
+                   cli_fmt_mib(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
+            printf("%s\n", cli_fmt_us(st->cost_us, b3, sizeof b3));
         }
     }
 
@@ -358,17 +337,13 @@ static void json_eval(json_writer *w, const sublet_tune_eval *e)
 {
     json_object_begin(w);
     json_kv_string(w, "conf", e->conf);
-    json_key(w, "pytorch_knobs_only");
-    json_bool(w, e->pytorch);
+    json_kv_bool(w, "pytorch_knobs_only", e->pytorch);
     json_kv_u64(w, "min_capacity_bytes", e->min_capacity_bytes);
     json_kv_u64(w, "peak_requested_bytes", e->peak_requested_bytes);
-    json_key(w, "overhead");
-    json_double(w, e->overhead);
+    json_kv_double(w, "overhead", e->overhead);
     json_kv_u64(w, "peak_reserved_bytes", e->peak_reserved_bytes);
-    json_key(w, "fits");
-    json_bool(w, e->fits);
-    json_key(w, "cost_us");
-    json_double(w, e->cost_us);
+    json_kv_bool(w, "fits", e->fits);
+    json_kv_double(w, "cost_us", e->cost_us);
     json_kv_u64(w, "device_calls", e->device_calls);
     json_kv_u64(w, "retries", e->retries);
     if (e->per_trace) {
@@ -379,14 +354,11 @@ static void json_eval(json_writer *w, const sublet_tune_eval *e)
             json_object_begin(w);
             json_kv_u64(w, "min_capacity_bytes", t->min_capacity_bytes);
             json_kv_u64(w, "peak_requested_bytes", t->peak_requested_bytes);
-            json_key(w, "overhead");
-            json_double(w, t->overhead);
+            json_kv_double(w, "overhead", t->overhead);
             json_kv_u64(w, "peak_reserved_bytes", t->peak_reserved_bytes);
-            json_key(w, "fits");
-            json_bool(w, t->fits);
+            json_kv_bool(w, "fits", t->fits);
             json_kv_u64(w, "ooms", t->ooms);
-            json_key(w, "cost_us");
-            json_double(w, t->cost_us);
+            json_kv_double(w, "cost_us", t->cost_us);
             json_key(w, "calls");
             json_calls(w, &t->calls);
             json_object_end(w);
@@ -415,8 +387,7 @@ void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p)
 {
     json_object_begin(w);
     json_kv_string(w, "status", sublet_status_name(p->status));
-    json_key(w, "helps");
-    json_bool(w, cli_tune_plan_helps(p));
+    json_kv_bool(w, "helps", cli_tune_plan_helps(p));
     json_kv_string(w, "conf", p->conf);
     json_kv_string(w, "option", p->option);
     char line[SUBLET_TUNE_PLAN_MAX + SUBLET_TUNE_CONF_MAX + 32];
@@ -434,20 +405,16 @@ void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p)
     json_array_end(w);
     json_kv_u64(w, "plan_bytes", p->plan_bytes);
     json_kv_u64(w, "plan_calls", p->plan_calls);
-    json_key(w, "plan_cost_us");
-    json_double(w, p->plan_cost_us);
+    json_kv_double(w, "plan_cost_us", p->plan_cost_us);
     json_kv_u64(w, "peak_reserved_bytes", p->peak_reserved_bytes);
     json_kv_u64(w, "peak_reserved_with_plan_bytes", p->peak_reserved_with_plan);
     json_kv_u64(w, "device_allocs_before", p->device_allocs_before);
     json_kv_u64(w, "device_allocs_after", p->device_allocs_after);
     json_kv_u64(w, "device_calls_before", p->device_calls_before);
     json_kv_u64(w, "device_calls_after", p->device_calls_after);
-    json_key(w, "cost_before_us");
-    json_double(w, p->cost_before_us);
-    json_key(w, "cost_after_us");
-    json_double(w, p->cost_after_us);
-    json_key(w, "fits");
-    json_bool(w, p->fits);
+    json_kv_double(w, "cost_before_us", p->cost_before_us);
+    json_kv_double(w, "cost_after_us", p->cost_after_us);
+    json_kv_bool(w, "fits", p->fits);
     json_kv_u64(w, "rounds", p->rounds);
     json_kv_u64(w, "frees_after", p->frees_after);
     json_kv_u64(w, "other_stream_segments", p->other_stream_segments);
@@ -482,22 +449,14 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
     json_kv_u64(&w, "device_memory", r->device_memory);
     json_key(&w, "cost_model_us");
     json_object_begin(&w);
-    json_key(&w, "malloc_us");
-    json_double(&w, o->cost.malloc_us);
-    json_key(&w, "malloc_us_per_gib");
-    json_double(&w, o->cost.malloc_us_per_gib);
-    json_key(&w, "free_us");
-    json_double(&w, o->cost.free_us);
-    json_key(&w, "retry_us");
-    json_double(&w, o->cost.retry_us);
-    json_key(&w, "reserve_us");
-    json_double(&w, o->cost.reserve_us);
-    json_key(&w, "release_us");
-    json_double(&w, o->cost.release_us);
-    json_key(&w, "map_us");
-    json_double(&w, o->cost.map_us);
-    json_key(&w, "unmap_us");
-    json_double(&w, o->cost.unmap_us);
+    json_kv_double(&w, "malloc_us", o->cost.malloc_us);
+    json_kv_double(&w, "malloc_us_per_gib", o->cost.malloc_us_per_gib);
+    json_kv_double(&w, "free_us", o->cost.free_us);
+    json_kv_double(&w, "retry_us", o->cost.retry_us);
+    json_kv_double(&w, "reserve_us", o->cost.reserve_us);
+    json_kv_double(&w, "release_us", o->cost.release_us);
+    json_kv_double(&w, "map_us", o->cost.map_us);
+    json_kv_double(&w, "unmap_us", o->cost.unmap_us);
     json_object_end(&w);
     json_key(&w, "search");
     json_object_begin(&w);
@@ -505,18 +464,15 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
     json_kv_u64(&w, "distinct", r->distinct);
     json_kv_u64(&w, "bound_pruned", r->bound_pruned);
     json_kv_u64(&w, "replays", r->replays);
-    json_key(&w, "seconds");
-    json_double(&w, r->seconds);
-    json_key(&w, "band");
-    json_double(&w, o->band);
+    json_kv_double(&w, "seconds", r->seconds);
+    json_kv_double(&w, "band", o->band);
     json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
                                   : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
                                                                           : "auto");
     json_object_end(&w);
     json_key(&w, "current");
     json_object_begin(&w);
-    json_key(&w, "recorded");
-    json_bool(&w, r->current_recorded);
+    json_kv_bool(&w, "recorded", r->current_recorded);
     json_key(&w, "evaluation");
     json_eval(&w, &r->current);
     json_object_end(&w);
