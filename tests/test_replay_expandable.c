@@ -32,6 +32,7 @@
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
 #include "support/harness.h"
+#include "test_data.h"
 
 #define EXPANDABLE "expandable_segments:True"
 
@@ -41,18 +42,6 @@ static const char *testdata(const char *name)
     const char *d = getenv("SUBLET_TESTDATA");
     snprintf(path, sizeof path, "%s/%s", (d && *d) ? d : "tests/data", name);
     return path;
-}
-
-/* $SUBLET_SHARED/traces/pytorch_snapshot when it exists, else NULL. */
-static const char *shared_traces_dir(void)
-{
-    static char path[4096];
-    const char *d = getenv("SUBLET_SHARED");
-    if (!d || !*d)
-        return NULL;
-    snprintf(path, sizeof path, "%s/traces/pytorch_snapshot", d);
-    struct stat sb;
-    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ? path : NULL;
 }
 
 static sublet_trace *load(const char *path)

@@ -26,6 +26,7 @@
 #include "pyval.h"
 #include "sublet/config.h"
 #include "sublet/trace.h"
+#include "test_data.h"
 
 static const char *const k_snapshots[] = {"cs336_attention_microbench",
                                           "cs336_lm_forward_mixed_ctx256",
@@ -36,24 +37,6 @@ static const char *const k_snapshots[] = {"cs336_attention_microbench",
                                           "small_cnn_counterfactual"};
 
 /* ---- helpers ------------------------------------------------------------------- */
-
-static const char *testdata_dir(void)
-{
-    const char *d = getenv("SUBLET_TESTDATA");
-    return (d && *d) ? d : "tests/data";
-}
-
-/* $SUBLET_SHARED/traces/<sub> when it exists, else NULL. */
-static const char *shared_dir(const char *sub)
-{
-    static char path[4096];
-    const char *d = getenv("SUBLET_SHARED");
-    if (!d || !*d)
-        return NULL;
-    snprintf(path, sizeof path, "%s/traces/%s", d, sub);
-    struct stat sb;
-    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ? path : NULL;
-}
 
 static uint8_t *slurp(const char *path, size_t *len)
 {

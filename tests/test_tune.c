@@ -23,26 +23,10 @@
 #include "sublet/replay.h"
 #include "sublet/trace.h"
 #include "sublet/tune.h"
+#include "test_data.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
-
-static const char *testdata_dir(void)
-{
-    const char *d = getenv("SUBLET_TESTDATA");
-    return (d && *d) ? d : "tests/data";
-}
-
-static const char *shared_traces_dir(void)
-{
-    static char path[4096];
-    const char *d = getenv("SUBLET_SHARED");
-    if (!d || !*d)
-        return NULL;
-    snprintf(path, sizeof path, "%s/traces/pytorch_snapshot", d);
-    struct stat sb;
-    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ? path : NULL;
-}
 
 static sublet_trace *load(const char *dir, const char *name)
 {

@@ -22,15 +22,10 @@
 #include "sublet/replay.h"
 #include "sublet/trace.h"
 #include "sublet/tune.h"
+#include "test_data.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
-
-static const char *testdata_dir(void)
-{
-    const char *d = getenv("SUBLET_TESTDATA");
-    return (d && *d) ? d : "tests/data";
-}
 
 static sublet_trace *load(const char *dir, const char *name)
 {
