@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sublet/tune.h"
 
@@ -376,11 +377,16 @@ static int time_one(const char *name, const sublet_trace *t)
     double t0 = now_s(), c0 = cpu_s();
     sublet_tune(one, 1, &o, &r);
     double dt = now_s() - t0, dc = cpu_s() - c0;
-    printf("%-40s %8zu events  %6.2f s wall  %6.2f s CPU (%u threads)  %6llu replays  "
+    char thr[24];
+    if (o.threads)
+        snprintf(thr, sizeof thr, "%u", o.threads);
+    else
+        snprintf(thr, sizeof thr, "%ld online cores", sysconf(_SC_NPROCESSORS_ONLN));
+    printf("%-40s %8zu events  %6.2f s wall  %6.2f s CPU (threads: %s)  %6llu replays  "
            "%4zu/%zu distinct  status %s\n"
            "    PYTORCH_CUDA_ALLOC_CONF=%s  (min capacity %.1f MiB, %+.2f %% over peak live)\n"
            "    SUBLET_ALLOC_CONF=%s  (min capacity %.1f MiB, %+.2f %%)\n",
-           name, sublet_trace_count(t), dt, dc, o.threads, (unsigned long long)r.replays,
+           name, sublet_trace_count(t), dt, dc, thr, (unsigned long long)r.replays,
            r.distinct, r.space,
            sublet_status_name(r.status), r.pytorch.conf,
            (double)r.pytorch.min_capacity_bytes / MIB, r.pytorch.overhead * 100, r.sublet.conf,
