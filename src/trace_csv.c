@@ -128,7 +128,12 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
     sublet_status st = number(&f[COL_SEQ], COL_SEQ, lineno, &seq, err, cap);
     if (st != SUBLET_OK)
         return st;
-    if (sublet_trace_kind_parse(f[COL_ACTION].p, f[COL_ACTION].n, &ev->kind) != 0) {
+    static const char pre_exp[] = "pre_segment_expandable";
+    if (f[COL_ACTION].n == sizeof pre_exp - 1 &&
+        memcmp(f[COL_ACTION].p, pre_exp, sizeof pre_exp - 1) == 0) {
+        ev->kind = SUBLET_TRACE_PRE_SEGMENT;
+        ev->flags |= SUBLET_TRACE_EXPANDABLE;
+    } else if (sublet_trace_kind_parse(f[COL_ACTION].p, f[COL_ACTION].n, &ev->kind) != 0) {
         char shown[SHOW_MAX * 4 + 8];
         show(f[COL_ACTION].p, f[COL_ACTION].n, shown, sizeof shown);
         sl_msg(err, cap, "line %llu: unknown action '%s'", (unsigned long long)lineno, shown);

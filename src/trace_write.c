@@ -21,6 +21,7 @@
 /* ---- events CSV ------------------------------------------------------------------------------- */
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us\r\n"
+#define CSV_PRE_SEGMENT_EXPANDABLE "pre_segment_expandable"
 
 sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
                                       char *err, size_t cap)
@@ -49,9 +50,13 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     p += sizeof CSV_HEADER - 1;
     for (size_t i = 0; i < n; i++) {
         const sublet_trace_event *e = &ev[i];
-        int k = snprintf(p, ROW_MAX, "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", i,
-                         sublet_trace_kind_name(e->kind), e->addr, e->size,
-                         (uint64_t)e->stream);
+        /* the expandable flag rides in the action name: the CSV has no
+         * column for it, and the shared traces' CSVs never need it */
+        const char *action = sublet_trace_kind_name(e->kind);
+        if (e->kind == SUBLET_TRACE_PRE_SEGMENT && (e->flags & SUBLET_TRACE_EXPANDABLE))
+            action = CSV_PRE_SEGMENT_EXPANDABLE;
+        int k = snprintf(p, ROW_MAX, "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", i, action,
+                         e->addr, e->size, (uint64_t)e->stream);
         p += k > 0 ? k : 0;
         if (e->flags & SUBLET_TRACE_HAS_TIME) {
             k = snprintf(p, 24, "%" PRIu64, e->time_us);

@@ -274,6 +274,9 @@ static void test_csv_errors(void **state)
     BAD("0,,1,2,3,4\n", 2, "unknown action");
     BAD("0,alloc,1,2,3,4\n1,pre_alloc,1,2,3,\n", 3, "pre_alloc row after");
     BAD("0,pre_segment,0,2097152,0,\n1,alloc,1,2,3,4\n2,pre_segment,1,2,3,\n", 4, "after");
+    BAD("0,alloc,1,2,3,4\n1,pre_segment_expandable,1,2,3,\n", 3, "after");
+    BAD("0,pre_segment_expandabl,0,2097152,0,\n", 2, "unknown action");
+    BAD("0,pre_segment_expandable_,0,2097152,0,\n", 2, "unknown action");
     BAD("0,alloc,1,2,3,4\n\n1,alloc,1,2,3,4\n", 3, "empty line");
     BAD("0,alloc,1,2,3,4\n\n", 3, "empty line");
     BAD("0,alloc,1,2,3,4\r\r\n", 2, "time_us");                  /* stray CR */

@@ -25,6 +25,7 @@
 #include "pickle.h"
 #include "pyval.h"
 #include "sublet/config.h"
+#include "sublet/snapshot.h"
 #include "sublet/trace.h"
 #include "test_data.h"
 
@@ -449,6 +450,27 @@ static void test_snapshot_synthetic(void **state)
     sublet_trace *t = parse_str(k_snap);
     assert_int_equal(sublet_trace_source_format(t), SUBLET_FORMAT_SNAPSHOT_JSON);
     check_synthetic(t);
+
+    /* As .events.csv and back: every event and flag kept, the expandable
+     * pre_segment as the action pre_segment_expandable. */
+    char *csv = NULL, cerr[256];
+    size_t clen = 0;
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &clen, cerr, sizeof cerr), SUBLET_OK);
+    assert_non_null(strstr(csv, "\r\n2,pre_segment_expandable,33554432,2097152,0,\r\n"));
+    assert_non_null(strstr(csv, "\r\n1,pre_segment,1048576,2097152,0,\r\n"));
+    sublet_trace *u = NULL;
+    assert_int_equal(sublet_trace_parse_csv(csv, clen, &u, cerr, sizeof cerr), SUBLET_OK);
+    assert_int_equal(sublet_trace_count(u), sublet_trace_count(t));
+    for (size_t i = 0; i < sublet_trace_count(t); i++) {
+        const sublet_trace_event *a = sublet_trace_at(t, i), *b = sublet_trace_at(u, i);
+        assert_int_equal(a->kind, b->kind);
+        assert_int_equal(a->flags, b->flags);
+        assert_int_equal(a->addr, b->addr);
+        assert_int_equal(a->size, b->size);
+        assert_int_equal(a->stream, b->stream);
+    }
+    drop(u);
+    free(csv);
     drop(t);
 
     size_t plen, zlen;

@@ -103,7 +103,9 @@ sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *ou
 
 /* ---- the `.events.csv` form --------------------------------------------- */
 /* Header `seq,action,addr,size,stream,time_us`; decimal unsigned integers;
- * time_us may be empty; CRLF or LF line ends; the last line may lack its
+ * time_us may be empty; CRLF or LF line ends; the action
+ * `pre_segment_expandable` is a pre_segment flagged SUBLET_TRACE_EXPANDABLE
+ * (what sublet writes for one; shared/traces' CSVs have none); the last line may lack its
  * newline; a leading UTF-8 byte-order mark is accepted.  Strict: a wrong
  * header, a wrong column count, an empty line, a non-numeric, signed or
  * overflowing number, an unknown action or a prelude row after a recorded
