@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "sublet/replay.h"
+#include "sublet/snapshot.h"
 #include "sublet/trace.h"
 
 #ifndef FZ_NAME
@@ -163,47 +164,20 @@ static inline void fz_check_trace(const sublet_trace *t)
     fz_check_info(t);
 }
 
-/* The trace as an `.events.csv` file (malloc'd; *len_out bytes). */
-static inline char *fz_write_csv(const sublet_trace *t, size_t *len_out)
-{
-    size_t n = sublet_trace_count(t);
-    size_t cap = 64 + n * 128, len = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return NULL;
-    len += (size_t)snprintf(buf, cap, "seq,action,addr,size,stream,time_us\n");
-    for (size_t i = 0; i < n; i++) {
-        const sublet_trace_event *e = sublet_trace_at(t, i);
-        int w;
-        if (e->flags & SUBLET_TRACE_HAS_TIME)
-            w = snprintf(buf + len, cap - len, "%zu,%s,%llu,%llu,%llu,%llu\n", i,
-                         sublet_trace_kind_name(e->kind), (unsigned long long)e->addr,
-                         (unsigned long long)e->size, (unsigned long long)e->stream,
-                         (unsigned long long)e->time_us);
-        else
-            w = snprintf(buf + len, cap - len, "%zu,%s,%llu,%llu,%llu,\n", i,
-                         sublet_trace_kind_name(e->kind), (unsigned long long)e->addr,
-                         (unsigned long long)e->size, (unsigned long long)e->stream);
-        if (w < 0 || (size_t)w >= cap - len)
-            FZ_FAIL("write_csv buffer too small");
-        len += (size_t)w;
-    }
-    *len_out = len;
-    return buf;
-}
-
-/* Written out and read back: same events, flags included (time_us compared
+/* Written out by sublet_trace_encode_csv and read back: same events, flags included (time_us compared
  * when HAS_TIME; an expandable pre_segment is written as the action
  * pre_segment_expandable). */
 static inline void fz_csv_round_trip(const sublet_trace *t)
 {
     size_t len = 0;
-    char *csv = fz_write_csv(t, &len);
-    if (!csv)
+    char *csv = NULL, err[256];
+    sublet_status st = sublet_trace_encode_csv(t, &csv, &len, err, sizeof err);
+    if (st == SUBLET_ERR_NO_MEMORY)
         return;
+    if (st != SUBLET_OK)
+        FZ_FAIL("sublet_trace_encode_csv: %s: %s", sublet_status_name(st), err);
     sublet_trace *u = NULL;
-    char err[256];
-    sublet_status st = sublet_trace_parse_csv(csv, len, &u, err, sizeof err);
+    st = sublet_trace_parse_csv(csv, len, &u, err, sizeof err);
     if (st == SUBLET_ERR_NO_MEMORY) {
         free(csv);
         return;
