@@ -689,6 +689,22 @@ static size_t page_range(cuda_backend *c, uint64_t addr, uint64_t size, size_t *
     return i;
 }
 
+/* Read-write access for this device to [addr, addr + size), just mapped;
+ * on failure the call is named in call. */
+static CUresult set_access(cuda_backend *c, uint64_t addr, uint64_t size, char *call, size_t cap)
+{
+    CUmemAccessDesc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = (int)c->dev;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUresult cr = drv.MemSetAccess((CUdeviceptr)addr, (size_t)size, &desc, 1);
+    if (cr != CUDA_SUCCESS)
+        snprintf(call, cap, "cuMemSetAccess(0x%llx, %llu)", (unsigned long long)addr,
+                 (unsigned long long)size);
+    return cr;
+}
+
 static sublet_status cuda_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
 {
     cuda_backend *c = as_cuda(b);
@@ -742,17 +758,8 @@ static sublet_status cuda_va_map(sublet_backend *b, uint64_t addr, uint64_t size
         r->used[p] = 1;
         r->mapped++;
     }
-    if (cr == CUDA_SUCCESS) {
-        CUmemAccessDesc desc;
-        memset(&desc, 0, sizeof desc);
-        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        desc.location.id = (int)c->dev;
-        desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        cr = drv.MemSetAccess((CUdeviceptr)addr, (size_t)size, &desc, 1);
-        if (cr != CUDA_SUCCESS)
-            snprintf(call, sizeof call, "cuMemSetAccess(0x%llx, %llu)",
-                     (unsigned long long)addr, (unsigned long long)size);
-    }
+    if (cr == CUDA_SUCCESS)
+        cr = set_access(c, addr, size, call, sizeof call);
     if (cr != CUDA_SUCCESS) {
         (void)unmap_pages(c, r, first, last); /* undo this call's pages */
         set_err_locked(c, call, cr);          /* the cause, not the undo */
@@ -816,17 +823,8 @@ static sublet_status cuda_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t
         r->used[first + p] = 1;
         r->mapped++;
     }
-    if (cr == CUDA_SUCCESS) {
-        CUmemAccessDesc desc;
-        memset(&desc, 0, sizeof desc);
-        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        desc.location.id = (int)c->dev;
-        desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        cr = drv.MemSetAccess((CUdeviceptr)dst, (size_t)size, &desc, 1);
-        if (cr != CUDA_SUCCESS)
-            snprintf(call, sizeof call, "cuMemSetAccess(0x%llx, %llu)", (unsigned long long)dst,
-                     (unsigned long long)size);
-    }
+    if (cr == CUDA_SUCCESS)
+        cr = set_access(c, dst, size, call, sizeof call);
     if (cr != CUDA_SUCCESS) {
         (void)unmap_pages(c, r, first, last); /* undo this call's pages (and references) */
         set_err_locked(c, call, cr);
