@@ -54,6 +54,7 @@
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
 #include "support/harness.h"
+#include "test_data.h"
 
 #define SMALL_PAGE (UINT64_C(2) << 20)
 #define MIN_BLOCK UINT64_C(512)
@@ -735,32 +736,12 @@ static void check_trace(const char *path, const char *name)
     sublet_trace_free(t);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Every trace file of dir (.events.csv, .pickle.gz, .json). */
 static size_t check_dir(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    char *names[64];
-    size_t n = 0;
     static const char *const sufs[] = {".events.csv", ".pickle.gz", ".json"};
-    for (struct dirent *de; (de = readdir(d)) && n < 64;) {
-        size_t len = strlen(de->d_name);
-        for (size_t k = 0; k < 3; k++) {
-            size_t sl = strlen(sufs[k]);
-            if (len > sl && strcmp(de->d_name + len - sl, sufs[k]) == 0) {
-                names[n++] = strdup(de->d_name);
-                break;
-            }
-        }
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    char *names[64];
+    size_t n = list_dir(dir, sufs, 3, names, 64);
     for (size_t i = 0; i < n; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -773,22 +754,16 @@ static size_t check_dir(const char *dir)
 static void test_testdata(void **state)
 {
     (void)state;
-    const char *d = getenv("SUBLET_TESTDATA");
-    assert_true(check_dir((d && *d) ? d : "tests/data") >= 4);
+    assert_true(check_dir(testdata_dir()) >= 4);
 }
 
 static void test_shared(void **state)
 {
     (void)state;
-    const char *d = getenv("SUBLET_SHARED");
-    char path[4096];
-    struct stat sb;
-    if (!d || !*d)
+    const char *dir = shared_traces_dir();
+    if (!dir)
         skip();
-    snprintf(path, sizeof path, "%s/traces/pytorch_snapshot", d);
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        skip();
-    assert_true(check_dir(path) >= 14);
+    assert_true(check_dir(dir) >= 14);
 }
 
 /* The shared traces have few releases under expandable segments (their

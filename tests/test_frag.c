@@ -22,6 +22,7 @@
 #include "sublet/frag.h"
 #include "sublet/replay.h"
 #include "support/harness.h"
+#include "test_data.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
 
@@ -111,23 +112,6 @@ static void check_max_allocatable(h_env *e, sublet_stream s)
     } else {
         assert_int_equal(st, SUBLET_ERR_OOM);
     }
-}
-
-static const char *testdata(void)
-{
-    const char *d = getenv("SUBLET_TESTDATA");
-    return d && *d ? d : "tests/data";
-}
-
-static const char *shared_traces(void)
-{
-    static char path[4096];
-    const char *d = getenv("SUBLET_SHARED");
-    if (!d || !*d)
-        return NULL;
-    snprintf(path, sizeof path, "%s/traces/pytorch_snapshot", d);
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? path : NULL;
 }
 
 static sublet_trace *load(const char *dir, const char *name)
@@ -339,7 +323,7 @@ static void check_finish(void *user, sublet_allocator *a, uint64_t last, sublet_
 static void test_trace_every_event(void **state)
 {
     (void)state;
-    sublet_trace *t = load(testdata(), "cs336_attention_microbench.events.csv");
+    sublet_trace *t = load(testdata_dir(), "cs336_attention_microbench.events.csv");
     size_t n = sublet_trace_count(t);
     sublet_replay_options o;
     sublet_replay_options_init(&o);
@@ -424,7 +408,7 @@ static void recount_finish(void *user, sublet_allocator *a, uint64_t last, suble
 static void test_shared_traces(void **state)
 {
     (void)state;
-    const char *dir = shared_traces();
+    const char *dir = shared_traces_dir();
     if (!dir)
         skip();
     DIR *d = opendir(dir);
@@ -605,7 +589,7 @@ static void test_oom_diagnosis_replay(void **state)
 static void test_oom_diagnosis_attention(void **state)
 {
     (void)state;
-    sublet_trace *t = load(testdata(), "cs336_attention_microbench.pickle.gz");
+    sublet_trace *t = load(testdata_dir(), "cs336_attention_microbench.pickle.gz");
     sublet_trace_info info;
     sublet_trace_info_get(t, &info);
     assert_int_equal(info.peak_reserved_bytes, UINT64_C(3781165056));

@@ -973,11 +973,6 @@ static void test_shared_decomfl(void **state)
     replay_shared(dir, "cs336_attention_microbench.events.csv", 1);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Every other recorded trace: the decisions match.  (Today sizes and peak
  * reserved match exactly as well, and that is asserted too.) */
 static void test_shared_all(void **state)
@@ -986,21 +981,9 @@ static void test_shared_all(void **state)
     const char *dir = shared_traces_dir();
     if (!dir)
         skip();
-    DIR *d = opendir(dir);
-    assert_non_null(d);
+    static const char *const suf[] = {".events.csv"};
     char *names[64];
-    size_t n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 64;) {
-        size_t len = strlen(de->d_name);
-        const char *suf = ".events.csv";
-        if (len > strlen(suf) && strcmp(de->d_name + len - strlen(suf), suf) == 0) {
-            names[n] = malloc(len + 1);
-            assert_non_null(names[n]);
-            strcpy(names[n++], de->d_name);
-        }
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    size_t n = list_dir(dir, suf, 1, names, 64);
     assert_true(n >= 2);
     for (size_t i = 0; i < n; i++) {
         replay_shared(dir, names[i], 1);

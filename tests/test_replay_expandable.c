@@ -274,11 +274,6 @@ static void test_round_trip_committed(void **state)
     }
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Every shared snapshot; those recorded mid-run are allocated first, and
  * with record_prelude those allocations are part of the recording. */
 static void test_round_trip_shared(void **state)
@@ -287,17 +282,9 @@ static void test_round_trip_shared(void **state)
     const char *dir = shared_traces_dir();
     if (!dir)
         skip();
-    DIR *d = opendir(dir);
-    assert_non_null(d);
+    static const char *const suf[] = {".pickle.gz"};
     char *names[64];
-    size_t n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 64;) {
-        size_t len = strlen(de->d_name);
-        if (len > 10 && strcmp(de->d_name + len - 10, ".pickle.gz") == 0)
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    size_t n = list_dir(dir, suf, 1, names, 64);
     assert_true(n >= 2);
     for (size_t i = 0; i < n; i++) {
         char path[4096];
