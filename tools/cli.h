@@ -122,6 +122,10 @@ const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap);
 /* A modelled cost in microseconds as "12 \xc2\xb5s", "3.4 ms" or "1.25 s"; returns buf. */
 const char *cli_fmt_us(double us, char *buf, size_t cap);
 
+/* The device calls of an evaluation summed over its traces. */
+#include "sublet/tune.h"
+void cli_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out);
+
 /* ---- fragmentation helpers (frag.c) ---------------------------------------------------- */
 #include "sublet/frag.h"
 /* Read a trace or snapshot (detected by content); *snap is set for a snapshot

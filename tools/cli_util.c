@@ -221,3 +221,21 @@ const char *cli_fmt_us(double us, char *buf, size_t cap)
         snprintf(buf, cap, "%.0f \xc2\xb5s", us);
     return buf;
 }
+
+void cli_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; e->per_trace && i < e->ntraces; i++) {
+        const sublet_tune_calls *c = &e->per_trace[i].calls;
+        out->segment_allocs += c->segment_allocs;
+        out->segment_frees += c->segment_frees;
+        out->malloc_bytes += c->malloc_bytes;
+        out->va_reserves += c->va_reserves;
+        out->va_releases += c->va_releases;
+        out->va_maps += c->va_maps;
+        out->va_unmaps += c->va_unmaps;
+        out->map_pages += c->map_pages;
+        out->unmap_pages += c->unmap_pages;
+        out->retries += c->retries;
+    }
+}

@@ -35,20 +35,6 @@ static void row3(tbuf *b, const char *label, const char *x, const char *y, const
     tb_puts(b, "</tr>\n");
 }
 
-static void calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
-{
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; e->per_trace && i < e->ntraces; i++) {
-        const sublet_tune_calls *c = &e->per_trace[i].calls;
-        out->segment_allocs += c->segment_allocs;
-        out->segment_frees += c->segment_frees;
-        out->va_maps += c->va_maps;
-        out->va_unmaps += c->va_unmaps;
-        out->map_pages += c->map_pages;
-        out->unmap_pages += c->unmap_pages;
-    }
-}
-
 static void evidence(tbuf *b, const sublet_tune_result *r)
 {
     const sublet_tune_eval *e[3] = {&r->current, &r->pytorch, &r->sublet};
@@ -80,7 +66,7 @@ static void evidence(tbuf *b, const sublet_tune_result *r)
     ROW("device calls", "%" PRIu64, e[i]->device_calls);
     sublet_tune_calls k[3];
     for (int i = 0; i < 3; i++)
-        calls_sum(e[i], &k[i]);
+        cli_tune_calls_sum(e[i], &k[i]);
     ROW("cudaMalloc / cudaFree", "%" PRIu64 " / %" PRIu64, k[i].segment_allocs,
         k[i].segment_frees);
     ROW("pages mapped / unmapped", "%" PRIu64 " / %" PRIu64, k[i].map_pages, k[i].unmap_pages);

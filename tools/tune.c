@@ -102,24 +102,6 @@ static void row_u64(const char *label, uint64_t a, uint64_t b, uint64_t c)
     row(label, x, y, z);
 }
 
-static void calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
-{
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < e->ntraces; i++) {
-        const sublet_tune_calls *c = &e->per_trace[i].calls;
-        out->segment_allocs += c->segment_allocs;
-        out->segment_frees += c->segment_frees;
-        out->malloc_bytes += c->malloc_bytes;
-        out->va_reserves += c->va_reserves;
-        out->va_releases += c->va_releases;
-        out->va_maps += c->va_maps;
-        out->va_unmaps += c->va_unmaps;
-        out->map_pages += c->map_pages;
-        out->unmap_pages += c->unmap_pages;
-        out->retries += c->retries;
-    }
-}
-
 static void vs_current(const sublet_tune_eval *a, const sublet_tune_eval *cur)
 {
     char b1[32], b2[32];
@@ -258,9 +240,9 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     snprintf(lbl, sizeof lbl, "peak reserved on %s", fmt_gib(r->device_memory, b1, sizeof b1));
     row_size(lbl, c->peak_reserved_bytes, p->peak_reserved_bytes, s->peak_reserved_bytes);
     sublet_tune_calls cc, pc, sc;
-    calls_sum(c, &cc);
-    calls_sum(p, &pc);
-    calls_sum(s, &sc);
+    cli_tune_calls_sum(c, &cc);
+    cli_tune_calls_sum(p, &pc);
+    cli_tune_calls_sum(s, &sc);
     row_u64("device calls", c->device_calls, p->device_calls, s->device_calls);
 #define ROW2(label, f1, f2)                                                                 \
     do {                                                                                    \
