@@ -2,7 +2,7 @@
 # The exhaustive grid check of `sublet tune` on every shared PyTorch snapshot:
 # each trace's 1050 settings evaluated plainly (sublet_replay_min_capacity +
 # one replay on the device) against sublet_tune's two answers (bench_tune
-# grid; see bench/bench_tune.c).  Several minutes on two cores.
+# grid; see bench/bench_tune.c).  About a minute on two cores.
 #   bench/tune_grid.sh [BUILD_DIR] [SHARED_DIR]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
