@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "gz.h"
-#include "json_codec.h"
-#include "pickle.h"
+#include "formats/gz.h"
+#include "formats/json_codec.h"
+#include "formats/pickle.h"
 
 static double now(void) {
     struct timespec ts;

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_codec.h"
-#include "pickle.h"
-#include "pyval.h"
+#include "formats/json_codec.h"
+#include "formats/pickle.h"
+#include "formats/pyval.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

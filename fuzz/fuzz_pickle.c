@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pickle.h"
-#include "pyval.h"
+#include "formats/pickle.h"
+#include "formats/pyval.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "gz.h"
-#include "json_codec.h"
-#include "pickle.h"
-#include "pyval.h"
+#include "formats/gz.h"
+#include "formats/json_codec.h"
+#include "formats/pickle.h"
+#include "formats/pyval.h"
 
 #define PK(lit) (const uint8_t *)(lit), (sizeof(lit) - 1)
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "support/harness.h"
 
 /* ---- reference model ------------------------------------------------------------------ */

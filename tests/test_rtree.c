@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rtree.h"
+#include "base/rtree.h"
 #include "support/harness.h"
 
 #define BASE UINT64_C(0x7f0000000000)

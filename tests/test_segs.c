@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "support/harness.h"
 
 #define SEG (UINT64_C(2) << 20)

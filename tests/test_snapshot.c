@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_write.h"
+#include "formats/atomic_write.h"
 #include "sublet/history.h"
 #include "sublet/replay.h"
 #include "sublet/snapshot.h"

@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "json_codec.h"
-#include "pickle.h"
-#include "pyval.h"
+#include "formats/json_codec.h"
+#include "formats/pickle.h"
+#include "formats/pyval.h"
 #include "sublet/config.h"
 #include "sublet/snapshot.h"
 #include "sublet/trace.h"

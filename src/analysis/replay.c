@@ -1,0 +1,849 @@
+/* sublet — the replay driver: a recorded trace through the engine on the
+ * `sim` backend, with PyTorch's own decisions as the oracle (see
+ * sublet/replay.h for what each row becomes).
+ *
+ * Rebuilding the prelude.  pre_segment rows become seeded segments (small
+ * pool iff the segment is exactly 2 MiB: small-pool segments are always
+ * kSmallBuffer, large-pool ones at least 10 MiB).  A pre_alloc row whose
+ * source knew the block's size (block_size, from a snapshot's final blocks)
+ * is seeded at that size.  Otherwise (the CSV form) it carries only the
+ * requested size, so the block is round_size(requested) under the replay's
+ * settings, with one correction: in a large-pool segment PyTorch
+ * splits a block only when more than 1 MiB (kSmallSize) would remain, and
+ * every block of a large pool is larger than 1 MiB, so a free gap of at most
+ * 1 MiB between the end of the rounded block and the next live block (or the
+ * segment end) cannot exist in PyTorch's state: it is the unsplit tail of
+ * this block, and the seeded block extends over it.  Small-pool blocks are
+ * split whenever 512 bytes remain, so their rounded size is exact.  (On the
+ * shared traces this rebuilds PyTorch's final allocated and inactive-split
+ * bytes exactly; without it 130 blocks of the cs336 traces come out short.
+ * The rule assumes the recording's settings split normally: an oversize
+ * block under max_split_size would own any tail.)
+ *
+ * Placement.  With placement_hints, the replay asks the sim (one-shot hint) for
+ * the address the trace recorded for the segment about to be created (the
+ * segment_alloc row just before the alloc); the sim honours it when the
+ * range is free.  Best fit orders equal-sized free blocks by address, so
+ * the recorded placement keeps ties broken the way PyTorch broke them.  The
+ * same hint, the address of the recorded first segment_map before an alloc,
+ * places a virtual reservation the engine creates for that alloc: an
+ * expandable segment's first map is at its reservation's start (§6.3).
+ *
+ * What is compared (decisions, sizes, release sets) is in replay_fidelity.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/history_internal.h" /* the snapshot marker */
+#include "analysis/replay_internal.h"
+#include "sublet/replay.h"
+
+#define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
+#define SMALL_SEGMENT ((uint64_t)2 << 20) /* kSmallBuffer */
+#define SMALL_SIZE ((uint64_t)1 << 20)    /* kSmallSize */
+
+/* ---- a hash map uint64 -> uint64 (linear probing, backward-shift delete) -- */
+
+/* Key and value side by side, so a probe touches one slot; key 0 marks an
+ * empty slot, so an entry for key 0 itself is kept beside the table. */
+typedef struct u64slot {
+    uint64_t key, val;
+} u64slot;
+
+typedef struct u64map {
+    u64slot *slots;
+    size_t cap, count; /* cap is a power of two; count includes key 0's entry */
+    unsigned shift;    /* 64 - log2(cap): a hash's top bits pick the home slot */
+    int has_zero;
+    uint64_t zero_val;
+} u64map;
+
+/* Fibonacci hashing: the top bits of key * 2^64/phi depend on every key bit,
+ * so addresses that differ only above their alignment spread evenly. */
+static inline size_t map_home(const u64map *m, uint64_t key)
+{
+    return (size_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> m->shift);
+}
+
+static void map_fini(u64map *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+static int map_alloc(u64map *m, size_t cap)
+{
+    memset(m, 0, sizeof *m);
+    m->slots = calloc(cap, sizeof *m->slots);
+    if (!m->slots)
+        return 0;
+    m->cap = cap;
+    m->shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1)
+        m->shift--;
+    return 1;
+}
+
+/* The slot holding key (nonzero), or the empty slot where it would go. */
+static inline u64slot *map_slot(const u64map *m, uint64_t key)
+{
+    size_t mask = m->cap - 1, i = map_home(m, key);
+    while (m->slots[i].key != key && m->slots[i].key != 0)
+        i = (i + 1) & mask;
+    return &m->slots[i];
+}
+
+static int map_put(u64map *m, uint64_t key, uint64_t val);
+
+static int map_grow(u64map *m)
+{
+    u64map old = *m;
+    if (!map_alloc(m, old.cap ? old.cap * 2 : 1024)) {
+        *m = old;
+        return 0;
+    }
+    m->has_zero = old.has_zero;
+    m->zero_val = old.zero_val;
+    m->count = old.has_zero;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.slots[i].key != 0)
+            map_put(m, old.slots[i].key, old.slots[i].val);
+    map_fini(&old);
+    return 1;
+}
+
+/* Insert or overwrite.  0 when out of memory. */
+static int map_put(u64map *m, uint64_t key, uint64_t val)
+{
+    if (key == 0) {
+        m->count += !m->has_zero;
+        m->has_zero = 1;
+        m->zero_val = val;
+        return 1;
+    }
+    /* load <= 1/2: a miss (every alloc's put) probes ~2.5 slots, not ~8.5 */
+    if ((m->count + 1) * 2 > m->cap && !map_grow(m))
+        return 0;
+    u64slot *e = map_slot(m, key);
+    if (e->key == 0) {
+        e->key = key;
+        m->count++;
+    }
+    e->val = val;
+    return 1;
+}
+
+/* Look key up and remove it: 1 (and *val) when it was there. */
+static int map_take(u64map *m, uint64_t key, uint64_t *val)
+{
+    if (key == 0) {
+        if (!m->has_zero)
+            return 0;
+        *val = m->zero_val;
+        m->has_zero = 0;
+        m->count--;
+        return 1;
+    }
+    if (!m->cap)
+        return 0;
+    u64slot *e = map_slot(m, key);
+    if (e->key == 0)
+        return 0;
+    *val = e->val;
+    m->count--;
+    /* Shift back every later entry of the cluster that may now be unreachable. */
+    size_t mask = m->cap - 1, i = (size_t)(e - m->slots);
+    for (size_t j = (i + 1) & mask; m->slots[j].key != 0; j = (j + 1) & mask) {
+        size_t home = map_home(m, m->slots[j].key);
+        int reachable = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (reachable)
+            continue;
+        m->slots[i] = m->slots[j];
+        i = j;
+    }
+    m->slots[i].key = 0;
+    return 1;
+}
+
+/* ---- the replay state ---------------------------------------------------------- */
+
+typedef struct rp {
+    const sublet_trace_event *ev;
+    size_t n;
+    const sublet_replay_options *o;
+    sublet_replay_result *r;
+    char *err;
+    size_t err_cap;
+    sublet_backend *sim;
+    bool placement_hints; /* ask the sim to place segments as recorded */
+    int reserved_grew;    /* a segment_alloc/map since the last observe */
+    sublet_allocator *a;
+    u64map addrs;   /* trace address -> engine address (0: its alloc failed) */
+    u64map pending; /* trace address -> synthetic stream of a deferred free */
+    uint64_t next_stream;
+    uint64_t recorded_reserved;
+    int64_t best_reserved;
+    /* statistics read at each rise of reserved bytes: best holds those of
+     * the peak so far, the other buffer the latest read (a new peak swaps
+     * them, where a copy would cost more than the event) */
+    sublet_stats stats_buf[2];
+    sublet_stats *stats_best, *stats_read;
+    rf_call pr; /* what the engine emitted during the current call */
+    /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
+     * the times of the engine events of the current call, in order; stacks
+     * come from row `cur` */
+    const sublet_trace *t;
+    size_t clk_first, clk_count, clk_pos, cur;
+} rp;
+
+/* ---- recording: the trace's clock and stacks -------------------------------------- */
+
+static uint64_t rec_clock(void *user)
+{
+    rp *s = user;
+    if (s->clk_first >= s->n)
+        return 0;
+    size_t k = s->clk_pos < s->clk_count ? s->clk_pos : (s->clk_count ? s->clk_count - 1 : 0);
+    s->clk_pos++;
+    const sublet_trace_event *e = &s->ev[s->clk_first + k];
+    return (e->flags & SUBLET_TRACE_HAS_TIME) ? e->time_us : 0;
+}
+
+static size_t rec_stack(void *user, sublet_frame *out, size_t cap)
+{
+    rp *s = user;
+    if (s->cur >= s->n)
+        return 0;
+    const sublet_trace_frame *fr = NULL;
+    size_t n = sublet_trace_stack(s->t, s->ev[s->cur].frames, &fr);
+    if (n > cap)
+        n = cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (sublet_frame){fr[i].filename, (int)fr[i].line, fr[i].name};
+    return n;
+}
+
+/* The engine events of the call about to be made for row i take their times
+ * from rows [first, first + count). */
+static void clock_rows(rp *s, size_t first, size_t count)
+{
+    s->clk_first = first;
+    s->clk_count = count;
+    s->clk_pos = 0;
+}
+
+static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
+                     sublet_stream stream)
+{
+    rp *s = user;
+    if (act == SUBLET_ACT_SEGMENT_ALLOC || act == SUBLET_ACT_SEGMENT_MAP)
+        s->reserved_grew = 1; /* the only events that raise reserved bytes */
+    rf_call_event(&s->pr, act, addr, size);
+    if (s->o->trace)
+        s->o->trace(s->o->observer_user, act, addr, size, stream);
+}
+
+/* A row the replay could not apply: counted, the first one kept. */
+static void row_error(rp *s, size_t i, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void row_error(rp *s, size_t i, const char *fmt, ...)
+{
+    sublet_replay_result *r = s->r;
+    if (r->errors++ == 0) {
+        char what[192];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        snprintf(r->first_error, sizeof r->first_error, "event %zu (line %llu): %s", i,
+                 (unsigned long long)s->ev[i].line, what);
+    }
+}
+
+static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
+{
+    if (s->err && s->err_cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, s->err_cap, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static const char *kind_of(const rp *s, size_t i) { return sublet_trace_kind_name(s->ev[i].kind); }
+
+static sublet_status run_check(rp *s, size_t i, int after_prelude)
+{
+    char msg[512];
+    if (sublet_check(s->a, msg, sizeof msg) == SUBLET_OK)
+        return SUBLET_OK;
+    if (after_prelude)
+        return fatal(s, SUBLET_ERR_CORRUPT, "after seeding the prelude: %s", msg);
+    return fatal(s, SUBLET_ERR_CORRUPT, "event %zu (line %llu, %s): %s", i,
+                 (unsigned long long)s->ev[i].line, kind_of(s, i), msg);
+}
+
+/* ---- the prelude ------------------------------------------------------------------ */
+
+typedef struct seg_ref {
+    uint64_t addr, size;
+    int small;
+} seg_ref;
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const seg_ref *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_ev_addr(const void *a, const void *b)
+{
+    const sublet_trace_event *x = *(const sublet_trace_event *const *)a;
+    const sublet_trace_event *y = *(const sublet_trace_event *const *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Recorded preludes come sorted by address: then the sorts are skipped.
+ * The order is the one a stable sort would leave; ties (two prelude rows at
+ * one address, which no consistent prelude has) keep their trace order. */
+static int segs_sorted(const seg_ref *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i].addr < v[i - 1].addr)
+            return 0;
+    return 1;
+}
+
+static int evs_sorted(const sublet_trace_event *const *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i]->addr < v[i - 1]->addr)
+            return 0;
+    return 1;
+}
+
+static const seg_ref *seg_containing(const seg_ref *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || addr - v[lo - 1].addr >= v[lo - 1].size)
+        return NULL;
+    return &v[lo - 1];
+}
+
+/* The prelude's live blocks allocated through the engine, lowest address
+ * first (SUBLET_PRELUDE_ALLOCATE). */
+static sublet_status allocate_prelude(rp *s, size_t npre)
+{
+    const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
+    if (!allocs)
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+    size_t nalloc = 0;
+    for (size_t i = 0; i < npre; i++) {
+        if (s->ev[i].kind == SUBLET_TRACE_PRE_ALLOC)
+            allocs[nalloc++] = &s->ev[i];
+        else
+            s->recorded_reserved += s->ev[i].size;
+    }
+    if (!evs_sorted(allocs, nalloc))
+        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    sublet_status fat = SUBLET_OK;
+    for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
+        const sublet_trace_event *e = allocs[j];
+        size_t i = (size_t)(e - s->ev);
+        s->cur = i;
+        clock_rows(s, i, 1);
+        if (s->o->before_event)
+            s->o->before_event(s->o->observer_user, s->a, i, e);
+        void *p = NULL;
+        sublet_status st = sublet_malloc(s->a, e->size ? e->size : 1, e->stream, &p);
+        if (s->o->after_event)
+            s->o->after_event(s->o->observer_user, s->a, i, e);
+        if (st == SUBLET_ERR_OOM) {
+            s->r->ooms++;
+            if (s->r->first_oom_event == SUBLET_REPLAY_NONE)
+                s->r->first_oom_event = i;
+            if (s->o->stop_on_oom) {
+                s->r->stopped_on_oom = 1;
+                break;
+            }
+            continue;
+        }
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_alloc of %llu bytes cannot be allocated: %s",
+                      (unsigned long long)e->size, sublet_status_text(st));
+            continue;
+        }
+        if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+            fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+        s->r->pre_allocs++;
+    }
+    free(allocs);
+    return fat;
+}
+
+/* The prelude mode, AUTO resolved under the replay's settings. */
+static int prelude_mode(rp *s)
+{
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
+    int mode = s->o->prelude;
+    if (mode == SUBLET_PRELUDE_AUTO)
+        mode = set.expandable_segments || set.policy != SUBLET_POLICY_NATIVE
+                   ? SUBLET_PRELUDE_ALLOCATE
+                   : SUBLET_PRELUDE_ADOPT;
+    return mode;
+}
+
+static sublet_status seed_prelude(rp *s, size_t npre, int mode)
+{
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
+    if (mode == SUBLET_PRELUDE_ALLOCATE)
+        return allocate_prelude(s, npre);
+
+    seg_ref *segs = malloc((npre ? npre : 1) * sizeof *segs);
+    const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
+    if (!segs || !allocs) {
+        free(segs);
+        free(allocs);
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+    }
+    size_t nseg = 0, nalloc = 0;
+    for (size_t i = 0; i < npre; i++) {
+        const sublet_trace_event *e = &s->ev[i];
+        if (e->kind == SUBLET_TRACE_PRE_ALLOC) {
+            allocs[nalloc++] = e;
+            continue;
+        }
+        int small = e->size == SMALL_SEGMENT;
+        s->recorded_reserved += e->size;
+        s->cur = i;
+        clock_rows(s, i, 1);
+        sublet_status st = sublet_seed_segment(s->a, e->addr, e->size, e->stream, small);
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_segment at %llu of %llu bytes cannot be seeded: %s",
+                      (unsigned long long)e->addr, (unsigned long long)e->size,
+                      sublet_status_text(st));
+            continue;
+        }
+        segs[nseg++] = (seg_ref){e->addr, e->size, small};
+        s->r->pre_segments++;
+    }
+    if (!segs_sorted(segs, nseg))
+        qsort(segs, nseg, sizeof *segs, cmp_seg);
+    if (!evs_sorted(allocs, nalloc))
+        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    sublet_status fat = SUBLET_OK;
+    for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
+        const sublet_trace_event *e = allocs[j];
+        size_t i = (size_t)(e - s->ev);
+        const seg_ref *sg = seg_containing(segs, nseg, e->addr);
+        if (!sg) {
+            row_error(s, i, "pre_alloc at %llu lies in no seeded segment",
+                      (unsigned long long)e->addr);
+            continue;
+        }
+        uint64_t limit = sg->addr + sg->size;
+        if (j + 1 < nalloc && allocs[j + 1]->addr < limit)
+            limit = allocs[j + 1]->addr;
+        uint64_t room = limit - e->addr;
+        uint64_t block;
+        if (e->block_size) {
+            block = e->block_size < room ? e->block_size : room; /* the source knew it */
+        } else {
+            block = sublet_round_size(&set, e->size ? e->size : 1);
+            if (block > room)
+                block = room; /* inconsistent prelude: keep the next block intact */
+            else if (!sg->small && room - block <= SMALL_SIZE)
+                block = room; /* PyTorch would not have split this tail off */
+        }
+        s->cur = i;
+        clock_rows(s, i, 1);
+        sublet_status st = block ? sublet_seed_block(s->a, e->addr, block, e->size, e->stream)
+                                 : SUBLET_ERR_INVALID_ARGUMENT;
+        if (st != SUBLET_OK) {
+            row_error(s, i, "pre_alloc at %llu (%llu bytes as a %llu-byte block) cannot be "
+                      "seeded: %s", (unsigned long long)e->addr, (unsigned long long)e->size,
+                      (unsigned long long)block, sublet_status_text(st));
+            continue;
+        }
+        if (!map_put(&s->addrs, e->addr, e->addr))
+            fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
+        s->r->pre_allocs++;
+    }
+    free(segs);
+    free(allocs);
+    return fat;
+}
+
+/* ---- one event each --------------------------------------------------------------- */
+
+static sublet_status do_alloc(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    sublet_replay_result *r = s->r;
+    sublet_replay_fidelity *f = &r->fidelity;
+    /* PyTorch's decision: a segment_alloc row, or segment_map rows, before it */
+    rf_oracle rec = rf_oracle_of(s->ev, i);
+    if (s->placement_hints)
+        sublet_sim_next_hint(s->sim, rec.kind != RF_NONE ? rec.addr : 0);
+    if (rec.kind != RF_NONE)
+        clock_rows(s, rec.first_row, i - rec.first_row + 1);
+    rf_call_begin(&s->pr, 0);
+    void *p = NULL;
+    sublet_status st = sublet_malloc(s->a, e->size, e->stream, &p);
+    if (s->placement_hints)
+        sublet_sim_next_hint(s->sim, 0);
+    r->allocs++;
+    rf_judge_alloc(f, i, &rec, &s->pr);
+
+    if (st == SUBLET_ERR_OOM) {
+        r->ooms++;
+        if (r->first_oom_event == SUBLET_REPLAY_NONE)
+            r->first_oom_event = i;
+        if (s->o->on_oom) {
+            char msg[2048];
+            sublet_oom_message(s->a, msg, sizeof msg);
+            s->o->on_oom(s->o->oom_user, i, e->line, e->size, e->stream, msg);
+        }
+        if (s->o->stop_on_oom)
+            r->stopped_on_oom = 1;
+    } else if (st == SUBLET_OK && p) {
+        if ((uint64_t)(uintptr_t)p == e->addr)
+            f->addresses_matched++;
+        else if (f->first_address_mismatch == SUBLET_REPLAY_NONE)
+            f->first_address_mismatch = i;
+    } else if (st != SUBLET_OK) {
+        return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes: %s", i,
+                     (unsigned long long)e->line, (unsigned long long)e->size,
+                     sublet_status_text(st));
+    }
+    /* 0 marks an allocation the engine did not make (OOM, or size 0). */
+    if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    return SUBLET_OK;
+}
+
+static sublet_status do_free_requested(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    uint64_t ptr;
+    if (!map_take(&s->addrs, e->addr, &ptr)) {
+        row_error(s, i, "free_requested of %llu, which is not allocated",
+                  (unsigned long long)e->addr);
+        return SUBLET_OK;
+    }
+    s->r->frees++;
+    if (ptr == 0)
+        return SUBLET_OK; /* its alloc failed: nothing to free */
+    int now = i + 1 < s->n && s->ev[i + 1].kind == SUBLET_ACT_FREE_COMPLETED &&
+              s->ev[i + 1].addr == e->addr;
+    void *p = (void *)(uintptr_t)ptr;
+    if (now)
+        clock_rows(s, i, 2);
+    if (!now) {
+        sublet_stream syn = SYNTHETIC_STREAM_BASE | ++s->next_stream;
+        sublet_status st = sublet_record_stream(s->a, p, syn);
+        if (st != SUBLET_OK) {
+            row_error(s, i, "record_stream: %s", sublet_status_text(st));
+        } else if (!map_put(&s->pending, e->addr, syn)) {
+            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        } else {
+            s->r->deferred_frees++;
+        }
+    }
+    sublet_status st = sublet_free(s->a, p);
+    if (st == SUBLET_ERR_NO_MEMORY)
+        return fatal(s, st, "event %zu: free: %s", i, sublet_status_text(st));
+    if (st != SUBLET_OK)
+        row_error(s, i, "free of %llu: %s", (unsigned long long)e->addr, sublet_status_text(st));
+    return SUBLET_OK;
+}
+
+static void do_free_completed(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    uint64_t syn;
+    if (map_take(&s->pending, e->addr, &syn)) {
+        sublet_sim_stream_complete(s->sim, syn);
+        if (s->o->record != SUBLET_RECORD_OFF)
+            (void)sublet_process_events(s->a); /* its entry lands here, as the row */
+        return;
+    }
+    if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_FREE_REQUESTED && s->ev[i - 1].addr == e->addr)
+        return; /* completed with its request */
+    row_error(s, i, "free_completed of %llu without a pending free", (unsigned long long)e->addr);
+}
+
+/* A run of segment_free / segment_unmap rows: one empty_cache(), whose
+ * releases are compared with the run's as a set. */
+static sublet_status do_release(rp *s, size_t i)
+{
+    sublet_replay_fidelity *f = &s->r->fidelity;
+    if (s->ev[i].kind == SUBLET_ACT_SEGMENT_FREE)
+        f->recorded_segment_frees++;
+    else
+        f->recorded_segment_unmaps++;
+    s->recorded_reserved -= s->ev[i].size < s->recorded_reserved ? s->ev[i].size
+                                                                   : s->recorded_reserved;
+    if (i > 0 && rf_is_release(s->ev[i - 1].kind))
+        return SUBLET_OK; /* the same empty_cache() */
+    size_t run = rf_release_run(s->ev, s->n, i);
+    clock_rows(s, i, run);
+    rf_call_begin(&s->pr, 1);
+    sublet_status st = sublet_empty_cache(s->a);
+    s->r->empty_caches++;
+    if (rf_judge_release(f, s->ev, i, run, &s->pr) != 0)
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    if (st != SUBLET_OK)
+        return fatal(s, st, "event %zu (line %llu): empty_cache: %s", i,
+                     (unsigned long long)s->ev[i].line, sublet_status_text(st));
+    return SUBLET_OK;
+}
+
+static sublet_status do_event(rp *s, size_t i)
+{
+    const sublet_trace_event *e = &s->ev[i];
+    switch (e->kind) {
+    case SUBLET_ACT_ALLOC:
+        return do_alloc(s, i);
+    case SUBLET_ACT_FREE_REQUESTED:
+        return do_free_requested(s, i);
+    case SUBLET_ACT_FREE_COMPLETED:
+        do_free_completed(s, i);
+        return SUBLET_OK;
+    case SUBLET_ACT_SEGMENT_ALLOC:
+    case SUBLET_ACT_SEGMENT_MAP:
+        s->recorded_reserved += e->size; /* the oracle of the alloc that follows */
+        return SUBLET_OK;
+    case SUBLET_ACT_SEGMENT_FREE:
+    case SUBLET_ACT_SEGMENT_UNMAP:
+        return do_release(s, i);
+    case SUBLET_ACT_SNAPSHOT:
+        if (s->o->record != SUBLET_RECORD_OFF)
+            sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
+        return SUBLET_OK;
+    case SUBLET_ACT_OOM:
+        return SUBLET_OK;
+    default:
+        return fatal(s, SUBLET_ERR_INVALID_ARGUMENT, "event %zu (line %llu): %s row after the "
+                     "prelude", i, (unsigned long long)e->line, kind_of(s, i));
+    }
+}
+
+/* Statistics after event i (SIZE_MAX: after the prelude). */
+/* After each event: a new peak of reserved bytes keeps the statistics of
+ * that moment.  Reserved bytes only rise with a segment_alloc or
+ * segment_map, so the statistics are read only then (a copy per event
+ * would cost more than the event). */
+static void observe(rp *s, size_t i)
+{
+    sublet_replay_result *r = s->r;
+    if (s->recorded_reserved > r->fidelity.recorded_peak_reserved_bytes)
+        r->fidelity.recorded_peak_reserved_bytes = s->recorded_reserved;
+    if (!s->reserved_grew)
+        return;
+    s->reserved_grew = 0;
+    sublet_stats *st = s->stats_read;
+    sublet_stats_read(s->a, st);
+    int64_t res = st->reserved_bytes[SUBLET_POOL_ALL].current;
+    if (res > s->best_reserved) {
+        s->best_reserved = res;
+        s->stats_read = s->stats_best;
+        s->stats_best = st;
+        r->peak_reserved_event = i == SIZE_MAX ? SUBLET_REPLAY_NONE : i;
+    }
+}
+
+/* ---- the driver --------------------------------------------------------------------- */
+
+void sublet_replay_options_init(sublet_replay_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->conf = "";
+    o->device_memory = SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    o->stop_after = SUBLET_REPLAY_ALL;
+    o->placement_hints = 1;
+}
+
+void sublet_replay_result_free(sublet_replay_result *r)
+{
+    if (!r)
+        return;
+    free(r->summary_peak);
+    free(r->summary_end);
+    r->summary_peak = r->summary_end = NULL;
+}
+
+static char *summary_text(const sublet_stats *st, int device)
+{
+    size_t n = sublet_stats_format_summary(st, device, 0, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (buf)
+        sublet_stats_format_summary(st, device, 0, buf, n + 1);
+    return buf;
+}
+
+/* Room in the address map for the most allocations the trace holds live
+ * at once (counted from its rows, as if every free matched an alloc), at
+ * the map's load of 1/2: growing it while replaying would rehash it
+ * several times over. */
+static size_t addrs_capacity(const rp *s)
+{
+    size_t live = 0, most = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t k = s->ev[i].kind;
+        if (k == SUBLET_ACT_ALLOC || k == SUBLET_TRACE_PRE_ALLOC) {
+            if (++live > most)
+                most = live;
+        } else if (k == SUBLET_ACT_FREE_REQUESTED && live > 0) {
+            live--;
+        }
+    }
+    size_t cap = 64;
+    while (cap < 2 * (most + 1) && cap < ((size_t)1 << 26))
+        cap *= 2;
+    return cap;
+}
+
+static sublet_status setup(rp *s)
+{
+    const sublet_replay_options *o = s->o;
+    uint64_t cap = o->device_memory ? o->device_memory : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    sublet_status st = sublet_sim_create(cap, &s->sim);
+    if (st != SUBLET_OK)
+        return fatal(s, st, "cannot create the sim backend: %s", sublet_status_text(st));
+    sublet_backend *be = s->sim;
+    s->placement_hints = o->placement_hints != 0;
+    char msg[512] = "";
+    sublet_options ao = {.backend = be, .device = 0, .conf = o->conf ? o->conf : ""};
+    st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
+    if (st != SUBLET_OK)
+        return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
+    if (!map_alloc(&s->addrs, addrs_capacity(s)) || !map_alloc(&s->pending, 64))
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    sublet_trace_set(s->a, on_trace, s);
+    if (o->record != SUBLET_RECORD_OFF) {
+        sublet_clock_set(s->a, rec_clock, s);
+        sublet_stack_source_set(s->a, rec_stack, s);
+        /* on while seeding, so seeded blocks keep their rows' stacks */
+        st = sublet_history_record(s->a, o->record, o->record_context, o->record_max_entries);
+        if (st != SUBLET_OK)
+            return fatal(s, st, "cannot start recording: %s", sublet_status_text(st));
+    }
+    return SUBLET_OK;
+}
+
+static void teardown(rp *s)
+{
+    if (s->a)
+        sublet_allocator_destroy(s->a);
+    if (s->sim)
+        sublet_backend_destroy(s->sim);
+    map_fini(&s->addrs);
+    map_fini(&s->pending);
+    rf_call_fini(&s->pr);
+}
+
+sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(r, 0, sizeof *r);
+    r->last_event = r->peak_reserved_event = r->first_oom_event = SUBLET_REPLAY_NONE;
+    r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.first_address_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.empty_cache_mismatch.first_only_recorded.kind = SUBLET_ACT_COUNT;
+    r->fidelity.empty_cache_mismatch.first_only_engine.kind = SUBLET_ACT_COUNT;
+    if (!t)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_replay_options defaults;
+    if (!o) {
+        sublet_replay_options_init(&defaults);
+        o = &defaults;
+    }
+    rp s = {.ev = sublet_trace_events(t), .n = sublet_trace_count(t), .o = o, .r = r,
+            .err = err, .err_cap = err_cap, .best_reserved = -1, .t = t};
+    s.stats_best = &s.stats_buf[0];
+    s.stats_read = &s.stats_buf[1];
+    sublet_status st = setup(&s);
+    size_t npre = sublet_trace_prelude_count(t);
+    int mode = st == SUBLET_OK ? prelude_mode(&s) : SUBLET_PRELUDE_ADOPT;
+    if (st == SUBLET_OK) {
+        char why[1024];
+        st = rf_expandable_prelude(t, o->prelude, why, sizeof why);
+        if (st != SUBLET_OK)
+            st = fatal(&s, st, "%s", st == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
+    }
+    if (st == SUBLET_OK)
+        st = seed_prelude(&s, npre, mode);
+    if (st == SUBLET_OK && o->record != SUBLET_RECORD_OFF &&
+        !(o->record_prelude && mode == SUBLET_PRELUDE_ALLOCATE)) {
+        /* restart: the history holds recorded events only */
+        st = sublet_history_record(s.a, o->record, o->record_context, o->record_max_entries);
+        if (st != SUBLET_OK)
+            st = fatal(&s, st, "cannot start recording: %s", sublet_status_text(st));
+    }
+    if (st == SUBLET_OK) {
+        s.reserved_grew = 1; /* the seeded prelude */
+        observe(&s, npre ? npre - 1 : SIZE_MAX);
+        if (o->check)
+            st = run_check(&s, 0, 1);
+    }
+    for (size_t i = npre; st == SUBLET_OK && i < s.n && i <= o->stop_after; i++) {
+        s.cur = i;
+        clock_rows(&s, i, 1);
+        if (o->before_event)
+            o->before_event(o->observer_user, s.a, i, &s.ev[i]);
+        st = do_event(&s, i);
+        if (o->after_event)
+            o->after_event(o->observer_user, s.a, i, &s.ev[i]);
+        r->events++;
+        r->last_event = i;
+        observe(&s, i);
+        if (st == SUBLET_OK && o->check)
+            st = run_check(&s, i, 0);
+        if (r->stopped_on_oom)
+            break;
+    }
+    if (s.best_reserved >= 0)
+        r->stats_peak = *s.stats_best;
+    if (s.a) {
+        sublet_stats_read(s.a, &r->stats_end);
+        sublet_stats *e = &r->stats_end;
+        r->peak_requested_bytes = (uint64_t)e->requested_bytes[SUBLET_POOL_ALL].peak;
+        r->peak_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].peak;
+        r->final_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].current;
+        r->device_allocs = (uint64_t)e->num_device_alloc;
+        r->device_frees = (uint64_t)e->num_device_free;
+        r->alloc_retries = (uint64_t)e->num_alloc_retries;
+        sublet_sim_ops_read(s.sim, &r->device_ops);
+        r->fidelity.recorded_final_reserved_bytes = s.recorded_reserved;
+        if (o->capture_summary) {
+            r->summary_peak = summary_text(&r->stats_peak, 0);
+            r->summary_end = summary_text(&r->stats_end, 0);
+            if ((!r->summary_peak || !r->summary_end) && st == SUBLET_OK)
+                st = fatal(&s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    if (o->on_finish)
+        o->on_finish(o->finish_user, s.a, r->last_event, st);
+    teardown(&s);
+    return st;
+}

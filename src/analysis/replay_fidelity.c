@@ -1,0 +1,287 @@
+/* sublet — the replay's fidelity bookkeeping (see sublet/replay.h): what the
+ * engine did during each call, compared with what PyTorch recorded.
+ *
+ * Allocs.  PyTorch's decision for an alloc is in the rows just before it: a
+ * segment_alloc row (cudaMalloc of a new segment, §3.3), a run of
+ * segment_map rows (pages mapped into an expandable segment, §6.3: one row
+ * per unmapped block the request grows into, all before the alloc row), or
+ * neither (served from the cache).  The engine's is what it emitted during
+ * the malloc.
+ *
+ * Releases.  empty_cache() emits one segment_free per whole free segment and
+ * one segment_unmap per free block of an expandable segment that spans whole
+ * pages (§3.5, §6.6), in the order of the pools' free sets; the order is an
+ * implementation detail, the set is the decision.  So each run of
+ * consecutive segment_free / segment_unmap rows is compared, as a set of
+ * (kind, address, size), with what the engine's sublet_empty_cache()
+ * released.
+ *
+ * Expandable preludes.  A trace that began mid-run under expandable segments
+ * would need its expandable segments rebuilt: where each virtual reservation
+ * starts and ends, and which of its pages are mapped.  A snapshot reports one
+ * segment per contiguous mapped run (§6.5) and nothing about the
+ * reservation, yet find_expandable_block (§6.3) maps new pages at the lowest
+ * unmapped address of the reservation, which may lie below every mapped run
+ * (pages released by an earlier empty_cache).  So such a trace is refused
+ * unless the caller asks for the prelude to be allocated afresh. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/replay_internal.h"
+#include "formats/trace_readers.h" /* sl_ranges */
+#include "sublet/config.h"
+
+/* ---- one call ------------------------------------------------------------------------ */
+
+void rf_call_begin(rf_call *c, int collect)
+{
+    sublet_replay_release *rel = c->rel;
+    size_t cap = c->rel_cap;
+    memset(c, 0, sizeof *c);
+    c->rel = rel;
+    c->rel_cap = cap;
+    c->collect = collect;
+}
+
+void rf_call_fini(rf_call *c)
+{
+    free(c->rel);
+    memset(c, 0, sizeof *c);
+}
+
+static void keep_release(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
+{
+    if (!c->collect || c->nomem)
+        return;
+    if (c->nrel == c->rel_cap) {
+        size_t nc = c->rel_cap ? c->rel_cap * 2 : 64;
+        sublet_replay_release *n = realloc(c->rel, nc * sizeof *n);
+        if (!n) {
+            c->nomem = 1;
+            return;
+        }
+        c->rel = n;
+        c->rel_cap = nc;
+    }
+    c->rel[c->nrel++] = (sublet_replay_release){(uint32_t)act, addr, size};
+}
+
+void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
+{
+    switch (act) {
+    case SUBLET_ACT_SEGMENT_ALLOC:
+        c->seg_allocs++;
+        c->seg_alloc_addr = addr;
+        c->seg_alloc_size = size;
+        break;
+    case SUBLET_ACT_SEGMENT_MAP:
+        if (c->seg_maps++ == 0)
+            c->seg_map_addr = addr;
+        c->seg_map_bytes += size;
+        break;
+    case SUBLET_ACT_SEGMENT_FREE:
+        c->seg_frees++;
+        keep_release(c, act, addr, size);
+        break;
+    case SUBLET_ACT_SEGMENT_UNMAP:
+        c->seg_unmaps++;
+        keep_release(c, act, addr, size);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- allocs ---------------------------------------------------------------------------- */
+
+rf_oracle rf_oracle_of(const sublet_trace_event *ev, size_t i)
+{
+    rf_oracle o = {RF_NONE, 0, 0, i};
+    if (i == 0)
+        return o;
+    if (ev[i - 1].kind == SUBLET_ACT_SEGMENT_ALLOC) {
+        o = (rf_oracle){RF_SEGMENT, ev[i - 1].addr, ev[i - 1].size, i - 1};
+    } else if (ev[i - 1].kind == SUBLET_ACT_SEGMENT_MAP) {
+        size_t j = i - 1;
+        while (j > 0 && ev[j - 1].kind == SUBLET_ACT_SEGMENT_MAP)
+            j--;
+        o = (rf_oracle){RF_MAP, ev[j].addr, 0, j};
+        for (size_t k = j; k < i; k++)
+            o.bytes += ev[k].size;
+    }
+    return o;
+}
+
+void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, const rf_call *c)
+{
+    int made = c->seg_allocs ? RF_SEGMENT : c->seg_maps ? RF_MAP : RF_NONE;
+    f->allocs_compared++;
+    f->recorded_segment_allocs += rec->kind == RF_SEGMENT;
+    f->engine_segment_allocs += made == RF_SEGMENT;
+    f->recorded_segment_maps += rec->kind == RF_MAP;
+    f->engine_segment_maps += made == RF_MAP;
+    if (made == rec->kind)
+        f->decisions_matched++;
+    else if (f->first_decision_mismatch == SUBLET_REPLAY_NONE)
+        f->first_decision_mismatch = i;
+    if (made != rec->kind || made == RF_NONE)
+        return;
+    uint64_t bytes = made == RF_SEGMENT ? c->seg_alloc_size : c->seg_map_bytes;
+    uint64_t addr = made == RF_SEGMENT ? c->seg_alloc_addr : c->seg_map_addr;
+    if (bytes != rec->bytes) {
+        if (f->first_size_mismatch == SUBLET_REPLAY_NONE)
+            f->first_size_mismatch = i;
+    } else if (made == RF_SEGMENT) {
+        f->segment_sizes_matched++;
+    } else {
+        f->map_sizes_matched++;
+    }
+    if (made == RF_SEGMENT)
+        f->segments_placed_as_recorded += addr == rec->addr;
+    else
+        f->maps_placed_as_recorded += addr == rec->addr;
+}
+
+/* ---- releases --------------------------------------------------------------------------- */
+
+int rf_is_release(uint32_t kind)
+{
+    return kind == SUBLET_ACT_SEGMENT_FREE || kind == SUBLET_ACT_SEGMENT_UNMAP;
+}
+
+size_t rf_release_run(const sublet_trace_event *ev, size_t n, size_t i)
+{
+    size_t run = 0;
+    while (i + run < n && rf_is_release(ev[i + run].kind))
+        run++;
+    return run;
+}
+
+static int cmp_release(const void *a, const void *b)
+{
+    const sublet_replay_release *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, size_t i,
+                     size_t run, rf_call *c)
+{
+    f->engine_segment_frees += c->seg_frees;
+    f->engine_segment_unmaps += c->seg_unmaps;
+    f->empty_caches_compared++;
+    if (c->nomem)
+        return -1;
+    sublet_replay_release *rec = malloc((run ? run : 1) * sizeof *rec);
+    if (!rec)
+        return -1;
+    for (size_t k = 0; k < run; k++)
+        rec[k] = (sublet_replay_release){ev[i + k].kind, ev[i + k].addr, ev[i + k].size};
+    qsort(rec, run, sizeof *rec, cmp_release);
+    if (c->nrel)
+        qsort(c->rel, c->nrel, sizeof *c->rel, cmp_release);
+    const sublet_replay_release none = {SUBLET_ACT_COUNT, 0, 0};
+    sublet_replay_release_diff d = {.recorded = run, .engine = c->nrel,
+                                    .first_only_recorded = none, .first_only_engine = none};
+    size_t a = 0, b = 0;
+    while (a < run || b < c->nrel) {
+        int o = a == run ? 1 : b == c->nrel ? -1 : cmp_release(&rec[a], &c->rel[b]);
+        if (o == 0) {
+            a++;
+            b++;
+        } else if (o < 0) {
+            if (d.only_recorded++ == 0)
+                d.first_only_recorded = rec[a];
+            a++;
+        } else {
+            if (d.only_engine++ == 0)
+                d.first_only_engine = c->rel[b];
+            b++;
+        }
+    }
+    free(rec);
+    if (!d.only_recorded && !d.only_engine) {
+        f->empty_cache_sets_matched++;
+    } else if (f->first_empty_cache_mismatch == SUBLET_REPLAY_NONE) {
+        f->first_empty_cache_mismatch = i;
+        f->empty_cache_mismatch = d;
+    }
+    return 0;
+}
+
+/* ---- can a trace recorded under expandable segments be replayed? -------------------------- */
+
+sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, size_t cap)
+{
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    size_t n = sublet_trace_count(t), npre = sublet_trace_prelude_count(t);
+    int expandable = 0;
+    const char *rec = sublet_trace_settings(t);
+    if (rec && *rec) {
+        sublet_settings set;
+        sublet_settings_default(&set);
+        expandable = sublet_settings_parse(&set, rec, NULL, 0) == SUBLET_OK &&
+                     set.expandable_segments;
+    }
+    uint64_t pre_segs = 0, pre_bytes = 0, pre_allocs = 0;
+    for (size_t i = 0; i < npre; i++) {
+        if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
+            pre_segs++;
+            pre_bytes += ev[i].size;
+            expandable |= (ev[i].flags & SUBLET_TRACE_EXPANDABLE) != 0;
+        } else {
+            pre_allocs++;
+        }
+    }
+    for (size_t i = npre; i < n && !expandable; i++)
+        expandable = ev[i].kind == SUBLET_ACT_SEGMENT_MAP || ev[i].kind == SUBLET_ACT_SEGMENT_UNMAP;
+    if (!expandable || mode == SUBLET_PRELUDE_ALLOCATE)
+        return SUBLET_OK;
+
+    char what[256] = "";
+    if (npre) {
+        snprintf(what, sizeof what,
+                 "%llu segment(s) of %llu bytes and %llu live block(s) existed before the first "
+                 "recorded event", (unsigned long long)pre_segs, (unsigned long long)pre_bytes,
+                 (unsigned long long)pre_allocs);
+    } else {
+        /* no prelude, but an unmap of pages the trace never mapped says
+         * that memory was mapped before recording began */
+        sl_ranges r = {0};
+        for (size_t i = npre; i < n && !what[0]; i++) {
+            const sublet_trace_event *e = &ev[i];
+            uint64_t hi = e->addr + e->size < e->addr ? UINT64_MAX : e->addr + e->size;
+            int oom = 0;
+            if (e->kind == SUBLET_ACT_SEGMENT_MAP)
+                oom = sl_ranges_add(&r, e->addr, hi, e->stream);
+            else if (e->kind == SUBLET_ACT_SEGMENT_UNMAP && !sl_ranges_covers(&r, e->addr, hi))
+                snprintf(what, sizeof what,
+                         "event %zu (line %llu) unmaps %llu bytes at %llu that the trace "
+                         "never mapped", i, (unsigned long long)e->line,
+                         (unsigned long long)e->size, (unsigned long long)e->addr);
+            else if (e->kind == SUBLET_ACT_SEGMENT_UNMAP)
+                oom = sl_ranges_sub(&r, e->addr, hi);
+            if (oom) {
+                sl_ranges_free(&r);
+                return SUBLET_ERR_NO_MEMORY;
+            }
+        }
+        sl_ranges_free(&r);
+        if (!what[0])
+            return SUBLET_OK; /* recorded from an empty allocator: sound */
+    }
+    if (why && cap)
+        snprintf(why, cap,
+                 "the trace was recorded mid-run under expandable segments (%s): a snapshot "
+                 "does not record where each expandable segment's virtual reservation begins "
+                 "and ends, and PyTorch maps new pages at the lowest unmapped address of the "
+                 "reservation (reference 6.3), which may lie below every mapped range, so the "
+                 "state its decisions depend on cannot be rebuilt; replay with the prelude "
+                 "allocated (SUBLET_PRELUDE_ALLOCATE, --prelude allocate) for an approximation",
+                 what);
+    return SUBLET_ERR_UNSUPPORTED;
+}

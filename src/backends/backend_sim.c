@@ -1,0 +1,551 @@
+/* sublet — the `sim` backend: a simulated device with an address space and
+ * no memory behind it.
+ *
+ * Address space.  Segments and VA reservations are both "placed" ranges,
+ * which never overlap, kept in one tree by address (src/rtree.c), so
+ * an exact lookup, an overlap test, an insert or a remove is O(log n).  A
+ * placement honours a non-zero hint when [hint, hint+size) overlaps nothing
+ * live; otherwise it is first fit from SIM_BASE: the lowest address with a
+ * start aligned to 2 MiB (as cudaMalloc's large blocks are), or to a
+ * reservation's coarser alignment, found in O(log n) through the largest
+ * free gap kept in every subtree.  Only the sequence of calls decides the
+ * addresses, so two sims driven identically hand out identical addresses.
+ *
+ * Memory accounting.  `used` counts segment bytes plus the physical bytes
+ * behind mapped VA (a reservation alone costs nothing, as with
+ * cuMemAddressReserve).  An allocation or map that would take `used` past
+ * `capacity` fails with SUBLET_ERR_DEVICE_OOM.
+ *
+ * Mapped ranges live in a page table (src/vmem.c): each mapped virtual range
+ * refers to physical bytes with a reference count, so an alias map
+ * (va_map_alias: the physical bytes of one mapped range mapped again at a
+ * second address, as cuMemRetainAllocationHandle + cuMemMap do) takes no
+ * memory and the bytes are freed with their last mapping.  A map or alias
+ * must lie inside a single reservation and overlap no mapped range (an
+ * alias's source must be mapped in full); an unmap must cover bytes that are
+ * all mapped (it may split a mapping or span several); a release must name a
+ * reservation exactly and is refused with SUBLET_ERR_BUSY while any of it is
+ * still mapped.
+ *
+ * Events.  Every stream has a counter of records issued and a counter of
+ * records completed.  Recording an event gives it the stream's next sequence
+ * number; it is done when the stream's completed counter reaches it.  An
+ * event never recorded is done.  Streams live in a sorted array too.
+ *
+ * One mutex guards everything. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rtree.h"
+#include "sublet/backend.h"
+#include "backends/vmem.h"
+
+#define SIM_BASE UINT64_C(0x7f0000000000)
+#define SIM_SEGMENT_ALIGN (UINT64_C(2) << 20)
+#define SIM_EVENT_MAGIC UINT64_C(0x73696d4576656e74) /* "simEvent" */
+
+enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2 };
+
+typedef struct sim_stream {
+    sublet_stream id;
+    uint64_t recorded;  /* sequence number of the latest record */
+    uint64_t completed; /* every record <= this has completed */
+} sim_stream;
+
+typedef struct sim_backend {
+    sublet_backend base; /* first: the engine casts */
+    pthread_mutex_t lock;
+    uint64_t capacity;
+    uint64_t seg_bytes; /* bytes of live segments */
+    uint64_t segments;  /* live segments */
+    uint64_t live_events;
+    sl_rtree placed;     /* segments and reservations, by address (rtree.c) */
+    sl_vmem vm;           /* mapped VA ranges and the physical bytes behind them */
+    sim_stream *streams;  /* sorted by id */
+    size_t n_streams;
+    size_t cap_streams;
+    /* one-shot placement for the next segment_alloc or va_reserve: atomic, so
+     * that setting it (twice per replayed alloc) costs no lock round trip */
+    _Atomic uint64_t next_hint;
+    sublet_sim_ops ops_done; /* successful device calls, by kind */
+} sim_backend;
+
+struct sublet_event {
+    uint64_t magic;
+    const sim_backend *owner;
+    sublet_stream stream;
+    uint64_t seq; /* 0: never recorded */
+};
+
+static const sublet_backend_ops sim_ops;
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static sim_backend *as_sim(sublet_backend *b)
+{
+    return (b && b->ops == &sim_ops) ? (sim_backend *)b : NULL;
+}
+
+static int is_pow2(uint64_t x)
+{
+    return x != 0 && (x & (x - 1)) == 0;
+}
+
+static uint64_t used_bytes(const sim_backend *s)
+{
+    return s->seg_bytes + s->vm.bytes;
+}
+
+static int fits_capacity(const sim_backend *s, uint64_t size)
+{
+    uint64_t used = used_bytes(s);
+    return size <= s->capacity && used <= s->capacity - size;
+}
+
+/* Place [?, ?+size) and add it to the address space: at the hint when it
+ * is free, else first fit from SIM_BASE with `align`-aligned starts (align a
+ * power of two, at least 2 MiB).  SUBLET_ERR_DEVICE_OOM when the space is
+ * exhausted.  (Inserting at the hint is the overlap test: one descent.) */
+static sublet_status place(sim_backend *s, uint64_t size, uint64_t hint, uint64_t align, int kind,
+                           uint64_t *addr_out)
+{
+    if (hint != 0 && hint + size > hint) {
+        sublet_status st = sl_rtree_insert(&s->placed, hint, size, kind);
+        if (st != SUBLET_ERR_INVALID_ARGUMENT) { /* placed, or out of memory */
+            *addr_out = hint;
+            return st;
+        }
+    }
+    uint64_t addr = sl_rtree_first_fit(&s->placed, size, align);
+    if (addr == 0)
+        return SUBLET_ERR_DEVICE_OOM; /* address space exhausted */
+    *addr_out = addr;
+    return sl_rtree_insert(&s->placed, addr, size, kind);
+}
+
+static sim_stream *find_stream(sim_backend *s, sublet_stream id, int create)
+{
+    size_t lo = 0, hi = s->n_streams;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->streams[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < s->n_streams && s->streams[lo].id == id)
+        return &s->streams[lo];
+    if (!create)
+        return NULL;
+    if (s->n_streams == s->cap_streams) {
+        size_t cap = s->cap_streams ? s->cap_streams * 2 : 8;
+        sim_stream *v = realloc(s->streams, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        s->streams = v;
+        s->cap_streams = cap;
+    }
+    memmove(&s->streams[lo + 1], &s->streams[lo], (s->n_streams - lo) * sizeof s->streams[0]);
+    s->streams[lo].id = id;
+    s->streams[lo].recorded = 0;
+    s->streams[lo].completed = 0;
+    s->n_streams++;
+    return &s->streams[lo];
+}
+
+static int event_ok(const sim_backend *s, const sublet_event *ev)
+{
+    return ev && ev->magic == SIM_EVENT_MAGIC && ev->owner == s;
+}
+
+/* ---- segments ------------------------------------------------------------------ */
+
+static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
+                                       uint64_t *addr_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !addr_out || size == 0)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t once = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
+    if (!hint)
+        hint = once;
+    if (!fits_capacity(s, size)) {
+        st = SUBLET_ERR_DEVICE_OOM;
+        goto out;
+    }
+    uint64_t addr = 0;
+    st = place(s, size, hint, SIM_SEGMENT_ALIGN, RANGE_SEGMENT, &addr);
+    if (st != SUBLET_OK)
+        goto out;
+    s->seg_bytes += size;
+    s->segments++;
+    s->ops_done.segment_allocs++;
+    *addr_out = addr;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    if (sl_rtree_remove(&s->placed, addr, size, RANGE_SEGMENT)) {
+        s->seg_bytes -= size;
+        s->segments--;
+        s->ops_done.segment_frees++;
+        st = SUBLET_OK;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+static sublet_status sim_event_create(sublet_backend *b, sublet_event **ev_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !ev_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return SUBLET_ERR_NO_MEMORY;
+    ev->magic = SIM_EVENT_MAGIC;
+    ev->owner = s;
+    pthread_mutex_lock(&s->lock);
+    s->live_events++;
+    pthread_mutex_unlock(&s->lock);
+    *ev_out = ev;
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_destroy(sublet_backend *b, sublet_event *ev)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    s->live_events--;
+    pthread_mutex_unlock(&s->lock);
+    ev->magic = 0;
+    free(ev);
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_record(sublet_backend *b, sublet_event *ev, sublet_stream stream)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    sim_stream *ss = find_stream(s, stream, 1);
+    if (!ss) {
+        st = SUBLET_ERR_NO_MEMORY;
+    } else {
+        ev->stream = stream;
+        ev->seq = ++ss->recorded;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_event_query(sublet_backend *b, sublet_event *ev, int *done_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev) || !done_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    int done = 1;
+    if (ev->seq != 0) {
+        const sim_stream *ss = find_stream(s, ev->stream, 0);
+        done = ss && ss->completed >= ev->seq;
+    }
+    pthread_mutex_unlock(&s->lock);
+    *done_out = done;
+    return SUBLET_OK;
+}
+
+static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !event_ok(s, ev))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    if (ev->seq != 0) {
+        sim_stream *ss = find_stream(s, ev->stream, 0);
+        if (ss && ss->completed < ev->seq)
+            ss->completed = ev->seq;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
+/* ---- memory info ------------------------------------------------------------------ */
+
+/* Everything the simulated device holds is this process's. */
+static sublet_status sim_process_mem(sublet_backend *b, uint64_t *used_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !used_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    *used_out = used_bytes(s);
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
+static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_t *total_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !free_out || !total_out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    uint64_t used = used_bytes(s);
+    *free_out = used < s->capacity ? s->capacity - used : 0;
+    *total_out = s->capacity;
+    pthread_mutex_unlock(&s->lock);
+    return SUBLET_OK;
+}
+
+/* ---- virtual memory --------------------------------------------------------------- */
+
+static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t align,
+                                    uint64_t *addr_out)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || !addr_out || size == 0 || (align != 0 && !is_pow2(align)))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (align < SIM_SEGMENT_ALIGN)
+        align = SIM_SEGMENT_ALIGN;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    /* the one-shot hint places a reservation too (replay: an expandable
+     * segment's first map is at its reservation's start) */
+    uint64_t hint = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
+    uint64_t addr = 0;
+    st = place(s, size, hint, align, RANGE_RESERVATION, &addr);
+    if (st == SUBLET_OK) {
+        s->ops_done.va_reserves++;
+        *addr_out = addr;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    const sl_rtree_entry *r = sl_rtree_find(&s->placed, addr);
+    if (r && r->tag == RANGE_RESERVATION && r->size == size) {
+        if (sl_vmem_overlaps(&s->vm, addr, size)) {
+            st = SUBLET_ERR_BUSY;
+        } else {
+            sl_rtree_remove(&s->placed, addr, size, RANGE_RESERVATION);
+            s->ops_done.va_releases++;
+            st = SUBLET_OK;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* Is [addr, addr+size) inside one reservation?  Lock held. */
+static int in_reservation(const sim_backend *s, uint64_t addr, uint64_t size)
+{
+    const sl_rtree_entry *r = sl_rtree_containing(&s->placed, addr);
+    return r && r->tag == RANGE_RESERVATION && r->addr + r->size >= addr + size;
+}
+
+static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || addr + size < addr)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    if (!in_reservation(s, addr, size) || sl_vmem_overlaps(&s->vm, addr, size)) {
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    } else if (!fits_capacity(s, size)) {
+        st = SUBLET_ERR_DEVICE_OOM;
+    } else {
+        st = sl_vmem_map(&s->vm, addr, size, sl_vmem_phys_place(&s->vm, size, SIM_SEGMENT_ALIGN));
+        if (st == SUBLET_OK)
+            s->ops_done.va_maps++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t src, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || dst + size < dst || src + size < src)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status st = SUBLET_OK;
+    pthread_mutex_lock(&s->lock);
+    if (!in_reservation(s, dst, size) || !in_reservation(s, src, size))
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    else
+        st = sl_vmem_alias(&s->vm, dst, src, size); /* checks mapped / unmapped */
+    if (st == SUBLET_OK) {
+        s->ops_done.va_maps++;
+        s->ops_done.va_aliases++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static sublet_status sim_va_unmap(sublet_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s || size == 0 || addr + size < addr)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    /* every byte of [addr, addr+size) must be mapped; physical bytes no
+     * other mapping reaches are freed */
+    sublet_status st = sl_vmem_unmap(&s->vm, addr, size, NULL, NULL);
+    if (st == SUBLET_OK)
+        s->ops_done.va_unmaps++;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------- */
+
+static void sim_destroy(sublet_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    sl_rtree_fini(&s->placed);
+    sl_vmem_fini(&s->vm);
+    free(s->streams);
+    free(s);
+}
+
+static const sublet_backend_ops sim_ops = {
+    .segment_alloc = sim_segment_alloc,
+    .segment_free = sim_segment_free,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .mem_info = sim_mem_info,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .va_map = sim_va_map,
+    .va_unmap = sim_va_unmap,
+    .va_map_alias = sim_va_map_alias,
+    .process_mem = sim_process_mem,
+    .destroy = sim_destroy,
+};
+
+sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
+{
+    if (!out || capacity == 0)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sim_backend *s = calloc(1, sizeof *s);
+    if (!s)
+        return SUBLET_ERR_NO_MEMORY;
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    s->base.ops = &sim_ops;
+    s->base.name = "sim";
+    s->base.device = 0;
+    s->capacity = capacity;
+    sl_rtree_init(&s->placed, SIM_BASE, SIM_SEGMENT_ALIGN);
+    atomic_init(&s->next_hint, 0);
+    *out = &s->base;
+    return SUBLET_OK;
+}
+
+void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    sim_stream *ss = find_stream(s, stream, 0);
+    if (ss)
+        ss->completed = ss->recorded;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sublet_sim_complete_all(sublet_backend *sim)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_streams; i++)
+        s->streams[i].completed = s->streams[i].recorded;
+    pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t sublet_sim_used(const sublet_backend *sim)
+{
+    sim_backend *s = as_sim((sublet_backend *)sim);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint64_t v = used_bytes(s);
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+uint64_t sublet_sim_segments(const sublet_backend *sim)
+{
+    sim_backend *s = as_sim((sublet_backend *)sim);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint64_t v = s->segments;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity)
+{
+    sim_backend *s = as_sim(sim);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->capacity = capacity;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sublet_sim_next_hint(sublet_backend *b, uint64_t addr)
+{
+    sim_backend *s = as_sim(b);
+    if (!s)
+        return;
+    atomic_store_explicit(&s->next_hint, addr, memory_order_relaxed);
+}
+
+void sublet_sim_ops_read(const sublet_backend *b, sublet_sim_ops *out)
+{
+    sim_backend *s = as_sim((sublet_backend *)b);
+    *out = (sublet_sim_ops){0};
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    *out = s->ops_done;
+    pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,979 @@
+/* sublet — the engine: PyTorch's native caching allocator, decision for
+ * decision (reference §1–§4, §7.3).  The malloc ladder is
+ *   process events → best fit → GC → device alloc (within the fraction)
+ *   → release oversize blocks and retry → release all cached and retry → OOM.
+ * Every state change happens under the allocator's one lock; the hot path
+ * (a cached malloc or free) is O(1) in the number of blocks when a free block
+ * of the rounded size exists (the free index's size map, index.c) and
+ * touches O(log n) index nodes otherwise. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/history_internal.h"
+
+/* ---- small helpers ------------------------------------------------------------- */
+
+void sl_lock(sublet_allocator *a) { pthread_mutex_lock(&a->lock); }
+void sl_unlock(sublet_allocator *a) { pthread_mutex_unlock(&a->lock); }
+
+static inline void stat_inc(sublet_stat *s, int64_t x)
+{
+    s->current += x;
+    if (s->current > s->peak)
+        s->peak = s->current;
+    s->allocated += x;
+}
+
+static inline void stat_dec(sublet_stat *s, int64_t x)
+{
+    s->current -= x;
+    s->freed += x;
+}
+
+/* Apply to the aggregate entry and the pool kind's entry. */
+static inline void arr_inc(sublet_stat *arr, int kind, int64_t x)
+{
+    stat_inc(&arr[SUBLET_POOL_ALL], x);
+    stat_inc(&arr[kind], x);
+}
+
+static inline void arr_dec(sublet_stat *arr, int kind, int64_t x)
+{
+    stat_dec(&arr[SUBLET_POOL_ALL], x);
+    stat_dec(&arr[kind], x);
+}
+
+static inline void arr_net(sublet_stat *arr, int kind, int64_t x)
+{
+    if (x > 0)
+        arr_inc(arr, kind, x);
+    else if (x < 0)
+        arr_dec(arr, kind, -x);
+}
+
+void sl_stat_inc(sublet_stat *s, int64_t x) { stat_inc(s, x); }
+void sl_arr_inc(sublet_stat *arr, int kind, int64_t x) { arr_inc(arr, kind, x); }
+void sl_arr_dec(sublet_stat *arr, int kind, int64_t x) { arr_dec(arr, kind, x); }
+
+static inline void emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+                        sublet_stream stream, uint32_t stack)
+{
+    if (a->history)
+        sl_history_event(a, act, addr, size, stream, stack);
+    if (a->trace_fn)
+        a->trace_fn(a->trace_user, act, addr, size, stream);
+}
+
+void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+             sublet_stream stream, uint32_t stack)
+{
+    emit(a, act, addr, size, stream, stack);
+}
+
+bool sl_block_active(const sl_block *b)
+{
+    return b->allocated || b->event_count > 0 || b->nuses > 0;
+}
+
+static inline bool is_split(const sl_block *b) { return b->prev || b->next; }
+
+static inline sl_pool *pool_for(sublet_allocator *a, uint64_t rounded)
+{
+    /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
+     * page, not a segment, so the small pool's separation buys nothing and
+     * costs a partly used page of its own */
+    if (a->settings.policy == SUBLET_POLICY_STITCH)
+        return &a->large;
+    return rounded <= SL_SMALL_SIZE ? &a->small : &a->large;
+}
+
+static inline bool gc_active(const sublet_allocator *a)
+{
+    return a->limit_in_effect && a->settings.garbage_collection_threshold > 0.0;
+}
+
+/* ---- segments (the set of them: segs.c) ------------------------------------ */
+
+/* Create a segment of `size` bytes with one whole block (not yet indexed).
+ * Counts it in the statistics (segment, reserved_bytes, oversize_segments). */
+static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                    uint64_t size, uint64_t hint, bool seeded, sl_block **out)
+{
+    if (!sl_segs_reserve(a))
+        return SUBLET_ERR_NO_MEMORY;
+    sl_segment *seg = malloc(sizeof *seg);
+    sl_block *b = sl_block_new(&a->slab);
+    if (!seg || !b) {
+        free(seg);
+        if (b)
+            sl_block_delete(&a->slab, b);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    uint64_t addr = 0;
+    sublet_status st = a->backend->ops->segment_alloc(a->backend, size, hint, &addr);
+    if (st == SUBLET_OK && seeded && addr != hint) {
+        /* a seeded segment must sit where the trace recorded it */
+        a->backend->ops->segment_free(a->backend, addr, size);
+        st = SUBLET_ERR_UNSUPPORTED;
+    }
+    if (st != SUBLET_OK) {
+        free(seg);
+        sl_block_delete(&a->slab, b);
+        return st;
+    }
+    *seg = (sl_segment){.addr = addr, .size = size, .stream = stream, .pool = pool, .head = b};
+    b->addr = addr;
+    b->size = size;
+    b->stream = stream;
+    b->seg = seg;
+    b->pool = pool;
+    sl_segs_insert(a, seg);
+    a->total_allocated_memory += size;
+    arr_inc(a->stats.segment, pool->kind, 1);
+    arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)size);
+    seg->oversize = size >= a->settings.max_split_size;
+    if (seg->oversize)
+        stat_inc(&a->stats.oversize_segments, 1);
+    if (!seeded) { /* seeds are not part of the recorded run */
+        a->stats.num_device_alloc++;
+        seg->stack = a->cur_stack;
+        seg->stack_holder = b;
+        emit(a, SUBLET_ACT_SEGMENT_ALLOC, addr, size, stream, seg->stack);
+    }
+    *out = b;
+    return SUBLET_OK;
+}
+
+sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                               uint64_t size, uint64_t hint, sl_block **out)
+{
+    return segment_create(a, pool, stream, size, hint, true, out);
+}
+
+/* release_block: return a free whole segment to the backend. */
+static sublet_status release_block(sublet_allocator *a, sl_block *b)
+{
+    sl_segment *seg = b->seg;
+    sl_pool *pool = b->pool;
+    emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream, a->op_stack ? a->op_stack : seg->stack);
+    sublet_status st = a->backend->ops->segment_free(a->backend, b->addr, b->size);
+    if (st != SUBLET_OK)
+        return st; /* the segment stays cached and counted */
+    a->stats.num_device_free++;
+    a->total_allocated_memory -= b->size;
+    arr_dec(a->stats.segment, pool->kind, 1);
+    arr_dec(a->stats.reserved_bytes, pool->kind, (int64_t)b->size);
+    if (seg->oversize)
+        stat_dec(&a->stats.oversize_segments, 1);
+    if (b->in_free)
+        sl_free_remove(pool, b);
+    sl_segs_remove(a, seg);
+    free(seg);
+    sl_block_delete(&a->slab, b);
+    return SUBLET_OK;
+}
+
+/* sublet_reserve (reserve.c): a segment through the device path, and back. */
+sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                             uint64_t size, sl_block **out)
+{
+    return segment_create(a, pool, stream, size, 0, false, out);
+}
+
+sublet_status sl_segment_release(sublet_allocator *a, sl_block *b) { return release_block(a, b); }
+
+/* ---- free path ---------------------------------------------------------------- */
+
+/* try_merge_blocks: absorb `src` into `dst` when it is free and idle. */
+uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
+{
+    if (!src || src->allocated || src->event_count > 0 || src->nuses > 0 ||
+        dst->mapped != src->mapped || src->shadow)
+        return 0;
+    if (src->in_free)
+        sl_free_remove(src->pool, src);
+    else if (!src->mapped)
+        sl_unmapped_remove(src->pool, src);
+    if (src->seg->stack_holder == src) /* absorbing prev moves it; next loses it */
+        src->seg->stack_holder = dst->prev == src ? dst : NULL;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev)
+            dst->prev->next = dst;
+        else
+            dst->seg->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next)
+            dst->next->prev = dst;
+    }
+    uint64_t sz = src->size;
+    dst->size += sz;
+    sl_block_delete(&a->slab, src);
+    return sz;
+}
+
+/* free_block (§4.4): the block's memory returns to the pool. */
+static void free_block(sublet_allocator *a, sl_block *b)
+{
+    sl_pool *pool = b->pool;
+    emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream,
+         a->op_stack ? a->op_stack : b->stack);
+    b->stack = 0;
+    uint64_t orig = b->size, req = b->requested;
+    int64_t net_n = 0, net_bytes = 0;
+    sl_block *cand[2] = {b->prev, b->next};
+    for (int i = 0; i < 2; i++) {
+        uint64_t sub = sl_try_merge(a, b, cand[i]);
+        if (sub) {
+            net_n -= 1;
+            net_bytes -= (int64_t)sub;
+        }
+    }
+    sl_free_insert(pool, b);
+    if (is_split(b)) {
+        net_n += 1;
+        net_bytes += (int64_t)b->size;
+    }
+    if (!b->seg->expandable) { /* §4.4: expandable blocks are never inactive_split */
+        arr_net(a->stats.inactive_split, pool->kind, net_n);
+        arr_net(a->stats.inactive_split_bytes, pool->kind, net_bytes);
+    }
+    arr_dec(a->stats.active, pool->kind, 1);
+    arr_dec(a->stats.active_bytes, pool->kind, (int64_t)orig);
+    arr_dec(a->stats.requested_bytes, pool->kind, (int64_t)req);
+}
+
+static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream, bool create)
+{
+    for (size_t i = 0; i < a->nevqs; i++)
+        if (a->evqs[i].stream == stream)
+            return &a->evqs[i];
+    if (!create)
+        return NULL;
+    if (a->nevqs == a->evqs_cap) {
+        size_t nc = a->evqs_cap ? a->evqs_cap * 2 : 4;
+        sl_evq *n = realloc(a->evqs, nc * sizeof *n);
+        if (!n)
+            return NULL;
+        a->evqs = n;
+        a->evqs_cap = nc;
+    }
+    sl_evq *q = &a->evqs[a->nevqs++];
+    *q = (sl_evq){.stream = stream};
+    return q;
+}
+
+static bool evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
+{
+    if (q->count == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 8;
+        sl_evq_entry *n = malloc(nc * sizeof *n);
+        if (!n)
+            return false;
+        for (size_t i = 0; i < q->count; i++)
+            n[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = n;
+        q->head = 0;
+        q->cap = nc;
+    }
+    q->items[(q->head + q->count) % q->cap] = (sl_evq_entry){ev, b};
+    q->count++;
+    return true;
+}
+
+static void evq_pop(sl_evq *q)
+{
+    q->head = (q->head + 1) % q->cap;
+    q->count--;
+}
+
+static void evq_drop(sublet_allocator *a, size_t i)
+{
+    free(a->evqs[i].items);
+    a->evqs[i] = a->evqs[--a->nevqs];
+}
+
+static sublet_status event_get(sublet_allocator *a, sublet_event **ev)
+{
+    if (a->nevent_pool) {
+        *ev = a->event_pool[--a->nevent_pool];
+        return SUBLET_OK;
+    }
+    return a->backend->ops->event_create(a->backend, ev);
+}
+
+static void event_put(sublet_allocator *a, sublet_event *ev)
+{
+    if (a->nevent_pool == a->event_pool_cap) {
+        size_t nc = a->event_pool_cap ? a->event_pool_cap * 2 : 16;
+        sublet_event **n = realloc(a->event_pool, nc * sizeof *n);
+        if (!n) {
+            a->backend->ops->event_destroy(a->backend, ev);
+            return;
+        }
+        a->event_pool = n;
+        a->event_pool_cap = nc;
+    }
+    a->event_pool[a->nevent_pool++] = ev;
+}
+
+/* insert_events (§4.2).  Events are obtained and recorded before anything
+ * changes, so a failing backend leaves the block allocated and intact. */
+static sublet_status insert_events(sublet_allocator *a, sl_block *b)
+{
+    sublet_event *evs_inline[8];
+    sublet_event **evs = evs_inline;
+    if (b->nuses > 8 && !(evs = malloc(b->nuses * sizeof *evs)))
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = SUBLET_OK;
+    uint32_t got = 0;
+    for (; got < b->nuses; got++) {
+        if ((st = event_get(a, &evs[got])) != SUBLET_OK)
+            break;
+        if ((st = a->backend->ops->event_record(a->backend, evs[got], b->uses[got])) != SUBLET_OK) {
+            event_put(a, evs[got]);
+            break;
+        }
+        if (!evq_get(a, b->uses[got], true)) {
+            event_put(a, evs[got]);
+            st = SUBLET_ERR_NO_MEMORY;
+            break;
+        }
+    }
+    for (uint32_t i = 0; st == SUBLET_OK && i < b->nuses; i++)
+        if (!evq_push(evq_get(a, b->uses[i], false), evs[i], b)) {
+            /* undo the pushes already made */
+            for (uint32_t j = 0; j < i; j++)
+                evq_get(a, b->uses[j], false)->count--;
+            st = SUBLET_ERR_NO_MEMORY;
+        }
+    if (st != SUBLET_OK) {
+        for (uint32_t i = 0; i < got; i++)
+            event_put(a, evs[i]);
+    } else {
+        b->event_count += b->nuses;
+        a->pending_events += b->nuses;
+        b->nuses = 0;
+    }
+    if (evs != evs_inline)
+        free(evs);
+    return st;
+}
+
+static void event_done(sublet_allocator *a, sl_evq_entry e)
+{
+    event_put(a, e.ev);
+    a->pending_events--;
+    if (--e.block->event_count == 0)
+        free_block(a, e.block);
+}
+
+/* process_events (§4.3): complete frees whose events have completed. */
+static sublet_status process_events(sublet_allocator *a)
+{
+    if (!a->pending_events)
+        return SUBLET_OK;
+    for (size_t i = 0; i < a->nevqs;) {
+        sl_evq *q = &a->evqs[i];
+        while (q->count) {
+            sl_evq_entry e = q->items[q->head];
+            int done = 0;
+            sublet_status st = a->backend->ops->event_query(a->backend, e.ev, &done);
+            if (st != SUBLET_OK)
+                return st;
+            if (!done)
+                break;
+            evq_pop(q);
+            event_done(a, e);
+        }
+        if (q->count == 0)
+            evq_drop(a, i);
+        else
+            i++;
+    }
+    return SUBLET_OK;
+}
+
+/* synchronize_and_free_events (§3.5 step 1). */
+static sublet_status synchronize_and_free_events(sublet_allocator *a)
+{
+    a->stats.num_sync_all_streams++;
+    while (a->nevqs) {
+        sl_evq *q = &a->evqs[0];
+        while (q->count) {
+            sl_evq_entry e = q->items[q->head];
+            sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
+            if (st != SUBLET_OK)
+                return st;
+            evq_pop(q);
+            event_done(a, e);
+        }
+        evq_drop(a, 0);
+    }
+    return SUBLET_OK;
+}
+
+/* ---- releasing cached memory --------------------------------------------------- */
+
+static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
+{
+    size_t n;
+    bool oom;
+    sl_block **all = sl_free_collect(pool, &n, &oom);
+    if (oom)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = SUBLET_OK;
+    size_t nexp = 0;
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
+        if (all[i]->seg->expandable)
+            all[nexp++] = all[i]; /* unmapped after the walk (§3.5) */
+        else if (!is_split(all[i]))
+            st = release_block(a, all[i]);
+    }
+    for (size_t i = 0; i < nexp && st == SUBLET_OK; i++) {
+        sl_block *b = all[i];
+        st = sl_exp_unmap_block(a, b);
+        if (st == SUBLET_OK && !b->prev && !b->next && !b->mapped)
+            st = sl_exp_release_segment(a, b);
+    }
+    free(all);
+    return st;
+}
+
+/* release_cached_blocks (§3.5).  Then policy:stitch's alias pages whose
+ * bytes are all free go back to their owners (stitch.c), and the pages that
+ * become wholly free there are unmapped too. */
+static sublet_status release_cached_blocks(sublet_allocator *a)
+{
+    sublet_status st = synchronize_and_free_events(a);
+    if (st == SUBLET_OK)
+        st = release_blocks(a, &a->large);
+    if (st == SUBLET_OK)
+        st = release_blocks(a, &a->small);
+    if (st == SUBLET_OK && a->naliases) {
+        st = sl_stitch_return_all(a);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &a->large);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &a->small);
+    }
+    return st;
+}
+
+/* release_available_cached_blocks (§3.4): free just enough oversize blocks. */
+static bool release_available_cached_blocks(sublet_allocator *a, sl_pool *pool,
+                                            sublet_stream stream, uint64_t size)
+{
+    uint64_t ms = a->settings.max_split_size;
+    if (ms == SUBLET_SIZE_UNLIMITED)
+        return false;
+    uint64_t key = size < ms ? ms : size;
+    sl_block *b = sl_free_lower_bound(pool, stream, key);
+    if (b && !b->seg->expandable) {
+        /* a split block can only be this large if max_split_size changed
+         * after it was carved; it is not a segment and cannot be freed */
+        return !is_split(b) && release_block(a, b) == SUBLET_OK;
+    }
+    uint64_t released = 0;
+    b = sl_free_max(pool, stream);
+    while (b && released < key && b->size >= ms) {
+        sl_block *below = sl_free_before(pool, stream, b->size, b->addr);
+        if (!is_split(b) && !b->seg->expandable) {
+            uint64_t sz = b->size;
+            if (release_block(a, b) == SUBLET_OK)
+                released += sz;
+        }
+        b = below;
+    }
+    return released >= key;
+}
+
+/* garbage_collect_cached_blocks (§3.6). */
+static void garbage_collect(sublet_allocator *a)
+{
+    uint64_t threshold = (uint64_t)(a->settings.garbage_collection_threshold *
+                                    (double)a->allowed_memory_maximum);
+    if (a->total_allocated_memory <= threshold)
+        return;
+    uint64_t target = a->total_allocated_memory - threshold, reclaimed = 0;
+    size_t n;
+    bool oom;
+    sl_block **all = sl_free_collect(&a->large, &n, &oom);
+    if (!all)
+        return;
+    uint64_t total_age = 0;
+    int64_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (all[i]->seg->expandable)
+            all[i] = NULL; /* GC never touches expandable blocks (§3.6) */
+        else if (!is_split(all[i])) {
+            total_age += a->large.clock - all[i]->gc_count_base;
+            count++;
+        }
+    }
+    bool freed = true;
+    while (count > 0 && reclaimed < target && freed) {
+        double age_threshold = (double)total_age / (double)count;
+        freed = false;
+        for (size_t i = 0; i < n; i++) {
+            sl_block *b = all[i];
+            if (!b || is_split(b))
+                continue;
+            uint64_t age = a->large.clock - b->gc_count_base;
+            if ((double)age >= age_threshold) {
+                uint64_t sz = b->size;
+                if (release_block(a, b) != SUBLET_OK)
+                    continue;
+                all[i] = NULL;
+                freed = true;
+                reclaimed += sz;
+                total_age -= age;
+                count--;
+            }
+        }
+    }
+    free(all);
+}
+
+/* ---- malloc ---------------------------------------------------------------------- */
+
+/* get_free_block (§2.4–2.5). */
+static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                uint64_t size)
+{
+    if (gc_active(a))
+        pool->clock++;
+    sl_block *b = sl_free_lower_bound(pool, stream, size);
+    if (!b)
+        return NULL;
+    if (b->seg->expandable) {
+        if (sl_virtual(a)) {
+            /* prefer a block that cannot grow over the growable tail (§6.4) */
+            for (sl_block *n = sl_free_after(pool, stream, b->size, b->addr);
+                 b->seg->expandable && n && sl_exp_size(n) < sl_exp_size(b);
+                 n = sl_free_after(pool, stream, n->size, n->addr))
+                b = n;
+        } else {
+            /* expandable mode was switched off: skip its blocks */
+            do
+                b = sl_free_after(pool, stream, b->size, b->addr);
+            while (b && b->seg->expandable);
+            if (!b)
+                return NULL;
+        }
+    }
+    uint64_t ms = a->settings.max_split_size;
+    if (size < ms && b->size >= ms)
+        return NULL;
+    if (size >= ms && b->size >= size + a->settings.max_non_split_rounding)
+        return NULL;
+    sl_free_remove(pool, b);
+    return b;
+}
+
+/* alloc_block (§3.3). */
+static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                 uint64_t size, uint64_t alloc_size, bool is_retry,
+                                 sl_block **out)
+{
+    if (is_retry)
+        a->stats.num_alloc_retries++;
+    if (a->limit_in_effect && a->total_allocated_memory + alloc_size > a->allowed_memory_maximum)
+        return SUBLET_ERR_DEVICE_OOM;
+    if (sl_virtual(a))
+        return sl_exp_allocate(a, pool, stream, size, out);
+    return segment_create(a, pool, stream, alloc_size, 0, false, out);
+}
+
+static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t size)
+{
+    uint64_t remaining = b->size - size;
+    if (b->pool->is_small || sl_virtual(a))
+        return remaining >= SL_MIN_BLOCK;
+    return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
+}
+
+/* alloc_found_block (§3.9).  `b` is out of the free index. */
+static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_t size,
+                                       uint64_t orig, sublet_stream stream, sl_block **out)
+{
+    sl_pool *pool = b->pool;
+    int kind = pool->kind;
+    bool already_split = is_split(b);
+    bool exp = b->seg->expandable; /* never counted as inactive_split (§6.5) */
+    sl_block *blk = b;
+    if (should_split(a, b, size)) {
+        sl_block *nb = sl_block_new(&a->slab);
+        if (!nb)
+            return SUBLET_ERR_NO_MEMORY;
+        nb->addr = b->addr;
+        nb->size = size;
+        nb->stream = stream;
+        nb->seg = b->seg;
+        nb->pool = pool;
+        nb->prev = b->prev;
+        if (nb->prev)
+            nb->prev->next = nb;
+        else
+            b->seg->head = nb;
+        nb->next = b;
+        b->prev = nb;
+        b->addr += size;
+        b->size -= size;
+        sl_free_insert(pool, b);
+        if (!exp && already_split) {
+            arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)size);
+        } else if (!exp) {
+            arr_inc(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
+            arr_inc(a->stats.inactive_split, kind, 1);
+        }
+        blk = nb;
+    } else if (already_split && !exp) {
+        arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
+        arr_dec(a->stats.inactive_split, kind, 1);
+    }
+    blk->allocated = true;
+    blk->requested = orig;
+    arr_inc(a->stats.allocation, kind, 1);
+    arr_inc(a->stats.allocated_bytes, kind, (int64_t)blk->size);
+    arr_inc(a->stats.active, kind, 1);
+    arr_inc(a->stats.active_bytes, kind, (int64_t)blk->size);
+    arr_inc(a->stats.requested_bytes, kind, (int64_t)orig);
+    blk->oversize = blk->size >= a->settings.max_split_size;
+    if (blk->oversize)
+        stat_inc(&a->stats.oversize_allocations, 1);
+    blk->stack = a->cur_stack;
+    emit(a, SUBLET_ACT_ALLOC, blk->addr, orig, stream, blk->stack);
+    *out = blk;
+    return SUBLET_OK;
+}
+
+/* Put a block taken from the free index (or a fresh segment) back when a
+ * later step of malloc failed for lack of host memory. */
+static void undo_take(sl_block *b) { sl_free_insert(b->pool, b); }
+
+static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
+                       sublet_stream stream, uint64_t *limit_out, uint64_t *free_out);
+
+sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream stream, void **ptr)
+{
+    if (!a || !ptr)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *ptr = NULL;
+    if (n == 0)
+        return SUBLET_OK;
+    sl_lock(a);
+    if (n >= SL_MAX_REQUEST) {
+        snprintf(a->oom_msg, sizeof a->oom_msg,
+                 "CUDA out of memory. Tried to allocate more than 1EB memory.");
+        sl_unlock(a);
+        return SUBLET_ERR_OOM;
+    }
+    sublet_status st = process_events(a);
+    if (st != SUBLET_OK)
+        goto out;
+    a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
+    a->op_stack = a->cur_stack; /* PyTorch passes malloc's context to what it frees */
+    uint64_t size = sublet_round_size(&a->settings, n);
+    sl_pool *pool = pool_for(a, size);
+    uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
+    if (!sl_pool_tree(pool, stream, true) || !sl_ptrmap_reserve(&a->ptrs)) {
+        st = SUBLET_ERR_NO_MEMORY;
+        goto out;
+    }
+
+    sl_block *b = get_free_block(a, pool, stream, size);
+    if (!b) {
+        if (gc_active(a))
+            garbage_collect(a);
+        st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
+        if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
+            st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
+        /* policy:stitch: move whole free pages, then stitch partly free
+         * ones, before PyTorch's full release (and once more after it) */
+        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH;
+        if (st == SUBLET_ERR_DEVICE_OOM && stitch) {
+            if (sl_stitch_release_some(a, pool, stream, size))
+                st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
+            if (st == SUBLET_ERR_DEVICE_OOM)
+                st = sl_stitch_alloc(a, pool, stream, size, &b);
+        }
+        if (st == SUBLET_ERR_DEVICE_OOM) {
+            st = release_cached_blocks(a);
+            if (st == SUBLET_OK)
+                st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
+        }
+        if (st == SUBLET_ERR_DEVICE_OOM && stitch)
+            st = sl_stitch_alloc(a, pool, stream, size, &b);
+        if (st == SUBLET_ERR_DEVICE_OOM) {
+            uint64_t limit, dev_free;
+            oom_report(a, alloc_size, size, stream, &limit, &dev_free);
+            sublet_oom_fn fn = a->oom_fn;
+            void *user = a->oom_user;
+            int device = a->device;
+            a->cur_stack = a->op_stack = 0;
+            sl_unlock(a);
+            if (fn)
+                fn(user, device, alloc_size, limit, dev_free);
+            return SUBLET_ERR_OOM;
+        }
+        if (st != SUBLET_OK)
+            goto out;
+    }
+    sl_block *blk;
+    st = alloc_found_block(a, b, size, n, stream, &blk);
+    if (st != SUBLET_OK) {
+        undo_take(b);
+        goto out;
+    }
+    sl_ptrmap_insert(&a->ptrs, blk->addr, blk); /* room reserved above */
+    *ptr = (void *)(uintptr_t)blk->addr;
+out:
+    a->cur_stack = a->op_stack = 0;
+    sl_unlock(a);
+    return st;
+}
+
+/* ---- free, record_stream, empty_cache -------------------------------------------- */
+
+/* Classify a pointer that is not an allocated block's start. */
+static sublet_status bad_pointer(const sublet_allocator *a, uint64_t addr)
+{
+    sl_segment *seg = sl_segment_find(a, addr);
+    if (!seg)
+        return SUBLET_ERR_INVALID_POINTER;
+    for (sl_block *b = seg->head; b; b = b->next) {
+        if ((!b->mapped || b->shadow) && addr >= b->addr && addr < b->addr + b->size)
+            return SUBLET_ERR_INVALID_POINTER;
+        if (addr == b->addr)
+            return b->allocated ? SUBLET_ERR_INVALID_POINTER : SUBLET_ERR_DOUBLE_FREE;
+        if (addr > b->addr && addr < b->addr + b->size)
+            return b->allocated ? SUBLET_ERR_INTERIOR_POINTER : SUBLET_ERR_DOUBLE_FREE;
+    }
+    return SUBLET_ERR_INVALID_POINTER;
+}
+
+sublet_status sublet_free(sublet_allocator *a, void *ptr)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (!ptr)
+        return SUBLET_OK;
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    sl_lock(a);
+    size_t slot = sl_ptrmap_find(&a->ptrs, addr);
+    if (slot == SIZE_MAX) {
+        sublet_status st = bad_pointer(a, addr);
+        sl_unlock(a);
+        return st;
+    }
+    sl_block *b = a->ptrs.slots[slot].b;
+    if (b->nuses) {
+        sublet_status st = insert_events(a, b); /* leaves the pointer map alone */
+        if (st != SUBLET_OK) {
+            sl_unlock(a);
+            return st;
+        }
+    }
+    int kind = b->pool->kind;
+    b->allocated = false;
+    sl_ptrmap_del_at(&a->ptrs, slot);
+    arr_dec(a->stats.allocation, kind, 1);
+    arr_dec(a->stats.allocated_bytes, kind, (int64_t)b->size);
+    if (b->oversize)
+        stat_dec(&a->stats.oversize_allocations, 1);
+    b->oversize = false;
+    a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
+    emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream,
+         a->op_stack ? a->op_stack : b->stack);
+    if (b->event_count == 0)
+        free_block(a, b);
+    a->op_stack = 0;
+    sl_unlock(a);
+    return SUBLET_OK;
+}
+
+sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream stream)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (!ptr)
+        return SUBLET_OK;
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    sublet_status st = SUBLET_OK;
+    sl_lock(a);
+    sl_block *b = sl_ptrmap_get(&a->ptrs, addr);
+    if (!b) {
+        /* PyTorch records through views: an interior pointer of a live
+         * block protects that block (test_record_stream_on_shifted_view). */
+        sl_segment *seg = sl_segment_find(a, addr);
+        for (sl_block *x = seg ? seg->head : NULL; x; x = x->next)
+            if (addr >= x->addr && addr < x->addr + x->size) {
+                b = x->allocated ? x : NULL;
+                break;
+            }
+        if (!b) {
+            st = bad_pointer(a, addr);
+            if (st == SUBLET_ERR_INTERIOR_POINTER)
+                st = SUBLET_ERR_INVALID_POINTER;
+            goto out;
+        }
+    }
+    if (stream == b->stream)
+        goto out;
+    for (uint32_t i = 0; i < b->nuses; i++)
+        if (b->uses[i] == stream)
+            goto out;
+    if (b->nuses == b->uses_cap) {
+        uint32_t nc = b->uses_cap * 2;
+        sublet_stream *n = malloc(nc * sizeof *n);
+        if (!n) {
+            st = SUBLET_ERR_NO_MEMORY;
+            goto out;
+        }
+        memcpy(n, b->uses, b->nuses * sizeof *n);
+        if (b->uses != b->uses_inline)
+            free(b->uses);
+        b->uses = n;
+        b->uses_cap = nc;
+    }
+    b->uses[b->nuses++] = stream;
+out:
+    sl_unlock(a);
+    return st;
+}
+
+sublet_status sublet_process_events(sublet_allocator *a)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sl_lock(a);
+    sublet_status st = process_events(a);
+    sl_unlock(a);
+    return st;
+}
+
+sublet_status sublet_empty_cache(sublet_allocator *a)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sl_lock(a);
+    a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
+    sublet_status st = release_cached_blocks(a);
+    a->op_stack = 0;
+    sl_unlock(a);
+    return st;
+}
+
+int sublet_allocator_device(sublet_allocator *a) { return a ? a->device : -1; }
+
+sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
+                                uint64_t *size, uint64_t *requested)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    sublet_status st = SUBLET_ERR_INVALID_POINTER;
+    sl_lock(a);
+    sl_segment *seg = sl_segment_find(a, addr);
+    for (sl_block *b = seg ? seg->head : NULL; b; b = b->next)
+        if (addr >= b->addr && addr < b->addr + b->size) {
+            if (b->allocated) {
+                if (base)
+                    *base = b->addr;
+                if (size)
+                    *size = b->size;
+                if (requested)
+                    *requested = b->requested;
+                st = SUBLET_OK;
+            }
+            break;
+        }
+    sl_unlock(a);
+    return st;
+}
+
+/* ---- OOM message (§3.7) ---------------------------------------------------------------- */
+
+static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
+                       sublet_stream stream, uint64_t *limit_out, uint64_t *free_out)
+{
+    uint64_t dev_free = 0, dev_total = 0;
+    if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
+        dev_free = dev_total = 0;
+    emit(a, SUBLET_ACT_OOM, dev_free, rounded, stream, a->cur_stack);
+    a->stats.num_ooms++;
+    *limit_out = a->limit_in_effect ? a->allowed_memory_maximum : dev_total;
+    *free_out = dev_free;
+
+    int64_t allocated = a->stats.allocated_bytes[SUBLET_POOL_ALL].current;
+    int64_t reserved = a->stats.reserved_bytes[SUBLET_POOL_ALL].current;
+    char fs_alloc[48], fs_total[48], fs_free[48], fs_limit[48], fs_used[48], fs_unalloc[48];
+    sublet_format_size(alloc_size, fs_alloc, sizeof fs_alloc);
+    sublet_format_size(dev_total, fs_total, sizeof fs_total);
+    sublet_format_size(dev_free, fs_free, sizeof fs_free);
+    sublet_format_size((uint64_t)allocated, fs_used, sizeof fs_used);
+    sublet_format_size((uint64_t)(reserved - allocated), fs_unalloc, sizeof fs_unalloc);
+    char allowed[80] = "";
+    if (a->limit_in_effect) {
+        sublet_format_size(a->allowed_memory_maximum, fs_limit, sizeof fs_limit);
+        snprintf(allowed, sizeof allowed, "%s allowed; ", fs_limit);
+    }
+
+    /* sublet's diagnosis: the free blocks of the request's pool and stream,
+     * and the headroom the device (or the fraction) still grants. */
+    uint64_t largest = 0, nfree = 0, free_bytes = 0;
+    sl_pool *pool = pool_for(a, rounded);
+    sl_tree *t = sl_pool_tree(pool, stream, false);
+    if (t) {
+        sl_block *mx = sl_free_max(pool, stream);
+        largest = mx ? mx->size : 0;
+        nfree = t->count;
+    }
+    free_bytes = (uint64_t)(reserved - a->stats.active_bytes[SUBLET_POOL_ALL].current);
+    uint64_t headroom = dev_free;
+    if (a->limit_in_effect) {
+        uint64_t lim_room = a->allowed_memory_maximum > a->total_allocated_memory
+                                ? a->allowed_memory_maximum - a->total_allocated_memory
+                                : 0;
+        if (lim_room < headroom)
+            headroom = lim_room;
+    }
+    bool fragmentation = free_bytes + headroom >= rounded;
+    char fs_largest[48], fs_freeb[48], fs_round[48];
+    sublet_format_size(largest, fs_largest, sizeof fs_largest);
+    sublet_format_size(free_bytes, fs_freeb, sizeof fs_freeb);
+    sublet_format_size(rounded, fs_round, sizeof fs_round);
+
+    snprintf(a->oom_msg, sizeof a->oom_msg,
+             "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
+             "which %s is free. %sOf the allocated memory %s is allocated by PyTorch, and %s "
+             "is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
+             "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+             "fragmentation.  See documentation for Memory Management  "
+             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-"
+             "with-pytorch-cuda-alloc-conf)\n"
+             "sublet: %s. The request needs %s in one block; the largest free block of its "
+             "pool and stream is %s (%llu free blocks there); %s is reserved but unallocated "
+             "in all pools.",
+             fs_alloc, a->device, fs_total, fs_free, allowed, fs_used, fs_unalloc,
+             fragmentation ? "fragmentation: the free bytes would suffice, but no free block "
+                             "or device allocation is big enough"
+                           : "exhaustion: the free bytes would not suffice even if they were "
+                             "contiguous",
+             fs_round, fs_largest, (unsigned long long)nfree, fs_freeb);
+}
+
+size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap)
+{
+    sl_lock(a);
+    size_t n = (size_t)snprintf(buf, cap, "%s", a->oom_msg);
+    sl_unlock(a);
+    return n;
+}

@@ -1,0 +1,315 @@
+/* sublet — engine internals shared by engine.c, index.c and inspect.c.
+ * Host-side metadata only: nothing here is ever written to device memory. */
+#ifndef SUBLET_ENGINE_H
+#define SUBLET_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/rtree.h"
+#include "sublet/history.h"
+#include "sublet/sublet.h"
+
+#define SL_MIN_BLOCK ((uint64_t)512)
+#define SL_SMALL_SIZE ((uint64_t)1 << 20)   /* kSmallSize: 1 MiB */
+#define SL_SMALL_BUFFER ((uint64_t)2 << 20) /* kSmallBuffer: 2 MiB */
+#define SL_MAX_REQUEST ((uint64_t)1 << 60)  /* a request >= this is refused */
+
+typedef struct sl_segment sl_segment;
+typedef struct sl_pool sl_pool;
+
+/* One contiguous byte range of a segment (PyTorch's Block). */
+typedef struct sl_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;     /* unrounded size of the last request served */
+    sublet_stream stream;   /* allocation stream */
+    struct sl_block *prev;  /* neighbours inside the segment */
+    struct sl_block *next;
+    sl_segment *seg;
+    sl_pool *pool;
+    /* free index: AVL tree keyed by (size, addr) within the pool's stream
+     * tree, threaded through the blocks (index.c) */
+    struct sl_block *parent, *left, *right;
+    int32_t height;
+    uint32_t event_count;   /* outstanding end-of-use events */
+    bool allocated;
+    bool in_free;           /* in the pool's free index */
+    bool mapped;            /* always true until expandable segments */
+    bool shadow;            /* policy:stitch: mapped bytes whose physical memory is
+                             * usable through another mapping (stitch.c); never
+                             * free, never allocated, never merged */
+    bool oversize;          /* counted in oversize_allocations */
+    uint32_t stack;         /* interned allocation stack (recording), 0 = none */
+    uint64_t gc_count_base; /* pool clock when it entered the free index */
+    /* streams recorded with record_stream (other than `stream`) */
+    uint32_t nuses, uses_cap;
+    sublet_stream uses_inline[2];
+    sublet_stream *uses;    /* == uses_inline or heap */
+} sl_block;
+
+/* One driver allocation. */
+struct sl_segment {
+    uint64_t addr;
+    uint64_t size;
+    sublet_stream stream;
+    sl_pool *pool;
+    sl_block *head; /* lowest-address block */
+    bool oversize;  /* counted in oversize_segments */
+    bool expandable; /* a virtual reservation mapped page by page (§6) */
+    uint64_t page;   /* expandable: page size */
+    uint32_t stack; /* stack of the device allocation (recording) */
+    struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */
+    size_t slot;    /* its index in the allocator's segs[] */
+};
+
+/* A change to the set of segments not yet applied to its index (segs.c). */
+typedef struct sl_seg_change {
+    uint64_t addr, size;
+    sl_segment *seg; /* the index's tag (not dereferenced: it may be freed) */
+    bool add;
+} sl_seg_change;
+
+/* Size map entry: the lowest-address free block of one exact size. */
+typedef struct sl_size_slot {
+    uint64_t size; /* 0 = empty slot */
+    sl_block *min;
+} sl_size_slot;
+
+/* Free blocks of one stream inside one pool, ordered by (size, addr): an
+ * AVL tree plus a map from each size present to its lowest block (index.c). */
+typedef struct sl_tree {
+    sublet_stream stream;
+    sl_block *root;
+    size_t count;
+    uint64_t bytes;        /* sum of the free blocks' sizes */
+    uint64_t sq_hi, sq_lo; /* exact sum of their squared sizes (128-bit) */
+    sl_size_slot *sizes;   /* open addressing, size_cap a power of two */
+    size_t size_cap, nsizes;
+    bool sizes_partial; /* a size was left out when the map could not grow */
+} sl_tree;
+
+struct sl_pool {
+    bool is_small;
+    int kind; /* SUBLET_POOL_SMALL or SUBLET_POOL_LARGE */
+    sl_tree *trees;
+    size_t ntrees, trees_cap;
+    size_t last_tree; /* index of the last tree used (hot path hint) */
+    uint64_t clock;   /* get_free_blocks_call_count (GC age clock) */
+    /* unmapped blocks of expandable segments, sorted by (stream, addr) */
+    sl_block **unmapped;
+    size_t nunmapped, unmapped_cap;
+};
+
+/* ---- index.c: free index, pointer map, block slab --------------------------- */
+sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
+void sl_free_insert(sl_pool *p, sl_block *b);
+void sl_free_remove(sl_pool *p, sl_block *b);
+/* Smallest free block of `stream` with size >= want (lowest address among
+ * equals), or NULL. */
+sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);
+/* Largest free block of `stream` ordered strictly before (size, addr). */
+sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
+/* Smallest free block of `stream` ordered strictly after (size, addr). */
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
+/* Largest free block of `stream`. */
+sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
+/* All free blocks of the pool in PyTorch's (stream, size, addr) order.
+ * Returns a malloc'd array (caller frees) or NULL when empty/out of memory;
+ * *n receives the count, *oom is set on allocation failure. */
+sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
+void sl_pool_fini(sl_pool *p);
+/* Sum of the squared sizes of a tree's free blocks (spread metric). */
+double sl_tree_squares(const sl_tree *t);
+/* Check every tree against a recount: links, AVL balance, (size, addr)
+ * order, membership, count, bytes, squares and the size map.  *count
+ * receives the number of free blocks. */
+bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);
+
+typedef struct sl_ptr_slot {
+    uint64_t addr; /* UINT64_MAX = empty */
+    sl_block *b;
+} sl_ptr_slot;
+
+typedef struct sl_ptrmap {
+    sl_ptr_slot *slots;
+    size_t cap, count; /* cap is a power of two */
+} sl_ptrmap;
+bool sl_ptrmap_init(sl_ptrmap *m);
+void sl_ptrmap_fini(sl_ptrmap *m);
+sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr);
+/* The slot holding addr, or SIZE_MAX; valid until the map next changes. */
+size_t sl_ptrmap_find(const sl_ptrmap *m, uint64_t addr);
+void sl_ptrmap_del_at(sl_ptrmap *m, size_t slot);
+/* Room for one more entry (growing when needed); false when out of memory. */
+bool sl_ptrmap_reserve(sl_ptrmap *m);
+bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b);
+/* sl_ptrmap_put after a successful sl_ptrmap_reserve (cannot fail). */
+void sl_ptrmap_insert(sl_ptrmap *m, uint64_t addr, sl_block *b);
+void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr);
+
+typedef struct sl_slab {
+    sl_block *free_list;
+    void **chunks;
+    size_t nchunks, chunks_cap;
+} sl_slab;
+sl_block *sl_block_new(sl_slab *s);
+void sl_block_delete(sl_slab *s, sl_block *b);
+void sl_slab_fini(sl_slab *s);
+
+/* ---- the allocator object --------------------------------------------------- */
+typedef struct sl_evq_entry {
+    sublet_event *ev;
+    sl_block *block;
+} sl_evq_entry;
+
+/* policy:stitch: a page of a stitched run that maps the physical page of
+ * another (its owner) a second time (stitch.c).  [off, off+len) of it is
+ * usable here and is `oshadow` in the owner; the rest of it is `vshadow`. */
+typedef struct sl_alias {
+    uint64_t page;  /* the alias page */
+    uint64_t owner; /* the page whose physical memory it maps */
+    uint64_t off, len;
+    struct sl_block *vshadow, *oshadow;
+} sl_alias;
+
+typedef struct sl_evq { /* FIFO of (event, block) for one stream */
+    sublet_stream stream;
+    sl_evq_entry *items;
+    size_t head, count, cap;
+} sl_evq;
+
+struct sublet_allocator {
+    pthread_mutex_t lock;
+    sublet_backend *backend;
+    int device;
+    sublet_settings settings;
+    sl_pool small, large;
+    sl_slab slab;
+    sl_ptrmap ptrs; /* allocated blocks by address */
+    /* every segment (segs.c): segs[] in no set order (O(1) to add or
+     * remove; address order after sl_segs_sort), seg_index by address for
+     * lookups, behind by the changes in seg_log until a lookup needs it */
+    sl_segment **segs;
+    size_t nsegs, segs_cap;
+    bool segs_unsorted;
+    sl_rtree seg_index; /* tag: the sl_segment */
+    sl_seg_change *seg_log;
+    size_t seg_log_n, seg_log_cap;
+    uint64_t total_allocated_memory; /* bytes reserved from the backend */
+    /* policy:stitch's alias pages, sorted by page (stitch.c) */
+    sl_alias *aliases;
+    size_t naliases, aliases_cap;
+    /* memory fraction */
+    double fraction;
+    bool limit_in_effect;
+    uint64_t allowed_memory_maximum;
+    /* events */
+    sl_evq *evqs;
+    size_t nevqs, evqs_cap;
+    size_t pending_events;
+    sublet_event **event_pool;
+    size_t nevent_pool, event_pool_cap;
+    /* statistics */
+    sublet_stats stats;
+    /* callbacks */
+    sublet_trace_fn trace_fn;
+    void *trace_user;
+    sublet_oom_fn oom_fn;
+    void *oom_user;
+    char oom_msg[2048];
+    /* recording (src/history.c); history is NULL when off */
+    struct sl_history *history;
+    uint32_t cur_stack; /* stack of the malloc in progress (lock held) */
+    uint32_t op_stack;  /* context of the API call in progress, for what it frees */
+    struct sl_stacks *stacks;
+    sublet_stack_fn stack_fn;
+    void *stack_user;
+    sublet_clock_fn clock_fn;
+    void *clock_user;
+};
+
+/* Virtual-memory segments in use: expandable_segments:True or policy:stitch. */
+static inline bool sl_virtual(const sublet_allocator *a)
+{
+    return a->settings.expandable_segments || a->settings.policy == SUBLET_POLICY_STITCH;
+}
+
+/* engine.c helpers used by inspect.c */
+void sl_lock(sublet_allocator *a);
+void sl_unlock(sublet_allocator *a);
+sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr);
+bool sl_block_active(const sl_block *b);
+sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                               uint64_t size, uint64_t hint, sl_block **out);
+void sl_stat_inc(sublet_stat *s, int64_t x);
+void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+             sublet_stream stream, uint32_t stack);
+uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src);
+/* The set of segments (segs.c): room for one sl_segs_insert (false: out
+ * of memory); add, remove (neither can fail); segs[] in address order
+ * until the next change; free it all. */
+bool sl_segs_reserve(sublet_allocator *a);
+void sl_segs_insert(sublet_allocator *a, sl_segment *s);
+void sl_segs_remove(sublet_allocator *a, sl_segment *s);
+void sl_segs_sort(sublet_allocator *a);
+void sl_segs_fini(sublet_allocator *a);
+/* A new segment of exactly `size` bytes through the device path (counted as
+ * a device alloc, segment_alloc emitted; its block not yet indexed), and the
+ * release of a free whole segment: sublet_reserve (reserve.c). */
+sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                             uint64_t size, sl_block **out);
+sublet_status sl_segment_release(sublet_allocator *a, sl_block *b);
+
+/* ---- reserve.c ---------------------------------------------------------------------- */
+/* Make sure the allocator holds the warm-up plan of a->settings (lock held):
+ * reserve what is missing on the default stream.  On failure the segments
+ * this call created are released again (pages it mapped stay mapped, free)
+ * and err says why. */
+sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap);
+
+/* ---- expandable.c ------------------------------------------------------------------ */
+bool sl_unmapped_reserve(sl_pool *p, size_t extra);
+void sl_unmapped_insert(sl_pool *p, sl_block *b);
+void sl_unmapped_remove(sl_pool *p, sl_block *b);
+bool sl_unmapped_contains(const sl_pool *p, const sl_block *b);
+/* try_allocate_expandable_block: SUBLET_ERR_DEVICE_OOM when pages cannot be
+ * mapped; the returned block is out of the free index. */
+sublet_status sl_exp_allocate(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                              uint64_t size, sl_block **out);
+sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b);
+sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b);
+void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg);
+/* A new reservation for (stream, pool): one unmapped block covering it. */
+sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                                 sl_block **out);
+uint64_t sl_exp_size(const sl_block *b);
+/* policy:stitch: bytes the next sl_exp_allocate(size) would map, and the
+ * address range of the run it would use (expandable.c). */
+uint64_t sl_exp_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, uint64_t *lo,
+                     uint64_t *hi);
+void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
+void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
+
+/* ---- stitch.c: policy:stitch's OOM path --------------------------------------------------- */
+/* Unmap the whole free pages of as few cached blocks as `size` is short of;
+ * true when the device now has room for it. */
+bool sl_stitch_release_some(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                            uint64_t size);
+/* Serve `size` from a new run stitched from partly free pages (alias maps)
+ * and fresh ones; SUBLET_ERR_DEVICE_OOM when nothing fits.  The block is out
+ * of the free index. */
+sublet_status sl_stitch_alloc(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
+                              uint64_t size, sl_block **out);
+/* Give back every alias page whose usable bytes are all free. */
+sublet_status sl_stitch_return_all(sublet_allocator *a);
+bool sl_stitch_is_alias(const sublet_allocator *a, uint64_t page);
+/* Bytes of alias pages in pool `kind`'s reservations (mapped, not reserved). */
+uint64_t sl_stitch_alias_bytes(const sublet_allocator *a, int kind);
+/* The alias invariants; `shadows` is the number of shadow blocks seen. */
+sublet_status sl_stitch_verify(sublet_allocator *a, size_t shadows, char *msg, size_t cap);
+void sl_stitch_fini(sublet_allocator *a);
+
+#endif

@@ -1,0 +1,754 @@
+/* sublet — the engine's indexes: the free index, the pointer map of
+ * allocated blocks and the block slab.
+ *
+ * The free index keeps one tree per stream in each pool, ordered by (size,
+ * address) as PyTorch's std::set of blocks is ordered by (stream, size,
+ * address).  Each tree is two structures over the same blocks:
+ *
+ *   - an AVL tree threaded through the blocks themselves (parent, left,
+ *     right, height), so that inserting never allocates;
+ *   - a size map: exact size -> the lowest-address free block of that size.
+ *
+ * The size map makes the operations of a cached malloc+free independent of
+ * the number of blocks: best fit for a size that is present is one probe
+ * (the smallest block >= want is then the lowest-address block of size
+ * want); a block below the lowest block of its size (what a malloc took and
+ * its free gives back) is inserted as that block's in-order predecessor (a
+ * walk down the right spine of its left subtree, then the AVL retrace,
+ * which stops where a subtree's height is unchanged); removal walks up from
+ * the block.  Only a size absent from the tree, or a block above the lowest
+ * of its size, costs a descent from the root.  Workloads repeat exact sizes,
+ * so the first cases are the common ones.
+ *
+ * The size map is an accelerator, never the source of truth: an entry, when
+ * there is one, is exact; when it cannot grow (out of host memory) a size is
+ * simply left out (`sizes_partial`) and its lookups take the descent.  So no
+ * insert can fail.  sl_free_verify checks both structures and every counter
+ * against a recount. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+/* ---- AVL tree with parent links, keyed by (size, addr) ---------------------- */
+
+static inline bool key_less(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
+{
+    return s1 < s2 || (s1 == s2 && a1 < a2);
+}
+
+static inline int32_t h(const sl_block *n) { return n ? n->height : 0; }
+
+static inline void fix_height(sl_block *n)
+{
+    int32_t hl = h(n->left), hr = h(n->right);
+    n->height = (hl > hr ? hl : hr) + 1;
+}
+
+/* Put `c` where `old` hangs under `parent` (NULL: the root). */
+static inline void replace_child(sl_tree *t, sl_block *parent, const sl_block *old, sl_block *c)
+{
+    if (!parent)
+        t->root = c;
+    else if (parent->left == old)
+        parent->left = c;
+    else
+        parent->right = c;
+    if (c)
+        c->parent = parent;
+}
+
+static sl_block *rot_right(sl_tree *t, sl_block *n)
+{
+    sl_block *l = n->left;
+    replace_child(t, n->parent, n, l);
+    n->left = l->right;
+    if (n->left)
+        n->left->parent = n;
+    l->right = n;
+    n->parent = l;
+    fix_height(n);
+    fix_height(l);
+    return l;
+}
+
+static sl_block *rot_left(sl_tree *t, sl_block *n)
+{
+    sl_block *r = n->right;
+    replace_child(t, n->parent, n, r);
+    n->right = r->left;
+    if (n->right)
+        n->right->parent = n;
+    r->left = n;
+    n->parent = r;
+    fix_height(n);
+    fix_height(r);
+    return r;
+}
+
+/* Walk up from `n`, restoring heights and balance.  A subtree whose height
+ * came out unchanged leaves everything above it as it was: stop there (after
+ * an insert that is at the first rotation or sooner). */
+static void retrace(sl_tree *t, sl_block *n)
+{
+    while (n) {
+        sl_block *up = n->parent, *top = n;
+        int32_t was = n->height, hl = h(n->left), hr = h(n->right);
+        if (hl > hr + 1) {
+            if (h(n->left->left) < h(n->left->right))
+                rot_left(t, n->left);
+            top = rot_right(t, n);
+        } else if (hr > hl + 1) {
+            if (h(n->right->right) < h(n->right->left))
+                rot_right(t, n->right);
+            top = rot_left(t, n);
+        } else {
+            n->height = (hl > hr ? hl : hr) + 1;
+        }
+        if (top->height == was)
+            return;
+        n = up;
+    }
+}
+
+static void attach(sl_tree *t, sl_block *parent, sl_block **link, sl_block *b)
+{
+    *link = b;
+    b->parent = parent;
+    b->left = b->right = NULL;
+    b->height = 1;
+    retrace(t, parent);
+}
+
+/* Insert by descent from the root; returns b's in-order predecessor. */
+static sl_block *avl_insert(sl_tree *t, sl_block *b)
+{
+    sl_block *parent = NULL, *pred = NULL, **link = &t->root;
+    while (*link) {
+        parent = *link;
+        if (key_less(b->size, b->addr, parent->size, parent->addr)) {
+            link = &parent->left;
+        } else {
+            pred = parent;
+            link = &parent->right;
+        }
+    }
+    attach(t, parent, link, b);
+    return pred;
+}
+
+/* Insert b as the in-order predecessor of m (nothing lies between them). */
+static void avl_insert_before(sl_tree *t, sl_block *m, sl_block *b)
+{
+    sl_block *parent = m, **link = &m->left;
+    while (*link) {
+        parent = *link;
+        link = &parent->right;
+    }
+    attach(t, parent, link, b);
+}
+
+static void avl_remove(sl_tree *t, sl_block *b)
+{
+    sl_block *start;
+    if (b->left && b->right) {
+        /* the successor takes b's place (and height: the height of that
+         * position before the removal, as retrace expects) */
+        sl_block *s = b->right;
+        while (s->left)
+            s = s->left;
+        if (s->parent == b) {
+            start = s;
+        } else {
+            start = s->parent;
+            start->left = s->right;
+            if (s->right)
+                s->right->parent = start;
+            s->right = b->right;
+            s->right->parent = s;
+        }
+        s->left = b->left;
+        s->left->parent = s;
+        s->height = b->height;
+        replace_child(t, b->parent, b, s);
+    } else {
+        start = b->parent;
+        replace_child(t, start, b, b->left ? b->left : b->right);
+    }
+    b->parent = b->left = b->right = NULL;
+    retrace(t, start);
+}
+
+static sl_block *avl_next(sl_block *n)
+{
+    if (n->right) {
+        for (n = n->right; n->left;)
+            n = n->left;
+        return n;
+    }
+    while (n->parent && n->parent->right == n)
+        n = n->parent;
+    return n->parent;
+}
+
+static sl_block *avl_first(sl_block *n)
+{
+    while (n && n->left)
+        n = n->left;
+    return n;
+}
+
+/* ---- the size map: exact size -> lowest-address free block ------------------- */
+
+static inline size_t size_hash(uint64_t size, size_t cap)
+{
+    return (size_t)((size * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static sl_size_slot *smap_find(const sl_tree *t, uint64_t size)
+{
+    if (!t->nsizes || size == 0) /* 0 marks an empty slot */
+        return NULL;
+    size_t mask = t->size_cap - 1;
+    for (size_t i = size_hash(size, t->size_cap);; i = (i + 1) & mask) {
+        sl_size_slot *s = &t->sizes[i];
+        if (s->size == size)
+            return s;
+        if (s->size == 0)
+            return NULL;
+    }
+}
+
+static void smap_raw_put(sl_size_slot *slots, size_t cap, uint64_t size, sl_block *b)
+{
+    size_t i = size_hash(size, cap);
+    while (slots[i].size)
+        i = (i + 1) & (cap - 1);
+    slots[i] = (sl_size_slot){size, b};
+}
+
+static bool smap_resize(sl_tree *t, size_t nc)
+{
+    sl_size_slot *ns = calloc(nc, sizeof *ns);
+    if (!ns)
+        return false;
+    for (size_t i = 0; i < t->size_cap; i++)
+        if (t->sizes[i].size)
+            smap_raw_put(ns, nc, t->sizes[i].size, t->sizes[i].min);
+    free(t->sizes);
+    t->sizes = ns;
+    t->size_cap = nc;
+    return true;
+}
+
+/* Record b as the lowest block of its (absent) size; when the map cannot
+ * grow the size stays out of it and the tree is marked partial.  The load
+ * stays between 1/8 and 1/2 (smap_del shrinks). */
+static void smap_add(sl_tree *t, sl_block *b)
+{
+    if ((t->nsizes + 1) * 2 > t->size_cap &&
+        !smap_resize(t, t->size_cap ? t->size_cap * 2 : 16)) {
+        t->sizes_partial = true;
+        return;
+    }
+    smap_raw_put(t->sizes, t->size_cap, b->size, b);
+    t->nsizes++;
+}
+
+static void smap_del(sl_tree *t, sl_size_slot *slot)
+{
+    size_t mask = t->size_cap - 1, i = (size_t)(slot - t->sizes), j = i;
+    /* backward-shift deletion keeps probe chains intact without tombstones */
+    for (;;) {
+        j = (j + 1) & mask;
+        if (t->sizes[j].size == 0)
+            break;
+        size_t k = size_hash(t->sizes[j].size, t->size_cap);
+        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+            t->sizes[i] = t->sizes[j];
+            i = j;
+        }
+    }
+    t->sizes[i] = (sl_size_slot){0, NULL};
+    t->nsizes--;
+    if (t->size_cap > 64 && t->nsizes * 8 < t->size_cap)
+        (void)smap_resize(t, t->size_cap / 2); /* when it fails the map stays as it is */
+}
+
+/* ---- exact sums of squared sizes (128-bit) ------------------------------------- */
+
+static inline void square128(uint64_t x, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t a = x >> 32, b = x & 0xffffffffu;
+    uint64_t bb = b * b, ab = a * b;
+    *lo = bb + (ab << 33);
+    *hi = a * a + (ab >> 31) + (*lo < bb);
+}
+
+double sl_tree_squares(const sl_tree *t)
+{
+    return (double)t->sq_hi * 18446744073709551616.0 + (double)t->sq_lo;
+}
+
+/* ---- per-pool stream trees ------------------------------------------------- */
+
+sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create)
+{
+    if (p->last_tree < p->ntrees && p->trees[p->last_tree].stream == stream)
+        return &p->trees[p->last_tree];
+    /* trees are kept sorted by stream so that a walk visits blocks in
+     * PyTorch's (stream, size, address) order */
+    size_t lo = 0, hi = p->ntrees;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->trees[mid].stream < stream)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < p->ntrees && p->trees[lo].stream == stream) {
+        p->last_tree = lo;
+        return &p->trees[lo];
+    }
+    if (!create)
+        return NULL;
+    if (p->ntrees == p->trees_cap) {
+        size_t nc = p->trees_cap ? p->trees_cap * 2 : 4;
+        sl_tree *nt = realloc(p->trees, nc * sizeof *nt);
+        if (!nt)
+            return NULL;
+        p->trees = nt;
+        p->trees_cap = nc;
+    }
+    memmove(&p->trees[lo + 1], &p->trees[lo], (p->ntrees - lo) * sizeof *p->trees);
+    p->trees[lo] = (sl_tree){.stream = stream};
+    p->ntrees++;
+    p->last_tree = lo;
+    return &p->trees[lo];
+}
+
+static inline sl_tree *tree_of(sl_pool *p, sublet_stream stream)
+{
+    if (p->last_tree < p->ntrees && p->trees[p->last_tree].stream == stream)
+        return &p->trees[p->last_tree];
+    return sl_pool_tree(p, stream, false);
+}
+
+void sl_free_insert(sl_pool *p, sl_block *b)
+{
+    /* The tree for the stream exists: the engine creates it (and handles the
+     * out-of-memory case) before any state changes; see sl_pool_tree. */
+    sl_tree *t = tree_of(p, b->stream);
+    sl_size_slot *s = smap_find(t, b->size);
+    if (s) {
+        if (b->addr < s->min->addr) {
+            avl_insert_before(t, s->min, b);
+            s->min = b;
+        } else {
+            avl_insert(t, b);
+        }
+    } else {
+        sl_block *pred = avl_insert(t, b);
+        /* with a partial map an absent size may still have lower blocks */
+        if (!pred || pred->size != b->size)
+            smap_add(t, b);
+    }
+    uint64_t qh, ql;
+    square128(b->size, &qh, &ql);
+    t->sq_lo += ql;
+    t->sq_hi += qh + (t->sq_lo < ql);
+    t->count++;
+    t->bytes += b->size;
+    b->in_free = true;
+    b->gc_count_base = p->clock;
+}
+
+void sl_free_remove(sl_pool *p, sl_block *b)
+{
+    sl_tree *t = tree_of(p, b->stream);
+    sl_size_slot *s = smap_find(t, b->size);
+    if (s && s->min == b) {
+        sl_block *n = avl_next(b);
+        if (n && n->size == b->size)
+            s->min = n;
+        else
+            smap_del(t, s);
+    }
+    avl_remove(t, b);
+    uint64_t qh, ql;
+    square128(b->size, &qh, &ql);
+    uint64_t borrow = t->sq_lo < ql;
+    t->sq_lo -= ql;
+    t->sq_hi -= qh + borrow;
+    t->count--;
+    t->bytes -= b->size;
+    if (t->count == 0)
+        t->sizes_partial = false; /* the map is empty, hence complete again */
+    b->in_free = false;
+}
+
+sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
+{
+    sl_tree *t = tree_of(p, stream);
+    if (!t)
+        return NULL;
+    sl_size_slot *s = smap_find(t, want);
+    if (s)
+        return s->min;
+    sl_block *n = t->root, *best = NULL;
+    while (n) {
+        if (n->size >= want) { /* (size, addr) >= (want, 0) */
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
+sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
+{
+    sl_tree *t = tree_of(p, stream);
+    sl_block *n = t ? t->root : NULL, *best = NULL;
+    while (n) {
+        if (key_less(n->size, n->addr, size, addr)) {
+            best = n;
+            n = n->right;
+        } else {
+            n = n->left;
+        }
+    }
+    return best;
+}
+
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
+{
+    sl_tree *t = tree_of(p, stream);
+    sl_block *n = t ? t->root : NULL, *best = NULL;
+    while (n) {
+        if (key_less(size, addr, n->size, n->addr)) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
+sl_block *sl_free_max(sl_pool *p, sublet_stream stream)
+{
+    sl_tree *t = tree_of(p, stream);
+    sl_block *n = t ? t->root : NULL;
+    while (n && n->right)
+        n = n->right;
+    return n;
+}
+
+sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom)
+{
+    size_t total = 0;
+    *oom = false;
+    for (size_t i = 0; i < p->ntrees; i++)
+        total += p->trees[i].count;
+    *n = 0;
+    if (!total)
+        return NULL;
+    sl_block **out = malloc(total * sizeof *out);
+    if (!out) {
+        *oom = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < p->ntrees; i++)
+        for (sl_block *b = avl_first(p->trees[i].root); b; b = avl_next(b))
+            out[(*n)++] = b;
+    return out;
+}
+
+void sl_pool_fini(sl_pool *p)
+{
+    free(p->unmapped);
+    p->unmapped = NULL;
+    p->nunmapped = p->unmapped_cap = 0;
+    for (size_t i = 0; i < p->ntrees; i++)
+        free(p->trees[i].sizes);
+    free(p->trees);
+    p->trees = NULL;
+    p->ntrees = p->trees_cap = 0;
+}
+
+/* ---- verification ---------------------------------------------------------------- */
+
+typedef struct vctx {
+    const sl_pool *pool;
+    const sl_tree *t;
+    const sl_block *prev; /* in-order predecessor of the next node visited */
+    size_t count, distinct, mapped_mins;
+    uint64_t bytes, sq_hi, sq_lo;
+    char *msg;
+    size_t cap;
+} vctx;
+
+static bool vfail(vctx *c, const char *what, const sl_block *n)
+{
+    snprintf(c->msg, c->cap, "free index: %s at block 0x%llx", what,
+             n ? (unsigned long long)n->addr : 0ull);
+    return false;
+}
+
+/* In order: links, heights and balance, order, membership, and the size map
+ * for the lowest block of each size. */
+static bool verify_node(vctx *c, const sl_block *n, int depth)
+{
+    if (!n)
+        return true;
+    if (depth > 128)
+        return vfail(c, "tree deeper than any AVL tree can be", n);
+    if ((n->left && n->left->parent != n) || (n->right && n->right->parent != n))
+        return vfail(c, "broken parent link", n);
+    int32_t hl = h(n->left), hr = h(n->right);
+    if (n->height != (hl > hr ? hl : hr) + 1 || hl - hr > 1 || hr - hl > 1)
+        return vfail(c, "unbalanced or wrong height", n);
+    if (!verify_node(c, n->left, depth + 1))
+        return false;
+    if (!n->in_free || n->allocated || n->stream != c->t->stream || n->pool != c->pool)
+        return vfail(c, "block that is not free on this pool and stream", n);
+    if (c->prev && !key_less(c->prev->size, c->prev->addr, n->size, n->addr))
+        return vfail(c, "out of (size, address) order", n);
+    if (!c->prev || c->prev->size != n->size) {
+        c->distinct++;
+        const sl_size_slot *s = smap_find(c->t, n->size);
+        if (s && s->min != n)
+            return vfail(c, "size map names another block as the lowest of this size", n);
+        if (!s && !c->t->sizes_partial)
+            return vfail(c, "size missing from the size map", n);
+        c->mapped_mins += s != NULL;
+    }
+    uint64_t qh, ql;
+    square128(n->size, &qh, &ql);
+    c->sq_lo += ql;
+    c->sq_hi += qh + (c->sq_lo < ql);
+    c->bytes += n->size;
+    c->count++;
+    c->prev = n;
+    return verify_node(c, n->right, depth + 1);
+}
+
+static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char *msg, size_t cap)
+{
+    vctx c = {.pool = p, .t = t, .msg = msg, .cap = cap};
+    if (t->root && t->root->parent)
+        return vfail(&c, "root with a parent", t->root);
+    if (!verify_node(&c, t->root, 0))
+        return false;
+    if (c.count != t->count) {
+        snprintf(msg, cap, "free index count %zu != %zu nodes", t->count, c.count);
+        return false;
+    }
+    if (c.bytes != t->bytes) {
+        snprintf(msg, cap, "free index bytes %llu != %llu recounted",
+                 (unsigned long long)t->bytes, (unsigned long long)c.bytes);
+        return false;
+    }
+    if (c.sq_hi != t->sq_hi || c.sq_lo != t->sq_lo) {
+        snprintf(msg, cap, "free index sum of squares differs from a recount");
+        return false;
+    }
+    /* every entry was met as the lowest block of its size, and none is extra */
+    size_t used = 0;
+    for (size_t i = 0; i < t->size_cap; i++)
+        if (t->sizes[i].size) {
+            used++;
+            if (smap_find(t, t->sizes[i].size) != &t->sizes[i]) {
+                snprintf(msg, cap, "size map probe chain broken for size %llu",
+                         (unsigned long long)t->sizes[i].size);
+                return false;
+            }
+        }
+    if (used != t->nsizes || c.mapped_mins != t->nsizes ||
+        (!t->sizes_partial && t->nsizes != c.distinct)) {
+        snprintf(msg, cap, "size map holds %zu entries (%zu counted), tree has %zu sizes, "
+                 "%zu of them mapped", t->nsizes, used, c.distinct, c.mapped_mins);
+        return false;
+    }
+    if (t->count == 0 && t->sizes_partial) {
+        snprintf(msg, cap, "empty free tree marked partial");
+        return false;
+    }
+    *count += c.count;
+    return true;
+}
+
+bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap)
+{
+    *count = 0;
+    for (size_t i = 0; i < p->ntrees; i++) {
+        if (i && p->trees[i - 1].stream >= p->trees[i].stream) {
+            snprintf(msg, cap, "stream trees out of order");
+            return false;
+        }
+        if (!verify_tree(p, &p->trees[i], count, msg, cap))
+            return false;
+    }
+    return true;
+}
+
+/* ---- pointer map ---------------------------------------------------------------- */
+
+/* Open addressing with linear probing; each slot holds the address and its
+ * block side by side, so a lookup reads one cache line. */
+#define PTR_EMPTY UINT64_MAX
+
+static inline size_t ptr_hash(uint64_t addr, size_t cap)
+{
+    uint64_t x = (addr >> 9) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 17) & (cap - 1);
+}
+
+static bool ptrmap_alloc(sl_ptrmap *m, size_t cap)
+{
+    m->slots = malloc(cap * sizeof *m->slots);
+    if (!m->slots)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        m->slots[i] = (sl_ptr_slot){PTR_EMPTY, NULL};
+    m->cap = cap;
+    m->count = 0;
+    return true;
+}
+
+bool sl_ptrmap_init(sl_ptrmap *m) { return ptrmap_alloc(m, 1024); }
+
+void sl_ptrmap_fini(sl_ptrmap *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+size_t sl_ptrmap_find(const sl_ptrmap *m, uint64_t addr)
+{
+    if (addr == PTR_EMPTY) /* the empty-slot marker is no block's address */
+        return SIZE_MAX;
+    for (size_t i = ptr_hash(addr, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->slots[i].addr == addr)
+            return i;
+        if (m->slots[i].addr == PTR_EMPTY)
+            return SIZE_MAX;
+    }
+}
+
+sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr)
+{
+    size_t i = sl_ptrmap_find(m, addr);
+    return i == SIZE_MAX ? NULL : m->slots[i].b;
+}
+
+void sl_ptrmap_insert(sl_ptrmap *m, uint64_t addr, sl_block *b)
+{
+    size_t i = ptr_hash(addr, m->cap);
+    while (m->slots[i].addr != PTR_EMPTY)
+        i = (i + 1) & (m->cap - 1);
+    m->slots[i] = (sl_ptr_slot){addr, b};
+    m->count++;
+}
+
+bool sl_ptrmap_reserve(sl_ptrmap *m)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        sl_ptrmap old = *m;
+        if (!ptrmap_alloc(m, old.cap * 2)) {
+            *m = old;
+            return false;
+        }
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slots[i].addr != PTR_EMPTY)
+                sl_ptrmap_insert(m, old.slots[i].addr, old.slots[i].b);
+        free(old.slots);
+    }
+    return true;
+}
+
+bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
+{
+    if (!sl_ptrmap_reserve(m))
+        return false;
+    sl_ptrmap_insert(m, addr, b);
+    return true;
+}
+
+void sl_ptrmap_del_at(sl_ptrmap *m, size_t i)
+{
+    size_t mask = m->cap - 1, j = i;
+    /* backward-shift deletion keeps probe chains intact without tombstones */
+    for (;;) {
+        j = (j + 1) & mask;
+        if (m->slots[j].addr == PTR_EMPTY)
+            break;
+        size_t k = ptr_hash(m->slots[j].addr, m->cap);
+        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i] = (sl_ptr_slot){PTR_EMPTY, NULL};
+    m->count--;
+}
+
+void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr)
+{
+    size_t i = sl_ptrmap_find(m, addr);
+    if (i != SIZE_MAX)
+        sl_ptrmap_del_at(m, i);
+}
+
+/* ---- block slab ------------------------------------------------------------------- */
+
+#define SLAB_CHUNK 512
+
+sl_block *sl_block_new(sl_slab *s)
+{
+    if (!s->free_list) {
+        if (s->nchunks == s->chunks_cap) {
+            size_t nc = s->chunks_cap ? s->chunks_cap * 2 : 16;
+            void **c = realloc(s->chunks, nc * sizeof *c);
+            if (!c)
+                return NULL;
+            s->chunks = c;
+            s->chunks_cap = nc;
+        }
+        sl_block *chunk = malloc(SLAB_CHUNK * sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        s->chunks[s->nchunks++] = chunk;
+        /* pushed in reverse, so blocks are handed out in address order */
+        for (size_t i = SLAB_CHUNK; i-- > 0;) {
+            chunk[i].next = s->free_list;
+            s->free_list = &chunk[i];
+        }
+    }
+    sl_block *b = s->free_list;
+    s->free_list = b->next;
+    memset(b, 0, sizeof *b);
+    b->mapped = true;
+    b->uses = b->uses_inline;
+    b->uses_cap = 2;
+    return b;
+}
+
+void sl_block_delete(sl_slab *s, sl_block *b)
+{
+    if (b->uses != b->uses_inline)
+        free(b->uses);
+    b->next = s->free_list;
+    s->free_list = b;
+}
+
+void sl_slab_fini(sl_slab *s)
+{
+    for (size_t i = 0; i < s->nchunks; i++)
+        free(s->chunks[i]);
+    free(s->chunks);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,157 @@
+/* sublet — gzip detection and bounded in-memory inflation (zlib).  See gz.h. */
+#include "formats/gz.h"
+#include "base/errmsg.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+bool sublet_is_gzip(const uint8_t *buf, size_t len) {
+    return buf && len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b;
+}
+
+/* Initial output capacity: the trailer's ISIZE (size mod 2^32) when it is
+ * plausible for one member, else a multiple of the input. */
+static size_t first_cap(const uint8_t *buf, size_t len, size_t max_out) {
+    size_t guess = len < SIZE_MAX / 4 - 4096 ? len * 4 + 4096 : SIZE_MAX / 2;
+    if (len >= 18) {
+        uint32_t isize = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
+                         (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
+        if (isize >= len / 2 && (uint64_t)isize <= (uint64_t)len * 1032 + 64)
+            guess = (size_t)isize + 1;
+    }
+    if (guess > max_out)
+        guess = max_out + (max_out < SIZE_MAX);
+    return guess ? guess : 1;
+}
+
+static bool all_zero(const uint8_t *p, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (p[k])
+            return false;
+    return true;
+}
+
+sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint8_t **out,
+                            size_t *out_len, char *err, size_t cap) {
+    *out = NULL;
+    *out_len = 0;
+    if (!sublet_is_gzip(buf, len))
+        return sl_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte 0: not gzip data (no 1f 8b magic)");
+    if (!max_out || max_out > SUBLET_GUNZIP_DEFAULT_MAX)
+        max_out = max_out ? max_out : SUBLET_GUNZIP_DEFAULT_MAX;
+    if (max_out >= SIZE_MAX - 1)
+        max_out = SIZE_MAX - 2;
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
+    size_t bcap = first_cap(buf, len, max_out); /* usable bytes; +1 for the NUL */
+    uint8_t *o = malloc(bcap + 1);
+    if (!o) {
+        inflateEnd(&zs);
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte 0: out of memory");
+    }
+    size_t olen = 0, in_pos = 0;
+    sublet_status st = SUBLET_OK;
+    zs.next_in = (Bytef *)(uintptr_t)buf;
+    zs.avail_in = 0;
+    for (;;) {
+        if (zs.avail_in == 0 && in_pos < len) {
+            size_t chunk = len - in_pos;
+            zs.next_in = (Bytef *)(uintptr_t)(buf + in_pos);
+            zs.avail_in = chunk > UINT_MAX ? UINT_MAX : (uInt)chunk;
+        }
+        if (olen == bcap) {
+            if (bcap > max_out) {
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
+                             "gzip byte %zu: inflated data exceeds the %zu-byte limit",
+                             (size_t)((const uint8_t *)zs.next_in - buf), max_out);
+                break;
+            }
+            size_t nb = bcap < (max_out + 1) / 2 ? bcap * 2 : max_out + 1;
+            uint8_t *p = realloc(o, nb + 1);
+            if (!p) {
+                st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip: out of memory");
+                break;
+            }
+            o = p;
+            bcap = nb;
+        }
+        size_t room = bcap - olen;
+        zs.next_out = o + olen;
+        zs.avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+        uInt before_in = zs.avail_in, before_out = zs.avail_out;
+        int ret = inflate(&zs, Z_NO_FLUSH);
+        olen += before_out - zs.avail_out;
+        in_pos += before_in - zs.avail_in;
+        if (ret == Z_STREAM_END) {
+            if (olen > max_out) {
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
+                             "gzip byte %zu: inflated data exceeds the %zu-byte limit", in_pos,
+                             max_out);
+                break;
+            }
+            size_t rest = len - in_pos;
+            if (rest == 0 || all_zero(buf + in_pos, rest))
+                break;
+            if (!sublet_is_gzip(buf + in_pos, rest)) {
+                st = sl_fail(err, cap, SUBLET_ERR_PARSE,
+                             "gzip byte %zu: trailing garbage after the gzip data", in_pos);
+                break;
+            }
+            inflateReset(&zs);
+            zs.avail_in = 0;
+            continue;
+        }
+        if (ret == Z_MEM_ERROR) {
+            st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "gzip byte %zu: out of memory", in_pos);
+            break;
+        }
+        if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+            st = sl_fail(err, cap, SUBLET_ERR_PARSE, "gzip byte %zu: corrupt gzip data (%s)",
+                         in_pos, zs.msg ? zs.msg : "invalid stream");
+            break;
+        }
+        /* Z_OK or Z_BUF_ERROR: out of input means a truncated stream */
+        if (zs.avail_in == 0 && in_pos >= len && zs.avail_out > 0) {
+            st = sl_fail(err, cap, SUBLET_ERR_PARSE,
+                         "gzip byte %zu: truncated gzip data (the stream ends before its "
+                         "end-of-data marker)",
+                         in_pos);
+            break;
+        }
+    }
+    inflateEnd(&zs);
+    if (st) {
+        free(o);
+        return st;
+    }
+    o[olen] = 0;
+    *out = o;
+    *out_len = olen;
+    return SUBLET_OK;
+}
+
+sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max_out,
+                                      const uint8_t **data, size_t *data_len, uint8_t **owned,
+                                      char *err, size_t cap) {
+    *owned = NULL;
+    if (!sublet_is_gzip(buf, len)) {
+        *data = buf;
+        *data_len = len;
+        return SUBLET_OK;
+    }
+    uint8_t *o;
+    size_t n;
+    sublet_status st = sublet_gunzip(buf, len, max_out, &o, &n, err, cap);
+    if (st)
+        return st;
+    *owned = o;
+    *data = o;
+    *data_len = n;
+    return SUBLET_OK;
+}

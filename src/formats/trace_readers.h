@@ -1,0 +1,122 @@
+/* sublet — internals shared by the trace readers (not a public header).
+ *
+ * trace_load.c holds the pieces every reader uses: the extras a reader
+ * attaches to its trace (stacks, settings, device, format; see the public
+ * accessors in sublet/trace.h), an address set, address ranges, the prelude
+ * list and the final assembly (prelude rows sorted by address, then the
+ * events).  The
+ * snapshot and Kineto readers start from a parsed pyval tree (pickle.h,
+ * json_codec.h); the RMM reader from bytes (sublet_trace_parse_rmm). */
+#ifndef SUBLET_TRACE_READERS_H
+#define SUBLET_TRACE_READERS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/errmsg.h"
+#include "formats/pyval.h"
+#include "sublet/trace.h"
+
+/* Quote at most 40 bytes of p for a message, escaping what is not printable. */
+void trace_show(const void *p, size_t n, char *out, size_t cap);
+
+/* ---- extras ------------------------------------------------------------------ */
+typedef struct trace_extras trace_extras;
+
+trace_extras *trace_extras_new(void); /* NULL when out of memory */
+void trace_extras_destroy(trace_extras *x);
+void trace_extras_set_format(trace_extras *x, sublet_trace_format f);
+void trace_extras_set_device(trace_extras *x, int64_t device);
+void trace_extras_set_memory(trace_extras *x, uint64_t bytes);
+/* Copy n bytes as the settings string (SUBLET_ERR_NO_MEMORY). */
+sublet_status trace_extras_set_settings(trace_extras *x, const char *s, size_t n);
+
+typedef struct trace_frame_in {
+    const char *file;
+    size_t file_len;
+    const char *name;
+    size_t name_len;
+    int64_t line;
+} trace_frame_in;
+/* Intern a stack of n frames (innermost first): *id is its 1-based id (equal
+ * stacks get equal ids), 0 when n == 0. */
+sublet_status trace_extras_intern_stack(trace_extras *x, const trace_frame_in *f, size_t n,
+                                        uint32_t *id);
+/* Give x to t (x is consumed, also on failure).  Replaces earlier extras of t. */
+sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x);
+/* src/trace.c: the trace's extras pointer (set returns the previous one). */
+trace_extras *sl_trace_swap_extras(sublet_trace *t, trace_extras *x);
+const trace_extras *sl_trace_extras(const sublet_trace *t);
+
+/* ---- an address set (open addressing, deletions) ------------------------------ */
+typedef struct u64set {
+    uint64_t *keys;
+    uint8_t *used;
+    size_t cap, n;
+} u64set; /* zero-initialise */
+
+void u64set_free(u64set *s);
+bool u64set_has(const u64set *s, uint64_t k);
+/* 0 added or already there, -1 out of memory. */
+int u64set_add(u64set *s, uint64_t k);
+/* true when k was there. */
+bool u64set_remove(u64set *s, uint64_t k);
+
+/* ---- disjoint address ranges, each tagged with a stream ------------------------
+ * The pages a trace says are mapped: the snapshot reader's expandable prelude,
+ * and the replay's check that a trace recorded under expandable segments
+ * began from an empty allocator (replay_fidelity.c).  A sorted array: the sets
+ * are small (the mapped runs of a few expandable segments). */
+typedef struct sl_range {
+    uint64_t lo, hi; /* [lo, hi), lo < hi */
+    sublet_stream stream;
+} sl_range;
+
+typedef struct sl_ranges { /* sorted by lo, disjoint */
+    sl_range *v;
+    size_t n, cap;
+} sl_ranges;
+
+/* Make [lo, hi) part of the set with `stream` (replacing whatever it
+ * overlapped), merged with the ranges of the same stream it touches.
+ * 0, or -1 when out of memory (the set is then unchanged or smaller by
+ * [lo, hi), never inconsistent). */
+int sl_ranges_add(sl_ranges *r, uint64_t lo, uint64_t hi, sublet_stream stream);
+/* Take [lo, hi) out of the set (what of it is there).  0, or -1 when out of
+ * memory (splitting a range needs room). */
+int sl_ranges_sub(sl_ranges *r, uint64_t lo, uint64_t hi);
+/* Is all of [lo, hi) inside one range of the set? */
+int sl_ranges_covers(const sl_ranges *r, uint64_t lo, uint64_t hi);
+/* Bytes of the set. */
+uint64_t sl_ranges_bytes(const sl_ranges *r);
+void sl_ranges_free(sl_ranges *r);
+
+/* ---- building a trace ----------------------------------------------------------- */
+typedef struct trace_vec {
+    sublet_trace_event *v;
+    size_t n, cap;
+} trace_vec; /* zero-initialise */
+
+void trace_vec_free(trace_vec *v);
+sublet_status trace_vec_push(trace_vec *v, const sublet_trace_event *e);
+
+/* Create the trace: the PRE_SEGMENT rows of pre_seg, then the PRE_ALLOC rows
+ * of pre_alloc (each list stably sorted by address first; their kind fields
+ * are set here), then the events. */
+sublet_status trace_assemble(trace_vec *pre_seg, trace_vec *pre_alloc, const trace_vec *events,
+                             sublet_trace **out);
+
+/* ---- readers from a parsed value tree --------------------------------------------- */
+/* A PyTorch memory snapshot (the dict of torch.cuda.memory._snapshot(), or the
+ * bare list of segments of memory_snapshot()).  fmt is what the trace reports
+ * as its source format.  Errors name a path into the value. */
+sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_load_options *opt,
+                                         sublet_trace_format fmt, sublet_trace **out, char *err,
+                                         size_t err_cap);
+/* A Kineto chrome trace (dict with traceEvents, or the bare event list). */
+sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_load_options *opt,
+                                       sublet_trace **out, char *err, size_t err_cap);
+
+#endif

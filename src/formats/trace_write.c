@@ -1,0 +1,319 @@
+/* sublet — a trace written out, without an engine: as the `.events.csv`
+ * form, and as PyTorch's snapshot dict built from the trace alone (see
+ * sublet/snapshot.h).
+ *
+ * The CSV is the exact text shared/traces derives from a snapshot, so a
+ * snapshot read with sublet_trace_parse and written here reproduces its
+ * committed CSV byte for byte.  The direct snapshot keeps the trace's events
+ * verbatim and rebuilds the final segments from the events: which segments
+ * and allocations are live at the end is found by sorting the events by
+ * (address, index) and looking at each address's last event. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/atomic_write.h"
+#include "formats/snapshot_internal.h"
+#include "sublet/snapshot.h"
+#include "sublet/trace.h"
+
+/* ---- events CSV ------------------------------------------------------------------------------- */
+
+#define CSV_HEADER "seq,action,addr,size,stream,time_us\r\n"
+#define CSV_PRE_SEGMENT_EXPANDABLE "pre_segment_expandable"
+
+sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
+                                      char *err, size_t cap)
+{
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !out || !out_len) {
+        if (err && cap)
+            snprintf(err, cap, "invalid argument");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    *out_len = 0;
+    size_t n = sublet_trace_count(t);
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    /* a row: 5 numbers of at most 20 digits, an action name, separators */
+    enum { ROW_MAX = 5 * 20 + 32 + 8 };
+    size_t cap_bytes = sizeof CSV_HEADER + n * (size_t)ROW_MAX;
+    if (n > (SIZE_MAX - sizeof CSV_HEADER) / ROW_MAX || !(*out = malloc(cap_bytes))) {
+        if (err && cap)
+            snprintf(err, cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    char *p = *out;
+    memcpy(p, CSV_HEADER, sizeof CSV_HEADER - 1);
+    p += sizeof CSV_HEADER - 1;
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *e = &ev[i];
+        /* the expandable flag rides in the action name: the CSV has no
+         * column for it, and the shared traces' CSVs never need it */
+        const char *action = sublet_trace_kind_name(e->kind);
+        if (e->kind == SUBLET_TRACE_PRE_SEGMENT && (e->flags & SUBLET_TRACE_EXPANDABLE))
+            action = CSV_PRE_SEGMENT_EXPANDABLE;
+        int k = snprintf(p, ROW_MAX, "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", i, action,
+                         e->addr, e->size, (uint64_t)e->stream);
+        p += k > 0 ? k : 0;
+        if (e->flags & SUBLET_TRACE_HAS_TIME) {
+            k = snprintf(p, 24, "%" PRIu64, e->time_us);
+            p += k > 0 ? k : 0;
+        }
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    *out_len = (size_t)(p - *out);
+    return SUBLET_OK;
+}
+
+sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, char *err,
+                                     size_t cap)
+{
+    if (err && cap)
+        err[0] = '\0';
+    if (!path || !*path) {
+        if (err && cap)
+            snprintf(err, cap, "invalid argument");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    char *text = NULL;
+    size_t n = 0;
+    char why[256];
+    sublet_status st = sublet_trace_encode_csv(t, &text, &n, why, sizeof why);
+    if (st != SUBLET_OK) {
+        if (err && cap)
+            snprintf(err, cap, "%s: %s", path, why);
+        return st;
+    }
+    size_t len = strlen(path);
+    if (len >= 3 && strcmp(path + len - 3, ".gz") == 0) {
+        uint8_t *gz = NULL;
+        size_t gn = 0;
+        st = sublet_gzip(text, n, &gz, &gn, why, sizeof why);
+        free(text);
+        if (st != SUBLET_OK) {
+            if (err && cap)
+                snprintf(err, cap, "%s: %s", path, why);
+            return st;
+        }
+        st = sublet_atomic_write(path, gz, gn, err, cap);
+        free(gz);
+        return st;
+    }
+    st = sublet_atomic_write(path, text, n, err, cap);
+    free(text);
+    return st;
+}
+
+/* ---- a snapshot built from a trace alone ---------------------------------------------------- */
+
+typedef struct lref {
+    uint64_t addr;
+    size_t idx; /* event index */
+} lref;
+
+static int cmp_lref(const void *x, const void *y)
+{
+    const lref *a = x, *b = y;
+    if (a->addr != b->addr)
+        return a->addr < b->addr ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* The events of `kinds` (a bit per kind) sorted by (addr, index). */
+static lref *refs_of(const sublet_trace_event *ev, size_t n, unsigned kinds, size_t *nout)
+{
+    lref *v = malloc((n ? n : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < n; i++)
+        if (ev[i].kind < 32 && (kinds >> ev[i].kind & 1u))
+            v[k++] = (lref){ev[i].addr, i};
+    if (v)
+        qsort(v, k, sizeof *v, cmp_lref);
+    *nout = k;
+    return v;
+}
+
+#define BIT(k) (1u << (k))
+
+/* Live at the end: for each address, its last event is one of `live` kinds
+ * (the last `start` kind before it gives the data).  Writes the index of the
+ * starting event into out (sorted by address); *pending for allocations whose
+ * last event is a free_requested. */
+static size_t live_of(const sublet_trace_event *ev, const lref *r, size_t nr, unsigned start,
+                      unsigned keep, size_t *out, bool *pending)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < nr;) {
+        size_t j = i;
+        while (j + 1 < nr && r[j + 1].addr == r[i].addr)
+            j++;
+        uint32_t last = ev[r[j].idx].kind;
+        if (start >> last & 1u || keep >> last & 1u) {
+            size_t s0 = SIZE_MAX;
+            for (size_t q = j + 1; q-- > i;)
+                if (start >> ev[r[q].idx].kind & 1u) {
+                    s0 = r[q].idx;
+                    break;
+                }
+            if (s0 != SIZE_MAX) {
+                if (pending)
+                    pending[k] = keep >> last & 1u;
+                out[k++] = s0;
+            }
+        }
+        i = j + 1;
+    }
+    return k;
+}
+
+static void inactive_block(snap_bld *b, pyval *blocks, uint64_t addr, uint64_t size)
+{
+    pyval *bd = b->fail ? NULL : snap_new_dict(b);
+    if (!bd)
+        return;
+    snap_set(b, bd, K_ADDRESS, snap_u(b, addr));
+    snap_set(b, bd, K_SIZE, snap_u(b, size));
+    snap_set(b, bd, K_REQUESTED_SIZE, snap_u(b, 0));
+    snap_set(b, bd, K_STATE, b->state[SUBLET_BLOCK_INACTIVE]);
+    snap_set(b, bd, K_FRAMES, b->no_frames);
+    if (pv_list_append(b->ar, blocks, bd) != SUBLET_OK)
+        b->fail = true;
+}
+
+sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf,
+                                         sublet_snapshot **out, char *err, size_t cap)
+{
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !out)
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
+    *out = NULL;
+    sublet_settings cfg;
+    sublet_settings_default(&cfg);
+    char why[512];
+    if (conf && *conf && sublet_settings_parse(&cfg, conf, why, sizeof why) != SUBLET_OK)
+        return sl_fail(err, cap, SUBLET_ERR_CONFIG, "settings '%s': %s", conf, why);
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    size_t n = sublet_trace_count(t);
+    sublet_snapshot *s = calloc(1, sizeof *s);
+    snap_bld b;
+    memset(&b, 0, sizeof b);
+    b.t = t;
+    b.device = sublet_trace_device(t) > 0 ? sublet_trace_device(t) : 0;
+    if (!s || !(s->arena = b.ar = pv_arena_create()) || !snap_bld_init(&b)) {
+        sublet_snapshot_free(s);
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+    }
+    /* device_traces: the recorded events verbatim */
+    pyval *traces = pv_new_list(b.ar), *mine = pv_new_list(b.ar);
+    b.fail = !traces || !mine;
+    for (int64_t d = 0; !b.fail && d < b.device; d++) {
+        pyval *empty = pv_new_list(b.ar);
+        if (!empty || pv_list_append(b.ar, traces, empty) != SUBLET_OK)
+            b.fail = true;
+    }
+    for (size_t i = 0; !b.fail && i < n; i++) {
+        if (sublet_trace_kind_is_prelude(ev[i].kind))
+            continue;
+        sublet_trace_entry e = {(sublet_action)ev[i].kind, ev[i].addr, ev[i].size, ev[i].stream,
+                                (ev[i].flags & SUBLET_TRACE_HAS_TIME) ? ev[i].time_us : 0,
+                                ev[i].frames};
+        pyval *d = snap_trace_entry(&b, &e);
+        if (!d || pv_list_append(b.ar, mine, d) != SUBLET_OK)
+            b.fail = true;
+    }
+    if (!b.fail && pv_list_append(b.ar, traces, mine) != SUBLET_OK)
+        b.fail = true;
+    /* the final segments and live allocations */
+    size_t nsr = 0, nar = 0;
+    unsigned seg_start = BIT(SUBLET_TRACE_PRE_SEGMENT) | BIT(SUBLET_ACT_SEGMENT_ALLOC) |
+                         BIT(SUBLET_ACT_SEGMENT_MAP);
+    unsigned seg_end = BIT(SUBLET_ACT_SEGMENT_FREE) | BIT(SUBLET_ACT_SEGMENT_UNMAP);
+    unsigned al_start = BIT(SUBLET_TRACE_PRE_ALLOC) | BIT(SUBLET_ACT_ALLOC);
+    unsigned al_pend = BIT(SUBLET_ACT_FREE_REQUESTED);
+    lref *sr = refs_of(ev, n, seg_start | seg_end, &nsr);
+    lref *ar = refs_of(ev, n, al_start | al_pend | BIT(SUBLET_ACT_FREE_COMPLETED), &nar);
+    size_t *segs = malloc((nsr ? nsr : 1) * sizeof *segs);
+    size_t *allocs = malloc((nar ? nar : 1) * sizeof *allocs);
+    bool *pending = malloc(nar ? nar : 1);
+    if (!sr || !ar || !segs || !allocs || !pending)
+        b.fail = true;
+    size_t ns = b.fail ? 0 : live_of(ev, sr, nsr, seg_start, 0, segs, NULL);
+    size_t na = b.fail ? 0 : live_of(ev, ar, nar, al_start, al_pend, allocs, pending);
+    size_t ai = 0;
+    for (size_t k = 0; k < ns && !b.fail; k++) {
+        const sublet_trace_event *sg = &ev[segs[k]];
+        uint64_t lo = sg->addr, hi = sg->addr + sg->size;
+        bool small = sg->size == ((uint64_t)2 << 20);
+        pyval *d = snap_new_dict(&b), *blocks = pv_new_list(b.ar);
+        if (!d || !blocks) {
+            b.fail = true;
+            break;
+        }
+        while (ai < na && ev[allocs[ai]].addr < lo)
+            ai++; /* outside every live segment: not shown */
+        uint64_t at = lo, alloc_sz = 0, req_sz = 0, active_sz = 0;
+        for (; ai < na && ev[allocs[ai]].addr < hi && !b.fail; ai++) {
+            const sublet_trace_event *e = &ev[allocs[ai]];
+            uint64_t limit = ai + 1 < na && ev[allocs[ai + 1]].addr < hi ? ev[allocs[ai + 1]].addr
+                                                                         : hi;
+            if (e->addr < at)
+                continue; /* overlaps the previous block: inconsistent trace */
+            if (e->addr > at)
+                inactive_block(&b, blocks, at, e->addr - at);
+            uint64_t room = limit - e->addr;
+            uint64_t size = e->block_size ? e->block_size
+                                          : sublet_round_size(&cfg, e->size ? e->size : 1);
+            if (size > room || (!small && !e->block_size && room - size <= ((uint64_t)1 << 20)))
+                size = room;
+            pyval *bd = snap_new_dict(&b);
+            if (!bd)
+                break;
+            snap_set(&b, bd, K_ADDRESS, snap_u(&b, e->addr));
+            snap_set(&b, bd, K_SIZE, snap_u(&b, size));
+            snap_set(&b, bd, K_REQUESTED_SIZE, snap_u(&b, e->size));
+            snap_set(&b, bd, K_STATE, b.state[pending[ai] ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
+                                                     : SUBLET_BLOCK_ACTIVE_ALLOCATED]);
+            snap_set(&b, bd, K_FRAMES, snap_frames_of(&b, e->frames));
+            if (pv_list_append(b.ar, blocks, bd))
+                b.fail = true;
+            alloc_sz += pending[ai] ? 0 : size;
+            active_sz += size;
+            req_sz += e->size;
+            at = e->addr + size;
+        }
+        if (at < hi)
+            inactive_block(&b, blocks, at, hi - at);
+        snap_set(&b, d, K_DEVICE, pv_new_int(b.ar, b.device));
+        snap_set(&b, d, K_ADDRESS, snap_u(&b, lo));
+        snap_set(&b, d, K_TOTAL_SIZE, snap_u(&b, sg->size));
+        snap_set(&b, d, K_ALLOCATED_SIZE, snap_u(&b, alloc_sz));
+        snap_set(&b, d, K_ACTIVE_SIZE, snap_u(&b, active_sz));
+        snap_set(&b, d, K_REQUESTED_SIZE, snap_u(&b, req_sz));
+        snap_set(&b, d, K_STREAM, snap_u(&b, sg->stream));
+        snap_set(&b, d, K_SEGMENT_TYPE, small ? b.small : b.large);
+        snap_set(&b, d, K_SEGMENT_POOL_ID, b.pool_id);
+        snap_set(&b, d, K_IS_EXPANDABLE, pv_bool(sg->kind == SUBLET_ACT_SEGMENT_MAP));
+        snap_set(&b, d, K_BLOCKS, blocks);
+        snap_set(&b, d, K_FRAMES, snap_frames_of(&b, sg->frames));
+        if (pv_list_append(b.ar, b.segs, d) != SUBLET_OK)
+            b.fail = true;
+    }
+    free(sr);
+    free(ar);
+    free(segs);
+    free(allocs);
+    free(pending);
+    if (b.fail || !snap_assemble(&b, s, traces, &cfg)) {
+        free(b.frames);
+        sublet_snapshot_free(s);
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+    }
+    free(b.frames);
+    *out = s;
+    return SUBLET_OK;
+}

@@ -1,0 +1,404 @@
+/* sublet — tuning the allocator settings from recorded traces (sublet/tune.h).
+ *
+ * Outline of sublet_tune():
+ *   1. enumerate the search space and merge the settings that provably replay
+ *      identically (same rounding of every request, max_split_size above
+ *      every block, max_non_split_rounding without oversize requests);
+ *   2. replay every distinct setting once on the user's device: its cost
+ *      (minus the calls that rebuild the prelude) and whether it fits;
+ *   3. per family (PyTorch knobs only; everything), walk the settings
+ *      cheapest first keeping the Pareto set of (M, cost): each setting is
+ *      probed once at the best M so far minus one step and bisected only
+ *      when it passes; a lower bound from rounding skips many without a
+ *      replay;
+ *   4. the answer is the cheapest setting within the band of the best M;
+ *   5. the answers and the current settings are evaluated exactly and
+ *      plainly (sublet_tune_evaluate: sublet_replay_min_capacity per trace),
+ *      and the default-vs-answer difference is explained from two recorded
+ *      replays;
+ *   6. the warm-up plan of the SUBLET_ALLOC_CONF answer is derived by replay
+ *      to a fixed point (tune_plan.c).
+ * Probes run in batches on `threads` threads; a batch's results are folded
+ * in in a fixed order, so the outcome does not depend on the scheduling.
+ * The steps live in tune_space.c (cost model, space), tune_eval.c (replays),
+ * tune_search.c (merging, bisection, the walk), tune_explain.c (the fixes
+ * sentence) and tune_plan.c (the plan); tune_internal.h lists them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_internal.h"
+
+/* ---- sublet_tune ------------------------------------------------------------------ */
+
+static size_t knobs_index(const knobs *all, size_t n, const knobs *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&all[i], k, sizeof *k) == 0)
+            return i;
+    return NONE;
+}
+
+static void fill_point(const tctx *x, const point *p, sublet_tune_eval *e)
+{
+    const cand *c = &x->c[p->c];
+    memset(e, 0, sizeof *e);
+    snprintf(e->conf, sizeof e->conf, "%s", c->conf);
+    e->pytorch = c->pytorch;
+    e->min_capacity_bytes = p->m;
+    for (size_t t = 0; t < x->nt; t++)
+        if (x->f[t].peak_requested > e->peak_requested_bytes)
+            e->peak_requested_bytes = x->f[t].peak_requested;
+    e->overhead = e->peak_requested_bytes
+                      ? (double)p->m / (double)e->peak_requested_bytes - 1.0
+                      : 0.0;
+    e->cost_us = c->cost;
+    e->device_calls = c->calls;
+    e->retries = c->retries;
+    e->peak_reserved_bytes = c->peak_reserved;
+    e->fits = c->fits;
+    e->ntraces = x->nt;
+}
+
+typedef struct final_job {
+    const tctx *x;
+    const char *conf[3][64];
+    sublet_tune_eval *ev[3];
+    sublet_status st[3][64];
+    char err[3][64][256];
+    uint64_t replays[3][64];
+} final_job;
+
+static void final_fn(void *arg, size_t i)
+{
+    final_job *j = arg;
+    size_t which = i / j->x->nt, t = i % j->x->nt;
+    uint64_t rp = 0;
+    j->st[which][t] = tn_eval_one(&j->x->f[t], j->conf[which][t], j->x->dev, j->x->o,
+                                  &j->ev[which]->per_trace[t], &rp, j->err[which][t],
+                                  sizeof j->err[which][t]);
+    j->replays[which][t] = rp;
+}
+
+sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
+                          sublet_tune_result *r)
+{
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(r, 0, sizeof *r);
+    double t0 = tn_now_s();
+    if (!traces || !n || n > 64) {
+        r->status = SUBLET_ERR_INVALID_ARGUMENT;
+        snprintf(r->error, sizeof r->error, "%s", !n ? "no traces" : "at most 64 traces");
+        return r->status;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!traces[i]) {
+            r->status = SUBLET_ERR_INVALID_ARGUMENT;
+            snprintf(r->error, sizeof r->error, "trace %zu is NULL", i);
+            return r->status;
+        }
+    sublet_tune_options def;
+    if (!o) {
+        sublet_tune_options_init(&def);
+        o = &def;
+    }
+    sublet_tune_options opt = *o;
+    opt.threads = tn_threads(opt.threads);
+    if (!opt.resolution)
+        opt.resolution = DEFAULT_RESOLUTION;
+    if (!(opt.band > 0))
+        opt.band = DEFAULT_BAND;
+
+    tctx x;
+    memset(&x, 0, sizeof x);
+    x.o = &opt;
+    x.nt = n;
+    x.res = opt.resolution;
+    x.dev = opt.device_memory ? opt.device_memory : tn_default_device(traces, n);
+    pthread_mutex_init(&x.lock, NULL);
+    r->ntraces = n;
+    r->device_memory = x.dev;
+    knobs *all = NULL;
+    sizes sz = {0};
+    walk wp, ws;
+    memset(&wp, 0, sizeof wp);
+    memset(&ws, 0, sizeof ws);
+    x.f = calloc(n, sizeof *x.f);
+    if (!x.f)
+        goto nomem;
+    for (size_t t = 0; t < n; t++) {
+        sublet_status st = tn_facts_get(traces[t], &x.f[t]);
+        if (st != SUBLET_OK) {
+            x.st = st;
+            snprintf(x.err, sizeof x.err, "trace %zu: %s", t, sublet_status_text(st));
+            goto out;
+        }
+    }
+
+    /* 1. the space, and the settings that replay identically */
+    size_t nall = tn_space_knobs(0, NULL);
+    all = malloc(nall * sizeof *all);
+    x.c = calloc(nall, sizeof *x.c);
+    x.ts_all = calloc(nall * n, sizeof *x.ts_all);
+    if (!all || !x.c || !x.ts_all || !tn_collect_sizes(&x, &sz))
+        goto nomem;
+    tn_space_knobs(0, all);
+    x.nc = nall;
+    unsigned ru_cls[N_RU];
+    uint64_t max_round[N_RU], max_alloc[N_RU];
+    tn_roundup_classes(&sz, ru_cls, max_round, max_alloc);
+    uint64_t max_pre = 0;
+    for (size_t t = 0; t < n; t++)
+        if (x.f[t].max_pre_segment > max_pre)
+            max_pre = x.f[t].max_pre_segment;
+    uint64_t lb[N_RU][64];
+    for (unsigned q = 0; q < N_RU; q++) {
+        if (ru_cls[q] != q)
+            continue;
+        char conf[128] = "";
+        if (q)
+            snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[q]);
+        sublet_settings s;
+        tn_settings_of(conf, &s);
+        for (size_t t = 0; t < n; t++)
+            lb[q][t] = tn_rounding_bound(&x.f[t], &s);
+    }
+    size_t distinct = 0;
+    for (size_t i = 0; i < nall; i++) {
+        cand *c = &x.c[i];
+        c->k = all[i];
+        tn_knobs_conf(&c->k, c->conf, sizeof c->conf);
+        c->pytorch = c->k.base != BASE_STITCH;
+        c->ts = &x.ts_all[i * n];
+        knobs kk = c->k;
+        kk.ru = (unsigned char)ru_cls[kk.ru];
+        uint64_t maxseg = max_alloc[kk.ru] > max_pre ? max_alloc[kk.ru] : max_pre;
+        if (kk.ms && kk.base == BASE_NATIVE && (uint64_t)tn_ms_mb[kk.ms] * MIB > maxseg)
+            kk.ms = kk.nsr = 0; /* no block can be oversize */
+        if (kk.ms && max_round[kk.ru] < (uint64_t)tn_ms_mb[kk.ms] * MIB)
+            kk.nsr = 0; /* no request is oversize */
+        c->rep = knobs_index(all, nall, &kk);
+        if (c->rep == NONE)
+            c->rep = i;
+        knobs sib = c->k;
+        sib.gc = 0;
+        c->gc_sibling = knobs_index(all, nall, &sib);
+        for (size_t t = 0; t < n; t++) {
+            tstate *s = &c->ts[t];
+            s->ok_at = NONE;
+            s->lb = lb[kk.ru][t];
+            if (c->k.gc)
+                s->lb += s->lb / 1000; /* the limit is 0.999 of the device */
+        }
+        if (c->rep == i)
+            distinct++;
+    }
+    r->space = nall;
+    r->distinct = distinct;
+    x.replays_est = distinct * (2 * n + 1);
+
+    /* 2. every distinct setting on the user's device (collector-free ones first:
+     * a collector that never fires replays like its sibling) */
+    task *tk = calloc(distinct ? distinct : 1, sizeof *tk);
+    drun *tk_d = calloc((distinct ? distinct : 1) * n, sizeof *tk_d);
+    uint64_t *tk_e = calloc((distinct ? distinct : 1) * n, sizeof *tk_e);
+    if (!tk || !tk_d || !tk_e) {
+        free(tk);
+        free(tk_d);
+        free(tk_e);
+        goto nomem;
+    }
+    for (int pass = 0; pass < 2 && x.st == SUBLET_OK; pass++) {
+        size_t nt = 0;
+        for (size_t i = 0; i < nall; i++) {
+            cand *c = &x.c[i];
+            if (c->rep != i || (pass == 0) != (c->k.gc == 0))
+                continue;
+            if (pass == 1) {
+                const cand *sib = &x.c[x.c[c->gc_sibling].rep];
+                double thr_frac = strtod(tn_gc_conf[c->k.gc], NULL);
+                uint64_t allowed = (uint64_t)(0.999 * (double)x.dev);
+                uint64_t thr = (uint64_t)(thr_frac * (double)allowed);
+                int same = sib->costed;
+                for (size_t t = 0; t < n && same; t++)
+                    same = sib->ts[t].d.fits && sib->ts[t].d.calls.retries == 0 &&
+                           sib->ts[t].d.peak_reserved <= thr;
+                if (same) {
+                    c->costed = 1;
+                    c->cost = sib->cost;
+                    c->fits = sib->fits;
+                    c->calls = sib->calls;
+                    c->retries = sib->retries;
+                    c->peak_reserved = sib->peak_reserved;
+                    for (size_t t = 0; t < n; t++) {
+                        c->ts[t].d = sib->ts[t].d;
+                        c->ts[t].errors_allowed = sib->ts[t].errors_allowed;
+                        c->ts[t].ok_at = x.dev;
+                    }
+                    continue;
+                }
+            }
+            memset(&tk[nt], 0, sizeof tk[nt]);
+            tk[nt].c = i;
+            tk[nt].kind = 0;
+            tk[nt].d = &tk_d[nt * n];
+            tk[nt].errors_allowed = &tk_e[nt * n];
+            nt++;
+        }
+        tn_run_tasks(&x, tk, nt);
+    }
+    free(tk);
+    free(tk_d);
+    free(tk_e);
+    if (x.st != SUBLET_OK)
+        goto out;
+
+    /* 3–4. the walks */
+    int wr = tn_walk_family(&x, 1, &wp);
+    if (wr == 0)
+        goto out;
+    int wr2 = tn_walk_family(&x, 0, &ws);
+    if (wr2 == 0)
+        goto out;
+    if (wr < 0 || wr2 < 0) {
+        x.st = SUBLET_ERR_OOM;
+        snprintf(x.err, sizeof x.err,
+                 "no setting of the search space runs the trace%s on any device tried",
+                 n > 1 ? "s" : "");
+        goto out;
+    }
+    r->pareto_pytorch = calloc(wp.np, sizeof *r->pareto_pytorch);
+    r->pareto_sublet = calloc(ws.np, sizeof *r->pareto_sublet);
+    if (!r->pareto_pytorch || !r->pareto_sublet)
+        goto nomem;
+    for (size_t i = 0; i < wp.np; i++)
+        fill_point(&x, &wp.pareto[i], &r->pareto_pytorch[i]);
+    r->npareto_pytorch = wp.np;
+    for (size_t i = 0; i < ws.np; i++)
+        fill_point(&x, &ws.pareto[i], &r->pareto_sublet[i]);
+    r->npareto_sublet = ws.np;
+    for (size_t i = 0; i < nall; i++) {
+        const cand *c = &x.c[i];
+        if (c->rep != i)
+            continue;
+        for (size_t t = 0; t < n; t++)
+            if (c->ts[t].lb > ws.best - x.res) {
+                r->bound_pruned++;
+                break;
+            }
+    }
+
+    /* 5. the answers and the current settings, evaluated plainly */
+    {
+        final_job *j = calloc(1, sizeof *j);
+        if (!j)
+            goto nomem;
+        j->x = &x;
+        j->ev[0] = &r->current;
+        j->ev[1] = &r->pytorch;
+        j->ev[2] = &r->sublet;
+        r->current_recorded = 1;
+        for (size_t t = 0; t < n; t++) {
+            const char *cur = opt.current && opt.current[t] ? opt.current[t] : NULL;
+            if (!cur) {
+                cur = sublet_trace_settings(traces[t]);
+                if (!cur) {
+                    r->current_recorded = 0;
+                    cur = "";
+                }
+            }
+            j->conf[0][t] = cur;
+            j->conf[1][t] = x.c[wp.answer].conf;
+            j->conf[2][t] = x.c[ws.answer].conf;
+        }
+        int fail = 0;
+        for (int w = 0; w < 3; w++) {
+            j->ev[w]->ntraces = n;
+            j->ev[w]->per_trace = calloc(n, sizeof *j->ev[w]->per_trace);
+            fail |= !j->ev[w]->per_trace;
+            snprintf(j->ev[w]->conf, sizeof j->ev[w]->conf, "%s", j->conf[w][0]);
+            j->ev[w]->pytorch = tn_conf_is_pytorch(j->conf[w][0]);
+        }
+        if (fail) {
+            free(j);
+            goto nomem;
+        }
+        tn_parallel_for(opt.threads, 3 * n, final_fn, j);
+        for (int w = 0; w < 3 && x.st == SUBLET_OK; w++)
+            for (size_t t = 0; t < n; t++) {
+                x.replays += j->replays[w][t];
+                if (j->st[w][t] != SUBLET_OK && x.st == SUBLET_OK) {
+                    x.st = j->st[w][t];
+                    snprintf(x.err, sizeof x.err, "%s%s: %s", w == 0 ? "current settings " : "",
+                             j->conf[w][t], j->err[w][t]);
+                }
+            }
+        for (int w = 0; w < 3; w++)
+            tn_eval_fold(j->ev[w]);
+        free(j);
+        tn_progress(&x);
+        if (x.st != SUBLET_OK)
+            goto out;
+    }
+
+    /* 6. what each answer fixes */
+    if (opt.diagnose) {
+        for (int w = 0; w < 2; w++) {
+            const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
+            size_t best = 0;
+            int64_t gain = INT64_MIN;
+            for (size_t t = 0; t < n; t++) {
+                int64_t g = (int64_t)r->current.per_trace[t].min_capacity_bytes -
+                            (int64_t)a->per_trace[t].min_capacity_bytes;
+                if (g > gain) {
+                    gain = g;
+                    best = t;
+                }
+            }
+            const char *cur = opt.current && opt.current[best] ? opt.current[best] : NULL;
+            if (!cur)
+                cur = sublet_trace_settings(traces[best]) ? sublet_trace_settings(traces[best])
+                                                          : "";
+            char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
+            tn_diagnose(&x.f[best], cur, a->conf, x.dev, a->per_trace[best].min_capacity_bytes,
+                        opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
+            if (w == 0)
+                r->pytorch_cause_trace = best;
+            else
+                r->sublet_cause_trace = best;
+        }
+    }
+
+    /* 7. the warm-up plan, for the SUBLET_ALLOC_CONF answer (policy:stitch has
+     * none: then for the PyTorch answer) */
+    if (opt.warmup) {
+        sublet_settings ss;
+        tn_settings_of(r->sublet.conf, &ss);
+        const char *pc = ss.policy == SUBLET_POLICY_STITCH ? r->pytorch.conf : r->sublet.conf;
+        tn_plan(x.f, n, pc, x.dev, &opt, &r->plan, &x.replays);
+        tn_progress(&x);
+    }
+    goto out;
+
+nomem:
+    if (x.st == SUBLET_OK) {
+        x.st = SUBLET_ERR_NO_MEMORY;
+        snprintf(x.err, sizeof x.err, "out of host memory");
+    }
+out:
+    r->replays = x.replays;
+    r->status = x.st;
+    if (x.st != SUBLET_OK)
+        snprintf(r->error, sizeof r->error, "%s", x.err);
+    tn_walk_free(&wp);
+    tn_walk_free(&ws);
+    free(sz.v);
+    free(all);
+    free(x.c);
+    free(x.ts_all);
+    free(x.f);
+    pthread_mutex_destroy(&x.lock);
+    r->seconds = tn_now_s() - t0;
+    return r->status;
+}

@@ -1,0 +1,330 @@
+/* sublet — the tuner's replays: one replay of a trace under a setting, the
+ * cost run on the user's device (minus the calls that rebuild the prelude),
+ * the probe that stops at the first OOM, the plain evaluation of one
+ * setting (sublet_tune_evaluate), and the parallel for the search runs them
+ * on. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tune/tune_internal.h"
+
+/* ---- per trace facts ---------------------------------------------------------------- */
+
+/* One replay of trace f under conf on a device of `cap` bytes. */
+sublet_status tn_replay(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                        int stop_on_oom, uint64_t stop_after, sublet_replay_result *r,
+                        char *err, size_t err_cap)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf;
+    o.device_memory = cap;
+    o.stop_on_oom = stop_on_oom;
+    o.stop_after = stop_after;
+    o.prelude = prelude;
+    return sublet_replay_run(f->t, &o, r, err, err_cap);
+}
+
+/* Page sizes of the virtual-memory modes of conf (0: conf uses cudaMalloc). */
+void tn_page_sizes(const char *conf, uint64_t *small_page, uint64_t *large_page)
+{
+    sublet_settings s;
+    sublet_settings_default(&s);
+    *small_page = *large_page = 0;
+    if (sublet_settings_parse(&s, conf, NULL, 0) != SUBLET_OK)
+        return;
+    if (s.policy == SUBLET_POLICY_STITCH) {
+        *small_page = *large_page = 2 * MIB;
+    } else if (s.expandable_segments) {
+        *small_page = 2 * MIB;
+        *large_page = s.large_segment_size ? s.large_segment_size : 20 * MIB;
+    }
+}
+
+/* The calls a replay made between r0 (after the prelude) and r (the end). */
+void tn_calls_between(const char *conf, const sublet_replay_result *r,
+                      const sublet_replay_result *r0, sublet_tune_calls *c)
+{
+    uint64_t sp, lp;
+    tn_page_sizes(conf, &sp, &lp);
+    memset(c, 0, sizeof *c);
+    c->segment_allocs = tn_sub0(r->device_ops.segment_allocs, r0->device_ops.segment_allocs);
+    c->segment_frees = tn_sub0(r->device_ops.segment_frees, r0->device_ops.segment_frees);
+    c->va_reserves = tn_sub0(r->device_ops.va_reserves, r0->device_ops.va_reserves);
+    c->va_releases = tn_sub0(r->device_ops.va_releases, r0->device_ops.va_releases);
+    c->va_maps = tn_sub0(r->device_ops.va_maps, r0->device_ops.va_maps);
+    c->va_unmaps = tn_sub0(r->device_ops.va_unmaps, r0->device_ops.va_unmaps);
+    c->retries = tn_sub0((uint64_t)r->stats_end.num_alloc_retries,
+                         (uint64_t)r0->stats_end.num_alloc_retries);
+    const sublet_stat *res = r->stats_end.reserved_bytes, *res0 = r0->stats_end.reserved_bytes;
+    if (sp) {
+        uint64_t sa = tn_sub0((uint64_t)res[SUBLET_POOL_SMALL].allocated,
+                              (uint64_t)res0[SUBLET_POOL_SMALL].allocated);
+        uint64_t la = tn_sub0((uint64_t)res[SUBLET_POOL_LARGE].allocated,
+                              (uint64_t)res0[SUBLET_POOL_LARGE].allocated);
+        uint64_t sf = tn_sub0((uint64_t)res[SUBLET_POOL_SMALL].freed,
+                              (uint64_t)res0[SUBLET_POOL_SMALL].freed);
+        uint64_t lf = tn_sub0((uint64_t)res[SUBLET_POOL_LARGE].freed,
+                              (uint64_t)res0[SUBLET_POOL_LARGE].freed);
+        c->map_pages = (sa + sp - 1) / sp + (la + lp - 1) / lp;
+        c->unmap_pages = (sf + sp - 1) / sp + (lf + lp - 1) / lp;
+    } else {
+        c->malloc_bytes = tn_sub0((uint64_t)res[SUBLET_POOL_ALL].allocated,
+                                  (uint64_t)res0[SUBLET_POOL_ALL].allocated);
+    }
+}
+
+/* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
+sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                          const sublet_tune_cost_model *m, drun *out, uint64_t *replays,
+                          char *err, size_t err_cap)
+{
+    memset(out, 0, sizeof *out);
+    sublet_replay_result r, r0;
+    memset(&r0, 0, sizeof r0);
+    sublet_status st = tn_replay(f, conf, cap, prelude, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
+    (*replays)++;
+    if (st != SUBLET_OK && st != SUBLET_ERR_OOM && st != SUBLET_ERR_DEVICE_OOM) {
+        sublet_replay_result_free(&r);
+        return st;
+    }
+    if (st != SUBLET_OK) { /* the prelude does not fit this device */
+        out->fits = 0;
+        out->ooms = 1;
+        sublet_replay_result_free(&r);
+        return SUBLET_OK;
+    }
+    if (f->npre) {
+        sublet_status st0 = tn_replay(f, conf, cap, prelude, 0, f->npre - 1, &r0, NULL, 0);
+        (*replays)++;
+        if (st0 != SUBLET_OK)
+            memset(&r0, 0, sizeof r0);
+        sublet_replay_result_free(&r0);
+    }
+    sublet_tune_calls *c = &out->calls;
+    tn_calls_between(conf, &r, &r0, c);
+    out->fits = r.ooms == 0;
+    out->ooms = r.ooms;
+    out->errors = r.errors;
+    out->peak_reserved = r.peak_reserved_bytes;
+    out->segments = c->segment_allocs + c->va_maps;
+    out->cost = sublet_tune_calls_cost(c, m);
+    sublet_replay_result_free(&r);
+    return SUBLET_OK;
+}
+
+/* A probe: does trace f run on `cap` bytes without an OOM (and without more
+ * row errors than the reference)?  Stops at the first OOM. */
+sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                           uint64_t errors_allowed, int *ok, char *err, size_t err_cap)
+{
+    sublet_replay_result r;
+    sublet_status st = tn_replay(f, conf, cap, prelude, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
+    *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
+    sublet_replay_result_free(&r);
+    if (st == SUBLET_ERR_OOM || st == SUBLET_ERR_DEVICE_OOM)
+        st = SUBLET_OK; /* the prelude does not fit: a failure to run */
+    return st;
+}
+
+/* Bytes of the big device used as the reference when the user's is too
+ * small (as sublet_replay_min_capacity). */
+uint64_t tn_big_device(const tfacts *f)
+{
+    uint64_t b = f->recorded_reserved > f->peak_requested ? f->recorded_reserved
+                                                          : f->peak_requested;
+    return b * 4 + GIB;
+}
+
+/* ---- the exact, plain evaluation ------------------------------------------------------ */
+
+sublet_status tn_facts_get(const sublet_trace *t, tfacts *f)
+{
+    memset(f, 0, sizeof *f);
+    f->t = t;
+    f->npre = sublet_trace_prelude_count(t);
+    sublet_trace_info info;
+    sublet_status st = sublet_trace_info_get(t, &info);
+    if (st != SUBLET_OK)
+        return st;
+    f->peak_requested = info.peak_requested_bytes;
+    f->recorded_reserved = info.peak_reserved_bytes;
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    for (size_t i = 0; i < f->npre; i++) {
+        uint64_t s = ev[i].kind == SUBLET_TRACE_PRE_SEGMENT ? ev[i].size : ev[i].block_size;
+        if (s > f->max_pre_segment)
+            f->max_pre_segment = s;
+    }
+    return SUBLET_OK;
+}
+
+uint64_t tn_default_device(const sublet_trace *const *traces, size_t n)
+{
+    uint64_t d = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t m = sublet_trace_device_memory(traces[i]);
+        if (m > d)
+            d = m;
+    }
+    return d ? d : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+}
+
+void tn_eval_fold(sublet_tune_eval *e)
+{
+    e->min_capacity_bytes = e->peak_requested_bytes = e->peak_reserved_bytes = 0;
+    e->cost_us = 0;
+    e->device_calls = e->retries = 0;
+    e->fits = 1;
+    for (size_t i = 0; i < e->ntraces; i++) {
+        const sublet_tune_trace_eval *p = &e->per_trace[i];
+        if (p->min_capacity_bytes > e->min_capacity_bytes)
+            e->min_capacity_bytes = p->min_capacity_bytes;
+        if (p->peak_requested_bytes > e->peak_requested_bytes)
+            e->peak_requested_bytes = p->peak_requested_bytes;
+        if (p->peak_reserved_bytes > e->peak_reserved_bytes)
+            e->peak_reserved_bytes = p->peak_reserved_bytes;
+        e->cost_us += p->cost_us;
+        e->device_calls += sublet_tune_calls_total(&p->calls);
+        e->retries += p->calls.retries;
+        e->fits &= p->fits;
+    }
+    e->overhead = e->peak_requested_bytes
+                      ? (double)e->min_capacity_bytes / (double)e->peak_requested_bytes - 1.0
+                      : 0.0;
+}
+
+int tn_conf_is_pytorch(const char *conf)
+{
+    sublet_settings s;
+    sublet_settings_default(&s);
+    if (sublet_settings_parse(&s, conf, NULL, 0) != SUBLET_OK)
+        return 0;
+    return s.policy == SUBLET_POLICY_NATIVE;
+}
+
+/* One trace, one setting: plain min capacity + cost run. */
+sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev, const
+                          sublet_tune_options *o, sublet_tune_trace_eval *out,
+                          uint64_t *replays, char *err, size_t err_cap)
+{
+    memset(out, 0, sizeof *out);
+    out->peak_requested_bytes = f->peak_requested;
+    drun d;
+    sublet_status st = tn_cost_run(f, conf, dev, o->prelude, &o->cost, &d, replays, err, err_cap);
+    if (st != SUBLET_OK)
+        return st;
+    out->fits = d.fits;
+    out->ooms = d.ooms;
+    out->peak_reserved_bytes = d.peak_reserved;
+    out->segments_created = d.segments;
+    out->calls = d.calls;
+    out->cost_us = d.cost;
+    sublet_replay_options ro;
+    sublet_replay_options_init(&ro);
+    ro.conf = conf;
+    ro.prelude = o->prelude;
+    sublet_mincap_result m;
+    st = sublet_replay_min_capacity(f->t, &ro, o->resolution ? o->resolution : DEFAULT_RESOLUTION,
+                                    &m, err, err_cap);
+    *replays += m.replays;
+    if (st == SUBLET_OK) {
+        out->min_capacity_bytes = m.min_capacity_bytes;
+        out->overhead = m.overhead;
+    }
+    sublet_mincap_result_free(&m);
+    return st;
+}
+
+sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, const char *conf,
+                                   const sublet_tune_options *o, sublet_tune_eval *out, char *err,
+                                   size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    if (!traces || !n || !conf)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_tune_options def;
+    if (!o) {
+        sublet_tune_options_init(&def);
+        o = &def;
+    }
+    snprintf(out->conf, sizeof out->conf, "%s", conf);
+    out->pytorch = tn_conf_is_pytorch(conf);
+    out->ntraces = n;
+    out->per_trace = calloc(n, sizeof *out->per_trace);
+    if (!out->per_trace)
+        return SUBLET_ERR_NO_MEMORY;
+    uint64_t dev = o->device_memory ? o->device_memory : tn_default_device(traces, n);
+    uint64_t replays = 0;
+    for (size_t i = 0; i < n; i++) {
+        tfacts f;
+        sublet_status st = tn_facts_get(traces[i], &f);
+        if (st == SUBLET_OK)
+            st = tn_eval_one(&f, conf, dev, o, &out->per_trace[i], &replays, err, err_cap);
+        if (st != SUBLET_OK) {
+            sublet_tune_eval_free(out);
+            return st;
+        }
+    }
+    tn_eval_fold(out);
+    return SUBLET_OK;
+}
+
+/* ---- a tiny parallel for ------------------------------------------------------------ */
+
+typedef struct pfor {
+    size_t n, next;
+    void (*fn)(void *ctx, size_t i);
+    void *ctx;
+    pthread_mutex_t lock;
+} pfor;
+
+static void *pfor_worker(void *arg)
+{
+    pfor *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->n)
+            return NULL;
+        p->fn(p->ctx, i);
+    }
+}
+
+unsigned tn_threads(unsigned threads)
+{
+    if (threads)
+        return threads > MAX_THREADS ? MAX_THREADS : threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
+}
+
+void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx)
+{
+    if (threads > MAX_THREADS)
+        threads = MAX_THREADS;
+    if (threads <= 1 || n <= 1) {
+        for (size_t i = 0; i < n; i++)
+            fn(ctx, i);
+        return;
+    }
+    pfor p = {.n = n, .next = 0, .fn = fn, .ctx = ctx};
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_t th[MAX_THREADS];
+    unsigned started = 0;
+    for (unsigned i = 1; i < threads && i < n; i++)
+        if (pthread_create(&th[started], NULL, pfor_worker, &p) == 0)
+            started++;
+    pfor_worker(&p);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p.lock);
+}
+

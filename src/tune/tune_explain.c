@@ -1,0 +1,527 @@
+/* sublet — what an answer fixes, in one sentence tied to the trace: two
+ * recorded replays (the current settings and the answer) on the user's
+ * device, the rows where the current settings took new device memory and
+ * the answer did not, and the splits of cached blocks before them; else the
+ * first OOM of the current settings on the answer's minimum device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/history.h"
+#include "tune/tune_internal.h"
+
+/* ---- the diagnosis: what the answer fixes, in one sentence --------------------------- */
+
+void tn_fmt_size(uint64_t b, char *out, size_t cap)
+{
+    if (b >= GIB && b % GIB == 0)
+        snprintf(out, cap, "%llu GiB", (unsigned long long)(b / GIB));
+    else if (b >= GIB)
+        snprintf(out, cap, "%.2f GiB", (double)b / (double)GIB);
+    else if (b >= MIB && b % MIB == 0)
+        snprintf(out, cap, "%llu MiB", (unsigned long long)(b / MIB));
+    else if (b >= MIB)
+        snprintf(out, cap, "%.2f MiB", (double)b / (double)MIB);
+    else if (b >= 1024)
+        snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(out, cap, "%llu bytes", (unsigned long long)b);
+}
+
+static void fmt_events(uint64_t lo, uint64_t hi, char *out, size_t cap)
+{
+    if (lo == hi)
+        snprintf(out, cap, "event %llu", (unsigned long long)lo);
+    else
+        snprintf(out, cap, "events %llu–%llu", (unsigned long long)lo, (unsigned long long)hi);
+}
+
+/* What the answer's settings do differently from the current ones. */
+static void mechanism(const char *from, const char *to, char *out, size_t cap)
+{
+    sublet_settings a, b;
+    tn_settings_of(from, &a);
+    tn_settings_of(to, &b);
+    size_t n = 0;
+    out[0] = '\0';
+#define SAY(...)                                                                  \
+    do {                                                                          \
+        if (n < cap)                                                              \
+            n += (size_t)snprintf(out + n, cap - n, "%s", n ? "; " : "");        \
+        if (n < cap)                                                              \
+            n += (size_t)snprintf(out + n, cap - n, __VA_ARGS__);                \
+    } while (0)
+    if (b.policy == SUBLET_POLICY_STITCH && a.policy != SUBLET_POLICY_STITCH)
+        SAY("policy:stitch backs every block with 2 MiB pages, so free pages anywhere serve "
+            "any request");
+    else if (b.expandable_segments && !a.expandable_segments)
+        SAY("expandable_segments:True grows one segment per stream page by page, so freed "
+            "pages serve later requests of any size");
+    else if (!b.expandable_segments && a.expandable_segments)
+        SAY("without expandable segments requests get whole segments of their own");
+    if (b.max_split_size != a.max_split_size) {
+        if (b.max_split_size == SUBLET_SIZE_UNLIMITED)
+            SAY("without max_split_size_mb every cached block may be split");
+        else
+            SAY("max_split_size_mb:%llu keeps cached blocks of %llu MiB or more whole: only "
+                "requests of that size take them",
+                (unsigned long long)(b.max_split_size / MIB),
+                (unsigned long long)(b.max_split_size / MIB));
+    }
+    if (b.max_non_split_rounding != a.max_non_split_rounding &&
+        b.max_split_size != SUBLET_SIZE_UNLIMITED)
+        SAY("max_non_split_rounding_mb:%llu lets an oversize request take a cached block up "
+            "to %llu MiB larger",
+            (unsigned long long)(b.max_non_split_rounding / MIB),
+            (unsigned long long)(b.max_non_split_rounding / MIB));
+    if (memcmp(a.roundup_power2_divisions, b.roundup_power2_divisions,
+               sizeof a.roundup_power2_divisions) != 0) {
+        int any = 0;
+        for (int i = 0; i < SUBLET_ROUNDUP_BUCKETS; i++)
+            any |= b.roundup_power2_divisions[i] > 1;
+        if (any)
+            SAY("roundup_power2_divisions rounds requests up to a few sizes per power of two, "
+                "so freed blocks fit later requests of nearby sizes");
+        else
+            SAY("without roundup_power2_divisions requests are rounded to 512 bytes only");
+    }
+    if (b.garbage_collection_threshold > 0 && b.per_process_memory_fraction < 1.0 &&
+        !(a.garbage_collection_threshold > 0 && a.per_process_memory_fraction < 1.0))
+        SAY("garbage_collection_threshold:%g frees the least recently used cached segments "
+            "once %g %% of the memory limit is reserved, instead of freeing the whole cache "
+            "on a failed allocation",
+            b.garbage_collection_threshold, b.garbage_collection_threshold * 100.0);
+    if (!n)
+        SAY("the settings differ only in options that did not matter here");
+#undef SAY
+}
+
+typedef struct hist {
+    sublet_trace_entry *e;
+    size_t n;
+    uint64_t last_event;
+    sublet_frag_stats frag; /* at the end of the run */
+    int have_frag;
+} hist;
+
+static void copy_history(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
+{
+    (void)st;
+    hist *h = user;
+    h->last_event = last_event;
+    if (!a)
+        return;
+    if (sublet_frag_read(a, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &h->frag) == SUBLET_OK)
+        h->have_frag = 1;
+    size_t n = sublet_history_count(a);
+    h->e = malloc((n ? n : 1) * sizeof *h->e);
+    if (h->e)
+        h->n = sublet_history_copy(a, h->e, n);
+}
+
+/* A copy of t whose time stamps are the row indices, so that the recorded
+ * history of a replay says which row each engine event stands for. */
+static sublet_trace *indexed_copy(const sublet_trace *t)
+{
+    sublet_trace *c;
+    if (sublet_trace_create(&c) != SUBLET_OK)
+        return NULL;
+    size_t n = sublet_trace_count(t);
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    for (size_t i = 0; i < n; i++) {
+        sublet_trace_event e = ev[i];
+        e.time_us = i;
+        e.flags |= SUBLET_TRACE_HAS_TIME;
+        e.frames = 0;
+        if (sublet_trace_append(c, &e) != SUBLET_OK) {
+            sublet_trace_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static int record_run(const sublet_trace *ix, const char *conf, uint64_t cap, int prelude,
+                      int stop_on_oom, hist *h, sublet_replay_result *r)
+{
+    memset(h, 0, sizeof *h);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf;
+    o.device_memory = cap;
+    o.prelude = prelude;
+    o.stop_on_oom = stop_on_oom;
+    o.record = SUBLET_RECORD_ALL;
+    o.record_context = SUBLET_CONTEXT_NONE;
+    o.record_max_entries = 4 * sublet_trace_count(ix) + 1024;
+    o.on_finish = copy_history;
+    o.finish_user = h;
+    sublet_status st = sublet_replay_run(ix, &o, r, NULL, 0);
+    return st == SUBLET_OK && h->e;
+}
+
+/* The row an entry stands for: allocations carry the time of the recorded
+ * segment_alloc row before them when there was one. */
+static uint64_t entry_event(const sublet_trace_event *ev, size_t n, const sublet_trace_entry *e)
+{
+    uint64_t i = e->time_us;
+    if (i < n && ev[i].kind == SUBLET_ACT_SEGMENT_ALLOC &&
+        (e->action == SUBLET_ACT_ALLOC || e->action == SUBLET_ACT_SEGMENT_ALLOC ||
+         e->action == SUBLET_ACT_SEGMENT_MAP))
+        i++;
+    return i;
+}
+
+/* Bytes of new device memory (segments or mapped pages) per row. */
+static uint64_t *new_memory_per_row(const hist *h, const sublet_trace_event *ev, size_t n)
+{
+    uint64_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < h->n; i++) {
+        const sublet_trace_entry *e = &h->e[i];
+        if (e->action != SUBLET_ACT_SEGMENT_ALLOC && e->action != SUBLET_ACT_SEGMENT_MAP)
+            continue;
+        uint64_t r = entry_event(ev, n, e);
+        if (r < n)
+            v[r] += e->size;
+    }
+    return v;
+}
+
+/* A sorted set of uint64 (a plain array; the sets here hold live blocks and
+ * segments, thousands at most). */
+typedef struct uset {
+    uint64_t *k, *v;
+    size_t n, cap;
+} uset;
+
+static size_t uset_lb(const uset *s, uint64_t key)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->k[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int uset_put(uset *s, uint64_t key, uint64_t val)
+{
+    size_t i = uset_lb(s, key);
+    if (i < s->n && s->k[i] == key) {
+        s->v[i] = val;
+        return 1;
+    }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 256;
+        uint64_t *k = realloc(s->k, nc * sizeof *k);
+        if (!k)
+            return 0;
+        s->k = k;
+        uint64_t *v = realloc(s->v, nc * sizeof *v);
+        if (!v)
+            return 0;
+        s->v = v;
+        s->cap = nc;
+    }
+    memmove(s->k + i + 1, s->k + i, (s->n - i) * sizeof *s->k);
+    memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
+    s->k[i] = key;
+    s->v[i] = val;
+    s->n++;
+    return 1;
+}
+
+static void uset_del(uset *s, uint64_t key)
+{
+    size_t i = uset_lb(s, key);
+    if (i < s->n && s->k[i] == key) {
+        memmove(s->k + i, s->k + i + 1, (s->n - i - 1) * sizeof *s->k);
+        memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof *s->v);
+        s->n--;
+    }
+}
+
+static void uset_free(uset *s)
+{
+    free(s->k);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+typedef struct split {
+    uint64_t event, request, rounded, taken;
+} split;
+
+/* The large-pool splits of the current run: an allocation served from a
+ * cached block larger than it (the block starts where the allocation does,
+ * and ends at the next live block or the segment's end). */
+static size_t find_splits(const hist *h, const sublet_trace *t, const sublet_settings *s,
+                          split **out)
+{
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    size_t n = sublet_trace_count(t), npre = sublet_trace_prelude_count(t);
+    uset segs = {0}, live = {0};
+    size_t ns = 0, cap = 0;
+    split *v = NULL;
+    for (size_t i = 0; i < npre; i++) {
+        if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT)
+            uset_put(&segs, ev[i].addr, ev[i].size);
+        else
+            uset_put(&live, ev[i].addr, ev[i].size);
+    }
+    uint64_t fresh = NONE; /* a segment just created: the next alloc there is no split */
+    for (size_t i = 0; i < h->n; i++) {
+        const sublet_trace_entry *e = &h->e[i];
+        switch (e->action) {
+        case SUBLET_ACT_SEGMENT_ALLOC:
+            uset_put(&segs, e->addr, e->size);
+            fresh = e->addr;
+            break;
+        case SUBLET_ACT_SEGMENT_FREE:
+            uset_del(&segs, e->addr);
+            break;
+        case SUBLET_ACT_FREE_COMPLETED:
+            uset_del(&live, e->addr);
+            break;
+        case SUBLET_ACT_ALLOC: {
+            uint64_t a = e->addr;
+            uint64_t rounded = sublet_round_size(s, e->size ? e->size : 1);
+            int was_fresh = fresh == a;
+            fresh = NONE;
+            if (!was_fresh && rounded > MIB) {
+                size_t si = uset_lb(&segs, a + 1);
+                if (si > 0 && a - segs.k[si - 1] < segs.v[si - 1]) {
+                    uint64_t end = segs.k[si - 1] + segs.v[si - 1];
+                    size_t li = uset_lb(&live, a + 1);
+                    if (li < live.n && live.k[li] < end)
+                        end = live.k[li];
+                    uint64_t taken = end > a ? end - a : 0;
+                    if (taken > rounded + MIB) {
+                        if (ns == cap) {
+                            cap = cap ? cap * 2 : 64;
+                            split *nv = realloc(v, cap * sizeof *v);
+                            if (!nv)
+                                goto done;
+                            v = nv;
+                        }
+                        v[ns++] = (split){entry_event(ev, n, e), e->size, rounded, taken};
+                    }
+                }
+            }
+            uset_put(&live, a, e->size);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+done:
+    uset_free(&segs);
+    uset_free(&live);
+    *out = v;
+    return ns;
+}
+
+typedef struct pair {
+    uint64_t a, b;
+} pair;
+
+static int cmp_pair(const void *x, const void *y)
+{
+    const pair *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+/* The most frequent pair (ties: the largest). */
+static pair pair_mode(pair *v, size_t n)
+{
+    pair best = {0, 0};
+    if (!n)
+        return best;
+    qsort(v, n, sizeof *v, cmp_pair);
+    size_t bc = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && v[j].a == v[i].a && v[j].b == v[i].b)
+            j++;
+        if (j - i >= bc) {
+            bc = j - i;
+            best = v[i];
+        }
+        i = j;
+    }
+    return best;
+}
+
+
+/* One sentence: what `to` fixes in trace t compared with `from`. */
+void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev,
+                 uint64_t to_mincap, int prelude, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (strcmp(from, to) == 0)
+        return;
+    char mech[320];
+    mechanism(from, to, mech, sizeof mech);
+    sublet_trace *ix = indexed_copy(f->t);
+    if (!ix)
+        return;
+    const sublet_trace_event *ev = sublet_trace_events(ix);
+    size_t n = sublet_trace_count(ix);
+    hist hf, ht;
+    sublet_replay_result rf, rt;
+    int okf = record_run(ix, from, dev, prelude, 0, &hf, &rf);
+    int okt = record_run(ix, to, dev, prelude, 0, &ht, &rt);
+    uint64_t *sf = okf ? new_memory_per_row(&hf, ev, n) : NULL;
+    uint64_t *st = okt ? new_memory_per_row(&ht, ev, n) : NULL;
+    if (sf && st) {
+        /* the rows where the current settings took new memory that the answer did not */
+        uint64_t first = NONE, last = 0, count = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (sf[i] <= st[i])
+                continue;
+            if (first == NONE)
+                first = i;
+            last = i;
+            count++;
+        }
+        uint64_t pf = rf.peak_reserved_bytes, pt = rt.peak_reserved_bytes;
+        if (count && pf > pt) {
+            sublet_settings fs;
+            tn_settings_of(from, &fs);
+            int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
+            int adopt = prelude == SUBLET_PRELUDE_ADOPT ||
+                        (prelude == SUBLET_PRELUDE_AUTO && !virt);
+            split *sp = NULL;
+            size_t nsp = adopt && !virt ? find_splits(&hf, ix, &fs, &sp) : 0;
+            /* the culprits: splits, before a row where new memory was taken, of
+             * blocks that could have held that row's request, by smaller ones */
+            uint64_t cf = NONE, cl = 0, cc = 0;
+            pair *cp = malloc((nsp ? nsp : 1) * sizeof *cp);
+            pair *xp = malloc((count ? count : 1) * sizeof *xp);
+            size_t nx = 0;
+            for (size_t i = first; i <= last && i < n && cp && xp; i++) {
+                if (sf[i] <= st[i])
+                    continue;
+                xp[nx++] = (pair){sf[i], ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
+                if (ev[i].kind != SUBLET_ACT_ALLOC)
+                    continue;
+                uint64_t need = sublet_round_size(&fs, ev[i].size ? ev[i].size : 1);
+                for (size_t q = 0; q < nsp && sp[q].event < i; q++) {
+                    if (sp[q].taken < need || sp[q].rounded >= need)
+                        continue;
+                    if (sp[q].event < cf)
+                        cf = sp[q].event;
+                    if (sp[q].event > cl)
+                        cl = sp[q].event;
+                    cp[cc++] = (pair){sp[q].taken, sp[q].request};
+                    sp[q].taken = 0; /* counted once */
+                }
+            }
+            free(sp);
+            char evs[96], evc[96], a1[32], a2[32], a3[32], a4[32], p1[32], p2[32], seg[160];
+            fmt_events(first, last, evs, sizeof evs);
+            tn_fmt_size(pf, p1, sizeof p1);
+            tn_fmt_size(pt, p2, sizeof p2);
+            pair xm = pair_mode(xp, nx);
+            tn_fmt_size(xm.a, a3, sizeof a3);
+            tn_fmt_size(xm.b, a4, sizeof a4);
+            int k;
+            if (count == 1)
+                k = snprintf(seg, sizeof seg, "a new %s segment at %s for a %s request", a3,
+                             evs, a4);
+            else
+                k = snprintf(seg, sizeof seg,
+                             "%llu new segments at %s (most often %s, for a %s request)",
+                             (unsigned long long)count, evs, a3, a4);
+            if (k < 0)
+                seg[0] = '\0';
+            if (cc) {
+                pair cm = pair_mode(cp, cc);
+                tn_fmt_size(cm.a, a1, sizeof a1);
+                tn_fmt_size(cm.b, a2, sizeof a2);
+                fmt_events(cf, cl, evc, sizeof evc);
+                if (cc == 1)
+                    k = snprintf(out, cap,
+                                 "a cached %s block split by a %s request at %s left no free "
+                                 "block large enough later, so the current settings took %s "
+                                 "(peak reserved %s; "
+                                 "%s with the answer): %s.",
+                                 a1, a2, evc, seg, p1, p2, mech);
+                else
+                    k = snprintf(out, cap,
+                                 "%llu cached blocks split by smaller requests at %s (most "
+                                 "often a %s block by a %s request) left no free block large "
+                                 "enough later, so the current settings took %s (peak reserved "
+                                 "%s; %s with the "
+                                 "answer): %s.",
+                                 (unsigned long long)cc, evc, a1, a2, seg, p1,
+                                 p2, mech);
+            } else {
+                k = snprintf(out, cap,
+                             "the current settings took %s where the answer reused cached "
+                             "memory (peak reserved "
+                             "%s; %s with the answer): %s.",
+                             seg, p1, p2, mech);
+            }
+            if (k < 0)
+                out[0] = '\0';
+            free(cp);
+            free(xp);
+        }
+    }
+    if (!out[0] && to_mincap) {
+        /* no difference on the user's device: the difference is at the
+         * answer's minimum capacity */
+        hist ho;
+        sublet_replay_result ro;
+        int oko = record_run(ix, from, to_mincap, prelude, 1, &ho, &ro);
+        if (oko && ro.ooms && ro.first_oom_event < n) {
+            uint64_t e = ro.first_oom_event;
+            char dv[32], rq[32], fr[32], lg[32], sp[32];
+            tn_fmt_size(to_mincap, dv, sizeof dv);
+            tn_fmt_size(ev[e].size, rq, sizeof rq);
+            tn_fmt_size(ho.frag.free_bytes, fr, sizeof fr);
+            tn_fmt_size(ho.frag.largest_free_block, lg, sizeof lg);
+            tn_fmt_size(ho.frag.inactive_split_bytes, sp, sizeof sp);
+            if (ho.have_frag && ho.frag.free_bytes)
+                snprintf(out, cap,
+                         "on a %s device (the answer's minimum) the current settings run out at "
+                         "event %llu, a %s "
+                         "request, while %s sits cached in %llu free blocks (the largest %s; "
+                         "%s of it inside split segments): %s.",
+                         dv, (unsigned long long)e, rq, fr,
+                         (unsigned long long)ho.frag.free_blocks, lg, sp, mech);
+            else
+                snprintf(out, cap,
+                         "on a %s device (the answer's minimum) the current settings run out at "
+                         "event %llu, a %s "
+                         "request: %s.",
+                         dv, (unsigned long long)e, rq, mech);
+        } else if (oko && okf && okt) {
+            uint64_t cf = rf.device_ops.segment_allocs + rf.device_ops.va_maps,
+                     ct = rt.device_ops.segment_allocs + rt.device_ops.va_maps;
+            if (cf > ct)
+                snprintf(out, cap,
+                         "no fragmentation to fix: the answer needs %llu device allocations "
+                         "where the current settings need %llu (%s).",
+                         (unsigned long long)ct, (unsigned long long)cf, mech);
+        }
+        free(ho.e);
+        sublet_replay_result_free(&ro);
+    }
+    free(sf);
+    free(st);
+    free(hf.e);
+    free(ht.e);
+    sublet_replay_result_free(&rf);
+    sublet_replay_result_free(&rt);
+    sublet_trace_free(ix);
+}

@@ -1,0 +1,543 @@
+/* sublet — the warm-up plan (sublet_tune_plan_derive, sublet/tune.h): the
+ * segments to reserve at start so that a recorded run makes no device
+ * allocation after them, found by replay to a fixed point.
+ *
+ * A round replays every trace with the plan so far reserved first (the
+ * `warmup` option, applied by sublet_reserve when the replay's allocator is
+ * created) and reads what the allocator holds at the end on the default
+ * stream, leaving out the segments a mid-run trace adopted as its prelude:
+ * under the native policy each segment's (pool, size), with expandable
+ * segments the pages mapped per pool.  The next plan holds, per (pool, size),
+ * the most that the plan or any trace held.  Round 0 runs without a plan, so
+ * the first plan is what the run itself created; later rounds add what a run
+ * that starts from the plan still creates (best fit treats segments made
+ * ahead differently from segments made on demand).  The plan only grows, so
+ * it settles; at most 8 rounds.  The last round's replays are the
+ * verification: the device allocations they make beyond the plan's own are
+ * counted (0 when the plan is complete), and what keeps them from 0 is said:
+ * segments the run gives back to the device and allocates again, segments of
+ * other streams, a device the plan does not fit.
+ *
+ * Costs follow the cost model (the calls after the prelude); the plan's own
+ * reservations are priced once, as they happen once per process. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_internal.h"
+
+#define MAX_ROUNDS 8
+
+typedef struct kcount { /* count segments of size bytes in pool (expandable: bytes, count 1) */
+    int pool;
+    uint64_t size, count;
+} kcount;
+
+typedef struct kset {
+    kcount *v;
+    size_t n, cap;
+    int oom;
+} kset;
+
+static kcount *kset_find(kset *s, int pool, uint64_t size)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].pool == pool && s->v[i].size == size)
+            return &s->v[i];
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 16;
+        kcount *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv) {
+            s->oom = 1;
+            return NULL;
+        }
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n] = (kcount){pool, size, 0};
+    return &s->v[s->n++];
+}
+
+static void kset_free(kset *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* Large pool first, larger first: the order the plan reserves in. */
+static int cmp_kcount(const void *a, const void *b)
+{
+    const kcount *x = a, *y = b;
+    if (x->pool != y->pool)
+        return x->pool == SUBLET_POOL_LARGE ? -1 : 1;
+    return (x->size < y->size) - (x->size > y->size);
+}
+
+static int kset_equal(const kset *a, const kset *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        size_t j = 0;
+        while (j < b->n && !(b->v[j].pool == a->v[i].pool && b->v[j].size == a->v[i].size))
+            j++;
+        if (j == b->n || b->v[j].count != a->v[i].count)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- one replay, and what it left --------------------------------------------------------- */
+
+/* What the allocator holds when a replay ends. */
+typedef struct fin {
+    const uint64_t *adopted; /* sorted addresses of the segments the prelude adopted */
+    size_t nadopted;
+    kset held;               /* default stream, adopted ones left out: native (pool, size)
+                              * counts; expandable (pool, 0) with count = mapped bytes */
+    uint64_t other_segments; /* held on other streams */
+} fin;
+
+static int is_adopted(const fin *f, uint64_t addr)
+{
+    size_t lo = 0, hi = f->nadopted;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->adopted[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->nadopted && f->adopted[lo] == addr;
+}
+
+static void seg_cb(void *user, const sublet_segment_view *v)
+{
+    fin *f = user;
+    if (!v->is_expandable && is_adopted(f, v->addr))
+        return;
+    if (v->stream != 0) {
+        f->other_segments++;
+        return;
+    }
+    int pool = v->is_small ? SUBLET_POOL_SMALL : SUBLET_POOL_LARGE;
+    kcount *k = kset_find(&f->held, pool, v->is_expandable ? 0 : v->total_size);
+    if (k) /* an expandable segment shows as one view per mapped run: they add up */
+        k->count += v->is_expandable ? v->total_size : 1;
+}
+
+static void on_finish(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
+{
+    (void)last_event, (void)st;
+    if (a)
+        sublet_segments_walk(a, seg_cb, user);
+}
+
+/* One trace under one plan. */
+typedef struct meas {
+    sublet_status st;
+    char err[256];
+    int created; /* an allocator with the plan could be created: the plan fits */
+    uint64_t plan_allocs, plan_bytes;
+    sublet_tune_calls plan_calls;
+    int fits;
+    uint64_t errors, peak_reserved;
+    uint64_t allocs;         /* device allocations after the prelude (cudaMalloc, maps) */
+    uint64_t prelude_allocs; /* allocations rebuilding the prelude, beyond the plan's */
+    uint64_t frees;          /* device frees during the run */
+    uint64_t empty_caches;   /* empty_cache() calls the trace makes */
+    sublet_tune_calls calls;
+    double cost;
+    fin fin;
+    uint64_t replays;
+} meas;
+
+static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t dev,
+                    const sublet_tune_options *o, meas *m)
+{
+    sublet_replay_result base, zero, r, r0;
+    memset(&base, 0, sizeof base);
+    memset(&zero, 0, sizeof zero);
+    if (has_plan) { /* the plan alone: what creating the allocator does */
+        sublet_backend *sim = NULL;
+        sublet_allocator *a = NULL;
+        m->st = sublet_sim_create(dev, &sim);
+        if (m->st != SUBLET_OK)
+            return;
+        sublet_options ao = {.backend = sim, .device = 0, .conf = conf};
+        sublet_status st = sublet_allocator_create(&ao, &a, m->err, sizeof m->err);
+        if (st == SUBLET_OK) {
+            sublet_stats_read(a, &base.stats_end);
+            sublet_sim_ops_read(sim, &base.device_ops);
+            sublet_allocator_destroy(a);
+        }
+        sublet_backend_destroy(sim);
+        if (st == SUBLET_ERR_OOM)
+            return; /* created = 0: the plan does not fit the device */
+        if (st != SUBLET_OK) {
+            m->st = st;
+            return;
+        }
+    }
+    m->created = 1;
+    m->plan_allocs = (uint64_t)base.stats_end.num_device_alloc;
+    m->plan_bytes = (uint64_t)base.stats_end.reserved_bytes[SUBLET_POOL_ALL].current;
+    tn_calls_between(conf, &base, &zero, &m->plan_calls);
+
+    sublet_replay_options ro;
+    sublet_replay_options_init(&ro);
+    ro.conf = conf;
+    ro.device_memory = dev;
+    ro.prelude = o->prelude;
+    ro.on_finish = on_finish;
+    ro.finish_user = &m->fin;
+    sublet_status st = sublet_replay_run(f->t, &ro, &r, m->err, sizeof m->err);
+    m->replays++;
+    sublet_replay_result_free(&r);
+    if (st == SUBLET_ERR_OOM || st == SUBLET_ERR_DEVICE_OOM)
+        return; /* the prelude does not fit: fits = 0 */
+    if (st != SUBLET_OK) {
+        m->st = st;
+        return;
+    }
+    r0 = base;
+    if (f->npre) {
+        if (tn_replay(f, conf, dev, o->prelude, 0, f->npre - 1, &r0, NULL, 0) != SUBLET_OK)
+            r0 = base;
+        sublet_replay_result_free(&r0);
+        m->replays++;
+    }
+    tn_calls_between(conf, &r, &r0, &m->calls);
+    m->cost = sublet_tune_calls_cost(&m->calls, &o->cost);
+    m->fits = r.ooms == 0;
+    m->errors = r.errors;
+    m->peak_reserved = r.peak_reserved_bytes;
+    m->allocs = m->calls.segment_allocs + m->calls.va_maps;
+    m->prelude_allocs = tn_sub0((uint64_t)r0.stats_end.num_device_alloc, m->plan_allocs);
+    m->empty_caches = r.empty_caches;
+    m->frees = tn_sub0((uint64_t)r.stats_end.num_device_free,
+                       (uint64_t)r0.stats_end.num_device_free);
+}
+
+typedef struct round_job {
+    const tfacts *f;
+    const char *conf;
+    int has_plan;
+    uint64_t dev;
+    const sublet_tune_options *o;
+    meas *m;
+} round_job;
+
+static void round_fn(void *arg, size_t i)
+{
+    round_job *j = arg;
+    meas *m = &j->m[i];
+    fin keep = m->fin;
+    kset_free(&keep.held);
+    memset(m, 0, sizeof *m);
+    m->fin.adopted = keep.adopted;
+    m->fin.nadopted = keep.nadopted;
+    measure(&j->f[i], j->conf, j->has_plan, j->dev, j->o, m);
+}
+
+/* ---- the fixed point ------------------------------------------------------------------------ */
+
+static void note_add(sublet_tune_plan *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note_add(sublet_tune_plan *p, const char *fmt, ...)
+{
+    size_t len = strlen(p->note);
+    if (len + 3 >= sizeof p->note)
+        return;
+    if (len)
+        len += (size_t)snprintf(p->note + len, sizeof p->note - len, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->note + len, sizeof p->note - len, fmt, ap);
+    va_end(ap);
+}
+
+/* The plan's entries and text from the counts (at most SUBLET_WARMUP_MAX
+ * entries: the ones holding the most bytes; the rest counted in *left). */
+static void plan_text(sublet_tune_plan *p, const kset *k, int expandable, uint64_t *left_segments,
+                      uint64_t *left_bytes)
+{
+    kcount *v = malloc((k->n ? k->n : 1) * sizeof *v);
+    *left_segments = *left_bytes = 0;
+    p->nentries = 0;
+    if (!v)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < k->n; i++)
+        if (k->v[i].count)
+            v[n++] = expandable ? (kcount){k->v[i].pool, k->v[i].count, 1} : k->v[i];
+    qsort(v, n, sizeof *v, cmp_kcount);
+    if (n > SUBLET_WARMUP_MAX) { /* keep the biggest holders of bytes, in plan order */
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = i; j > 0 && v[j].size * v[j].count > v[j - 1].size * v[j - 1].count;
+                 j--) {
+                kcount t = v[j];
+                v[j] = v[j - 1];
+                v[j - 1] = t;
+            }
+        for (size_t i = SUBLET_WARMUP_MAX; i < n; i++) {
+            *left_segments += v[i].count;
+            *left_bytes += v[i].size * v[i].count;
+        }
+        n = SUBLET_WARMUP_MAX;
+        qsort(v, n, sizeof *v, cmp_kcount);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = v[i].count > UINT32_MAX ? UINT32_MAX : v[i].count;
+        p->entries[p->nentries++] = (sublet_warmup_entry){v[i].pool, (uint32_t)c, v[i].size};
+    }
+    free(v);
+    sublet_warmup_format(p->entries, p->nentries, p->option, sizeof p->option);
+    snprintf(p->env, sizeof p->env, "%s%s%s", p->conf, p->conf[0] ? "," : "", p->option);
+}
+
+static void fmt(uint64_t b, char *out, size_t cap) { tn_fmt_size(b, out, cap); }
+
+sublet_status tn_plan(const tfacts *f, size_t n, const char *conf, uint64_t dev,
+                      const sublet_tune_options *o, sublet_tune_plan *out, uint64_t *replays)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->conf, sizeof out->conf, "%s", conf ? conf : "");
+    sublet_settings s;
+    sublet_settings_default(&s);
+    char err[256] = "";
+    if (!f || !n || !conf || sublet_settings_parse(&s, conf, err, sizeof err) != SUBLET_OK) {
+        out->status = SUBLET_ERR_INVALID_ARGUMENT;
+        snprintf(out->note, sizeof out->note, "%s", err[0] ? err : "no traces or no settings");
+        return out->status;
+    }
+    if (s.policy == SUBLET_POLICY_STITCH) {
+        out->status = SUBLET_ERR_UNSUPPORTED;
+        snprintf(out->note, sizeof out->note,
+                 "policy:stitch maps pages where it stitches them: sublet_reserve cannot "
+                 "reserve ahead for it, so it has no warm-up plan");
+        return out->status;
+    }
+    int expandable = s.expandable_segments;
+    int adopt = o->prelude == SUBLET_PRELUDE_ADOPT ||
+                (o->prelude == SUBLET_PRELUDE_AUTO && !expandable);
+    meas *m = calloc(n, sizeof *m);
+    uint64_t **ad = calloc(n, sizeof *ad);
+    kset plan = {0}, next = {0};
+    char *conf_p = malloc(sizeof out->env);
+    sublet_status st = m && ad && conf_p ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
+    for (size_t t = 0; t < n && st == SUBLET_OK && adopt; t++) {
+        const sublet_trace_event *ev = sublet_trace_events(f[t].t);
+        uint64_t segs = 0, bytes = 0;
+        ad[t] = malloc((f[t].npre ? f[t].npre : 1) * sizeof *ad[t]);
+        if (!ad[t]) {
+            st = SUBLET_ERR_NO_MEMORY;
+            break;
+        }
+        for (size_t i = 0; i < f[t].npre; i++)
+            if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
+                ad[t][segs++] = ev[i].addr;
+                bytes += ev[i].size;
+            }
+        for (size_t i = 1; i < segs; i++) /* few hundred at most: insertion sort */
+            for (size_t j = i; j > 0 && ad[t][j] < ad[t][j - 1]; j--) {
+                uint64_t x = ad[t][j];
+                ad[t][j] = ad[t][j - 1];
+                ad[t][j - 1] = x;
+            }
+        m[t].fin.adopted = ad[t];
+        m[t].fin.nadopted = segs;
+        if (segs > out->prelude_segments)
+            out->prelude_segments = segs;
+        if (bytes > out->prelude_bytes)
+            out->prelude_bytes = bytes;
+    }
+    round_job job = {f, conf, 0, dev, o, m};
+    int converged = 0;
+    uint64_t left_segments = 0, left_bytes = 0, prelude_allocs = 0, empty_caches = 0;
+    int fits_before = 1;
+    for (unsigned round = 0; st == SUBLET_OK; round++) {
+        tn_parallel_for(tn_threads(o->threads), n, round_fn, &job);
+        for (size_t t = 0; t < n; t++) {
+            *replays += m[t].replays;
+            if (m[t].st != SUBLET_OK && st == SUBLET_OK) {
+                st = m[t].st;
+                snprintf(out->note, sizeof out->note, "%s", m[t].err[0] ? m[t].err
+                                                                       : sublet_status_text(st));
+            }
+        }
+        if (st != SUBLET_OK)
+            break;
+        if (round == 0) { /* the run as it is */
+            for (size_t t = 0; t < n; t++) {
+                if (m[t].peak_reserved > out->peak_reserved_bytes)
+                    out->peak_reserved_bytes = m[t].peak_reserved;
+                out->device_allocs_before += m[t].allocs;
+                out->device_calls_before += sublet_tune_calls_total(&m[t].calls);
+                out->cost_before_us += m[t].cost;
+                fits_before &= m[t].fits;
+            }
+        }
+        /* the next plan: per (pool, size) the most the plan or any trace held */
+        kset_free(&next);
+        for (size_t i = 0; i < plan.n; i++) {
+            kcount *k = kset_find(&next, plan.v[i].pool, plan.v[i].size);
+            if (k)
+                k->count = plan.v[i].count;
+        }
+        for (size_t t = 0; t < n; t++) {
+            next.oom |= m[t].fin.held.oom;
+            for (size_t i = 0; i < m[t].fin.held.n; i++) {
+                const kcount *h = &m[t].fin.held.v[i];
+                kcount *k = kset_find(&next, h->pool, h->size);
+                if (k && h->count > k->count)
+                    k->count = h->count;
+            }
+        }
+        if (next.oom) {
+            st = SUBLET_ERR_NO_MEMORY;
+            break;
+        }
+        if (round > 0 && kset_equal(&next, &plan)) {
+            converged = 1;
+            break;
+        }
+        if (round == MAX_ROUNDS || (round == 0 && next.n == 0))
+            break;
+        kset tmp = plan;
+        plan = next;
+        next = tmp;
+        plan_text(out, &plan, expandable, &left_segments, &left_bytes);
+        snprintf(conf_p, sizeof out->env, "%s", out->env);
+        job.conf = conf_p;
+        job.has_plan = 1;
+        out->rounds = round + 1;
+    }
+    if (st == SUBLET_OK && !plan.n) {
+        snprintf(out->note, sizeof out->note, "%s",
+                 out->device_allocs_before
+                     ? "the run holds no segment of the default stream at its end: there is "
+                       "nothing a plan could reserve that the run would keep"
+                     : "the run makes no device allocation after its prelude: it needs no plan");
+    } else if (st == SUBLET_OK) {
+        /* the last round's replays verify the plan */
+        out->fits = 1;
+        for (size_t t = 0; t < n; t++) {
+            const meas *x = &m[t];
+            out->fits &= x->created && x->fits;
+            if (x->peak_reserved > out->peak_reserved_with_plan)
+                out->peak_reserved_with_plan = x->peak_reserved;
+            out->device_allocs_after += x->allocs;
+            out->device_calls_after += sublet_tune_calls_total(&x->calls);
+            out->cost_after_us += x->cost;
+            out->frees_after += x->frees;
+            prelude_allocs += x->prelude_allocs;
+            empty_caches += x->empty_caches;
+            if (x->fin.other_segments > out->other_stream_segments)
+                out->other_stream_segments = x->fin.other_segments;
+            if (x->created && x->plan_bytes) {
+                out->plan_bytes = x->plan_bytes;
+                out->plan_calls = sublet_tune_calls_total(&x->plan_calls);
+                out->plan_cost_us = sublet_tune_calls_cost(&x->plan_calls, &o->cost);
+            }
+        }
+        if (!out->plan_bytes)
+            for (size_t i = 0; i < out->nentries; i++)
+                out->plan_bytes += out->entries[i].size * out->entries[i].count;
+        char b1[32], b2[32];
+        if (!out->fits) {
+            fmt(dev, b1, sizeof b1);
+            fmt(out->plan_bytes, b2, sizeof b2);
+            if (fits_before)
+                note_add(out, "with the plan (%s) the run does not fit your device (%s)", b2, b1);
+            else
+                note_add(out, "the run does not fit your device (%s), with or without the plan",
+                         b1);
+        }
+        if (out->device_allocs_after && empty_caches)
+            note_add(out, "the run calls empty_cache() %llu time%s (its segment_free rows): each "
+                          "gives every free cached segment back to the device, the plan's too, "
+                          "so the run allocates again",
+                     (unsigned long long)empty_caches, empty_caches == 1 ? "" : "s");
+        else if (out->device_allocs_after && out->frees_after)
+            note_add(out, "the run gives %llu segment%s back to the device (the OOM path or the "
+                          "garbage collector) and allocates again",
+                     (unsigned long long)out->frees_after, out->frees_after == 1 ? "" : "s");
+        if (prelude_allocs)
+            note_add(out, "rebuilding the prelude still makes %llu device allocation%s",
+                     (unsigned long long)prelude_allocs, prelude_allocs == 1 ? "" : "s");
+        if (out->other_stream_segments)
+            note_add(out, "%llu segment%s of other streams %s not covered (a stream is a "
+                          "handle of one run: the plan reserves for the default stream only)",
+                     (unsigned long long)out->other_stream_segments,
+                     out->other_stream_segments == 1 ? "" : "s",
+                     out->other_stream_segments == 1 ? "is" : "are");
+        if (left_segments) {
+            fmt(left_bytes, b1, sizeof b1);
+            note_add(out, "%llu segments (%s) of the least-used sizes are left out: a plan "
+                          "holds at most %d entries",
+                     (unsigned long long)left_segments, b1, SUBLET_WARMUP_MAX);
+        }
+        if (!converged && out->device_allocs_after)
+            note_add(out, "the plan still grew after %d rounds", MAX_ROUNDS);
+        if (out->prelude_segments) {
+            fmt(out->prelude_bytes, b1, sizeof b1);
+            note_add(out, "the trace starts mid-run holding %llu segments (%s) it adopted: the "
+                          "plan adds what the recorded part needs (--prelude allocate plans for "
+                          "all of it)",
+                     (unsigned long long)out->prelude_segments, b1);
+        }
+    }
+    out->status = st;
+    for (size_t t = 0; m && t < n; t++)
+        kset_free(&m[t].fin.held);
+    for (size_t t = 0; ad && t < n; t++)
+        free(ad[t]);
+    free(ad);
+    free(m);
+    free(conf_p);
+    kset_free(&plan);
+    kset_free(&next);
+    return st;
+}
+
+sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t n,
+                                      const char *conf, const sublet_tune_options *o,
+                                      sublet_tune_plan *out)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    sublet_tune_options def;
+    if (!o) {
+        sublet_tune_options_init(&def);
+        o = &def;
+    }
+    if (!traces || !n || n > 64 || !conf) {
+        out->status = SUBLET_ERR_INVALID_ARGUMENT;
+        snprintf(out->note, sizeof out->note, "%s", !traces || !n ? "no traces"
+                                                    : !conf       ? "no settings"
+                                                                  : "at most 64 traces");
+        return out->status;
+    }
+    tfacts *f = calloc(n, sizeof *f);
+    if (!f) {
+        out->status = SUBLET_ERR_NO_MEMORY;
+        return out->status;
+    }
+    sublet_status st = SUBLET_OK;
+    for (size_t t = 0; t < n && st == SUBLET_OK; t++)
+        st = traces[t] ? tn_facts_get(traces[t], &f[t]) : SUBLET_ERR_INVALID_ARGUMENT;
+    uint64_t replays = 0;
+    if (st == SUBLET_OK)
+        st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(traces, n),
+                     o, out, &replays);
+    else {
+        out->status = st;
+        snprintf(out->note, sizeof out->note, "a trace cannot be read: %s",
+                 sublet_status_text(st));
+    }
+    free(f);
+    return st;
+}

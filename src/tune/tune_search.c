@@ -1,0 +1,644 @@
+/* sublet — the tuner's search (sublet_tune steps 1–4): merging settings that
+ * provably replay identically, the rounding lower bound, the tasks (cost runs
+ * and probes) run in batches whose results are folded in in a fixed order,
+ * the bisection from the best known bounds, and the Pareto walk of a family
+ * with its answer, the cheapest setting within the band of the best M. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune_internal.h"
+
+/* ---- the search state --------------------------------------------------------------- */
+
+void tn_progress(tctx *x)
+{
+    if (x->o->progress)
+        x->o->progress(x->o->progress_user, x->replays,
+                       x->replays_est > x->replays ? x->replays_est : x->replays);
+}
+
+static int has_error(tctx *x)
+{
+    pthread_mutex_lock(&x->lock);
+    int e = x->st != SUBLET_OK;
+    pthread_mutex_unlock(&x->lock);
+    return e;
+}
+
+static void set_error(tctx *x, sublet_status st, const char *msg)
+{
+    pthread_mutex_lock(&x->lock);
+    if (x->st == SUBLET_OK) {
+        x->st = st;
+        snprintf(x->err, sizeof x->err, "%s", msg && *msg ? msg : sublet_status_text(st));
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* ---- merging settings that replay identically ------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Distinct request sizes of every trace (allocs and pre_allocs). */
+int tn_collect_sizes(const tctx *x, sizes *out)
+{
+    size_t total = 0;
+    for (size_t t = 0; t < x->nt; t++)
+        total += sublet_trace_count(x->f[t].t);
+    out->v = malloc((total ? total : 1) * sizeof *out->v);
+    if (!out->v)
+        return 0;
+    size_t n = 0;
+    for (size_t t = 0; t < x->nt; t++) {
+        const sublet_trace_event *ev = sublet_trace_events(x->f[t].t);
+        size_t cnt = sublet_trace_count(x->f[t].t);
+        for (size_t i = 0; i < cnt; i++)
+            if ((ev[i].kind == SUBLET_ACT_ALLOC || ev[i].kind == SUBLET_TRACE_PRE_ALLOC) &&
+                ev[i].size)
+                out->v[n++] = ev[i].size;
+    }
+    qsort(out->v, n, sizeof *out->v, cmp_u64);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || out->v[m - 1] != out->v[i])
+            out->v[m++] = out->v[i];
+    out->n = m;
+    return 1;
+}
+
+void tn_settings_of(const char *conf, sublet_settings *s)
+{
+    sublet_settings_default(s);
+    (void)sublet_settings_parse(s, conf, NULL, 0);
+}
+
+/* For each roundup value: the first value that rounds every size alike. */
+void tn_roundup_classes(const sizes *sz, unsigned *cls, uint64_t *max_round,
+                        uint64_t *max_alloc)
+{
+    sublet_settings s[N_RU];
+    for (unsigned r = 0; r < N_RU; r++) {
+        char conf[128] = "";
+        if (r)
+            snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[r]);
+        tn_settings_of(conf, &s[r]);
+        cls[r] = r;
+        max_round[r] = max_alloc[r] = 0;
+        for (size_t i = 0; i < sz->n; i++) {
+            uint64_t rs = sublet_round_size(&s[r], sz->v[i]);
+            uint64_t as = sublet_allocation_size(&s[r], rs);
+            if (rs > max_round[r])
+                max_round[r] = rs;
+            if (as > max_alloc[r])
+                max_alloc[r] = as;
+        }
+        for (unsigned q = 0; q < r; q++) {
+            if (cls[q] != q)
+                continue;
+            size_t i = 0;
+            while (i < sz->n && sublet_round_size(&s[q], sz->v[i]) ==
+                                    sublet_round_size(&s[r], sz->v[i]))
+                i++;
+            if (i == sz->n) {
+                cls[r] = q;
+                break;
+            }
+        }
+    }
+}
+
+/* The rounding lower bound of each roundup class, per trace: the peak of the
+ * live requests rounded as the class rounds them (pre_allocs at their
+ * requested size, since an adopted block keeps its recorded size). */
+uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
+{
+    const sublet_trace_event *ev = sublet_trace_events(f->t);
+    size_t n = sublet_trace_count(f->t);
+    /* address -> rounded size of the live allocations: a small open-addressing map */
+    size_t cap = 1024;
+    while (cap < 2 * n + 2)
+        cap *= 2;
+    uint64_t *keys = calloc(cap, sizeof *keys), *vals = calloc(cap, sizeof *vals);
+    unsigned char *used = calloc(cap, 1);
+    uint64_t live = 0, peak = 0;
+    if (!keys || !vals || !used) {
+        free(keys);
+        free(vals);
+        free(used);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sublet_trace_event *e = &ev[i];
+        int add = e->kind == SUBLET_ACT_ALLOC || e->kind == SUBLET_TRACE_PRE_ALLOC;
+        int del = e->kind == SUBLET_ACT_FREE_COMPLETED;
+        if (!add && !del)
+            continue;
+        uint64_t h = e->addr * UINT64_C(0x9e3779b97f4a7c15);
+        size_t j = (size_t)(h >> 17) & (cap - 1);
+        while (used[j] == 1 && keys[j] != e->addr)
+            j = (j + 1) & (cap - 1);
+        if (add) {
+            if (!e->size)
+                continue;
+            uint64_t v = e->kind == SUBLET_TRACE_PRE_ALLOC ? e->size : sublet_round_size(s, e->size);
+            if (used[j] == 1)
+                live -= vals[j]; /* a reused address: the earlier one is gone */
+            used[j] = 1;
+            keys[j] = e->addr;
+            vals[j] = v;
+            live += v;
+            if (live > peak)
+                peak = live;
+        } else if (used[j] == 1) {
+            live -= vals[j];
+            vals[j] = 0; /* keep the slot (tombstone-free): value 0 */
+        }
+    }
+    free(keys);
+    free(vals);
+    free(used);
+    return peak;
+}
+
+/* ---- tasks ----------------------------------------------------------------------- */
+
+typedef struct tbatch {
+    tctx *x;
+    task *t;
+} tbatch;
+
+/* The cost task: every trace on the user's device (and, when it does not
+ * fit, the reference errors from a big device). */
+static void do_cost(tctx *x, task *k)
+{
+    cand *c = &x->c[k->c];
+    char err[512] = "";
+    for (size_t t = 0; t < x->nt; t++) {
+        sublet_status st = tn_cost_run(&x->f[t], c->conf, x->dev, x->o->prelude, &x->o->cost,
+                                       &k->d[t], &k->replays, err, sizeof err);
+        if (st != SUBLET_OK) {
+            set_error(x, st, err);
+            return;
+        }
+        k->errors_allowed[t] = k->d[t].errors;
+        if (!k->d[t].fits) {
+            drun big;
+            uint64_t bd = tn_big_device(&x->f[t]);
+            st = tn_cost_run(&x->f[t], c->conf, bd > x->dev ? bd : 2 * x->dev, x->o->prelude,
+                             &x->o->cost, &big, &k->replays, err, sizeof err);
+            if (st != SUBLET_OK) {
+                set_error(x, st, err);
+                return;
+            }
+            k->errors_allowed[t] = big.errors;
+        }
+    }
+}
+
+/* Is M(c) <= x known (1), M(c) > x known (-1), or unknown (0)? */
+static int known(const tctx *x, const cand *c, uint64_t dev)
+{
+    int all_ok = 1;
+    for (size_t t = 0; t < x->nt; t++) {
+        const tstate *s = &c->ts[t];
+        if (s->lb > dev || (s->fail_at && s->fail_at >= dev))
+            return -1;
+        if (!(s->ok_at != NONE && s->ok_at <= dev))
+            all_ok = 0;
+    }
+    return all_ok ? 1 : 0;
+}
+
+static void do_probe(tctx *x, task *k)
+{
+    cand *c = &x->c[k->c];
+    char err[512] = "";
+    /* traces most likely to fail first: the highest known failure */
+    size_t order[64];
+    size_t nt = x->nt < 64 ? x->nt : 64;
+    for (size_t t = 0; t < nt; t++)
+        order[t] = t;
+    for (size_t i = 1; i < nt; i++)
+        for (size_t j = i; j > 0 && c->ts[order[j]].fail_at > c->ts[order[j - 1]].fail_at; j--) {
+            size_t tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    k->ok = 1;
+    for (size_t i = 0; i < nt; i++) {
+        size_t t = order[i];
+        const tstate *s = &c->ts[t];
+        if (s->ok_at != NONE && s->ok_at <= k->x)
+            continue;
+        if (s->lb > k->x || (s->fail_at && s->fail_at >= k->x)) {
+            k->ok = 0;
+            return;
+        }
+        int ok;
+        sublet_status st = tn_probe_run(&x->f[t], c->conf, k->x, x->o->prelude, s->errors_allowed,
+                                        &ok, err, sizeof err);
+        k->replays++;
+        if (st != SUBLET_OK) {
+            set_error(x, st, err);
+            k->ok = 0;
+            return;
+        }
+        k->ran[t] = ok ? 1 : -1;
+        if (!ok) {
+            k->ok = 0;
+            return;
+        }
+    }
+}
+
+static void task_fn(void *arg, size_t i)
+{
+    tbatch *b = arg;
+    task *k = &b->t[i];
+    if (has_error(b->x))
+        return;
+    if (k->kind == 0)
+        do_cost(b->x, k);
+    else
+        do_probe(b->x, k);
+}
+
+/* Run the tasks, then fold their results in, in order. */
+void tn_run_tasks(tctx *x, task *t, size_t n)
+{
+    tbatch b = {x, t};
+    tn_parallel_for(tn_threads(x->o->threads), n, task_fn, &b);
+    for (size_t i = 0; i < n; i++) {
+        task *k = &t[i];
+        cand *c = &x->c[k->c];
+        x->replays += k->replays;
+        if (k->kind == 0) {
+            c->costed = 1;
+            c->cost = 0;
+            c->fits = 1;
+            c->calls = c->retries = c->peak_reserved = 0;
+            for (size_t tr = 0; tr < x->nt; tr++) {
+                c->ts[tr].d = k->d[tr];
+                c->ts[tr].errors_allowed = k->errors_allowed[tr];
+                c->cost += k->d[tr].cost;
+                c->fits &= k->d[tr].fits;
+                c->calls += sublet_tune_calls_total(&k->d[tr].calls);
+                c->retries += k->d[tr].calls.retries;
+                if (k->d[tr].peak_reserved > c->peak_reserved)
+                    c->peak_reserved = k->d[tr].peak_reserved;
+                if (k->d[tr].fits && x->dev < c->ts[tr].ok_at)
+                    c->ts[tr].ok_at = x->dev;
+                if (!k->d[tr].fits && x->dev > c->ts[tr].fail_at)
+                    c->ts[tr].fail_at = x->dev;
+            }
+        } else {
+            for (size_t tr = 0; tr < x->nt && tr < 64; tr++) {
+                tstate *s = &c->ts[tr];
+                if (k->ran[tr] == 1 && k->x < s->ok_at)
+                    s->ok_at = k->x;
+                if (k->ran[tr] == -1 && k->x > s->fail_at)
+                    s->fail_at = k->x;
+            }
+        }
+    }
+    tn_progress(x);
+}
+
+/* ---- bisection ------------------------------------------------------------------- */
+
+/* The smallest multiple of res known to run every trace, searching upward
+ * when none is known yet.  0 when none up to the limit works. */
+static uint64_t find_upper(tctx *x, size_t ci)
+{
+    cand *c = &x->c[ci];
+    uint64_t res = x->res;
+    uint64_t hi = 0;
+    int all = 1;
+    for (size_t t = 0; t < x->nt; t++) {
+        if (c->ts[t].ok_at == NONE)
+            all = 0;
+        else if (c->ts[t].ok_at > hi)
+            hi = c->ts[t].ok_at;
+    }
+    if (all)
+        return hi;
+    /* start from the peak reserved on the user's device (a run that never
+     * needed more than that works on that much), else from the floor */
+    uint64_t start = 0;
+    for (size_t t = 0; t < x->nt; t++) {
+        uint64_t s = c->ts[t].d.fits ? c->ts[t].d.peak_reserved : c->ts[t].lb;
+        if (c->k.gc)
+            s = (uint64_t)((double)s / 0.999) + res;
+        if (s > start)
+            start = s;
+    }
+    uint64_t cur = (start + res - 1) / res;
+    if (cur == 0)
+        cur = 1;
+    for (int i = 0; i <= 20 && x->st == SUBLET_OK; i++) {
+        task k;
+        memset(&k, 0, sizeof k);
+        k.c = ci;
+        k.kind = 1;
+        k.x = cur * res;
+        tn_run_tasks(x, &k, 1);
+        if (k.ok)
+            return k.x;
+        uint64_t step = cur / 64 > 1 ? cur / 64 : 1;
+        cur = i < 4 ? cur + step : cur * 2;
+    }
+    return 0;
+}
+
+/* Exact M(c): bisection from the best known bounds, `threads` probes a round.
+ * Returns 0 when no device works. */
+static uint64_t bisect(tctx *x, size_t ci)
+{
+    cand *c = &x->c[ci];
+    uint64_t res = x->res;
+    uint64_t hi = find_upper(x, ci);
+    if (!hi || x->st != SUBLET_OK)
+        return 0;
+    unsigned th = tn_threads(x->o->threads);
+    if (th > 8)
+        th = 8;
+    for (;;) {
+        /* lo: the largest device known to fail, in units of res */
+        uint64_t lo = 0;
+        for (size_t t = 0; t < x->nt; t++) {
+            uint64_t l = c->ts[t].fail_at / res;
+            if (c->ts[t].lb) {
+                uint64_t lb = (c->ts[t].lb - 1) / res; /* lb*... below the bound fails */
+                if (lb > l)
+                    l = lb;
+            }
+            if (l > lo)
+                lo = l;
+        }
+        uint64_t h = hi / res;
+        if (lo >= h) /* not monotone: trust the smallest working size */
+            return hi;
+        if (h - lo <= 1)
+            return hi;
+        task k[8];
+        size_t n = 0;
+        uint64_t span = h - lo;
+        for (unsigned i = 1; i <= th; i++) {
+            uint64_t p = lo + span * i / (th + 1);
+            if (p <= lo || p >= h || (n && k[n - 1].x == p * res))
+                continue;
+            memset(&k[n], 0, sizeof k[n]);
+            k[n].c = ci;
+            k[n].kind = 1;
+            k[n].x = p * res;
+            n++;
+        }
+        if (!n) {
+            memset(&k[0], 0, sizeof k[0]);
+            k[0].c = ci;
+            k[0].kind = 1;
+            k[0].x = (lo + span / 2) * res;
+            n = 1;
+        }
+        tn_run_tasks(x, k, n);
+        if (x->st != SUBLET_OK)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (k[i].ok && k[i].x < hi)
+                hi = k[i].x;
+    }
+}
+
+/* ---- the walk ------------------------------------------------------------------- */
+
+typedef struct okey { /* sort key of the walk: cheapest first, then enumeration order */
+    double cost;
+    size_t i;
+} okey;
+
+static int cmp_okey(const void *a, const void *b)
+{
+    const okey *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int tn_walk_family(tctx *x, int pytorch_only, walk *w)
+{
+    memset(w, 0, sizeof *w);
+    w->order = malloc(x->nc * sizeof *w->order);
+    w->pareto = malloc(x->nc * sizeof *w->pareto);
+    if (!w->order || !w->pareto) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        return 0;
+    }
+    int any_fits = 0;
+    for (size_t i = 0; i < x->nc; i++) {
+        const cand *c = &x->c[i];
+        if (c->rep != i || (pytorch_only && !c->pytorch))
+            continue;
+        any_fits |= c->fits;
+    }
+    for (size_t i = 0; i < x->nc; i++) {
+        const cand *c = &x->c[i];
+        if (c->rep != i || (pytorch_only && !c->pytorch))
+            continue;
+        if (any_fits && !c->fits)
+            continue;
+        w->order[w->n++] = i;
+    }
+    /* when nothing fits, memory alone decides: every cost counts as equal */
+    double *saved = NULL;
+    if (!any_fits) {
+        saved = malloc(x->nc * sizeof *saved);
+        if (!saved) {
+            set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+            return 0;
+        }
+        for (size_t i = 0; i < x->nc; i++) {
+            saved[i] = x->c[i].cost;
+            x->c[i].cost = 0;
+        }
+    }
+    okey *keys = malloc((w->n ? w->n : 1) * sizeof *keys);
+    if (!keys) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        if (saved) {
+            for (size_t q = 0; q < x->nc; q++)
+                x->c[q].cost = saved[q];
+            free(saved);
+        }
+        return 0;
+    }
+    for (size_t q = 0; q < w->n; q++)
+        keys[q] = (okey){x->c[w->order[q]].cost, w->order[q]};
+    qsort(keys, w->n, sizeof *keys, cmp_okey);
+    for (size_t q = 0; q < w->n; q++)
+        w->order[q] = keys[q].i;
+    free(keys);
+
+    unsigned th = tn_threads(x->o->threads);
+    if (th > 8)
+        th = 8;
+    uint64_t res = x->res;
+    w->best = NONE;
+    size_t i = 0;
+    while (i < w->n && x->st == SUBLET_OK) {
+        if (w->best == NONE) {
+            uint64_t m = bisect(x, w->order[i]);
+            if (m) {
+                w->pareto[w->np++] = (point){w->order[i], m};
+                w->best = m;
+            }
+            i++;
+            continue;
+        }
+        uint64_t bound = w->best - res;
+        /* the next candidates that might beat the best */
+        task k[8];
+        size_t n = 0, idx[8];
+        size_t j = i;
+        int known_hit = 0;
+        while (j < w->n && n < th) {
+            const cand *c = &x->c[w->order[j]];
+            int kn = known(x, c, bound);
+            if (kn < 0) {
+                j++;
+                continue;
+            }
+            if (kn > 0) {
+                known_hit = 1;
+                break;
+            }
+            memset(&k[n], 0, sizeof k[n]);
+            k[n].c = w->order[j];
+            k[n].kind = 1;
+            k[n].x = bound;
+            idx[n++] = j;
+            j++;
+        }
+        if (n)
+            tn_run_tasks(x, k, n);
+        size_t hit = NONE;
+        for (size_t q = 0; q < n; q++)
+            if (k[q].ok) {
+                hit = idx[q];
+                break;
+            }
+        if (hit == NONE && known_hit)
+            hit = j;
+        if (hit == NONE) {
+            i = j;
+            continue;
+        }
+        size_t ci = w->order[hit];
+        uint64_t m = bisect(x, ci);
+        if (m && m < w->best) {
+            if (w->np && x->c[w->pareto[w->np - 1].c].cost == x->c[ci].cost)
+                w->np--; /* same cost, less memory: it replaces the last point */
+            w->pareto[w->np++] = (point){ci, m};
+            w->best = m;
+        }
+        i = hit + 1;
+    }
+    if (x->st != SUBLET_OK || !w->np) {
+        if (saved) {
+            for (size_t q = 0; q < x->nc; q++)
+                x->c[q].cost = saved[q];
+            free(saved);
+        }
+        return x->st == SUBLET_OK ? -1 : 0;
+    }
+
+    /* the answer: the cheapest setting within the band of the best M */
+    uint64_t band_x = (uint64_t)((double)w->best * (1.0 + (x->o->band > 0 ? x->o->band
+                                                                            : DEFAULT_BAND))) /
+                      res * res;
+    if (band_x < w->best)
+        band_x = w->best;
+    double group_cost = 0;
+    int group_open = 0;
+    w->answer = NONE;
+    for (i = 0; i < w->n && x->st == SUBLET_OK;) {
+        if (group_open && x->c[w->order[i]].cost != group_cost)
+            break;
+        /* a batch: the undecided candidates from i on (up to th probes),
+         * stopping after one already known to be in the band */
+        task k[8];
+        size_t n = 0, j = i;
+        while (j < w->n && n < th) {
+            const cand *c = &x->c[w->order[j]];
+            if (group_open && c->cost != group_cost)
+                break;
+            int kn = known(x, c, band_x);
+            j++;
+            if (kn > 0)
+                break;
+            if (kn < 0)
+                continue;
+            memset(&k[n], 0, sizeof k[n]);
+            k[n].c = w->order[j - 1];
+            k[n].kind = 1;
+            k[n].x = band_x;
+            n++;
+        }
+        if (n)
+            tn_run_tasks(x, k, n);
+        int stop = 0;
+        for (size_t q = i; q < j && !stop && x->st == SUBLET_OK; q++) {
+            size_t ci = w->order[q];
+            const cand *c = &x->c[ci];
+            if (group_open && c->cost != group_cost) {
+                stop = 1;
+                break;
+            }
+            if (known(x, c, band_x) <= 0)
+                continue;
+            /* in the band: the first one opens its cost group; within the
+             * group the smallest M wins (exact M needed to compare) */
+            uint64_t m = 0;
+            for (size_t p = 0; p < w->np; p++)
+                if (w->pareto[p].c == ci)
+                    m = w->pareto[p].m;
+            if (!group_open) {
+                group_open = 1;
+                group_cost = c->cost;
+                w->answer = ci;
+                w->answer_m = m;
+                continue;
+            }
+            if (!w->answer_m)
+                w->answer_m = bisect(x, w->answer);
+            if (!m)
+                m = bisect(x, ci);
+            if (m && m < w->answer_m) {
+                w->answer = ci;
+                w->answer_m = m;
+            }
+        }
+        if (stop)
+            break;
+        i = j;
+    }
+    if (w->answer != NONE && !w->answer_m)
+        w->answer_m = bisect(x, w->answer);
+    if (saved) {
+        for (size_t q = 0; q < x->nc; q++)
+            x->c[q].cost = saved[q];
+        free(saved);
+    }
+    return x->st == SUBLET_OK && w->answer != NONE ? 1 : (x->st == SUBLET_OK ? -1 : 0);
+}
+
+void tn_walk_free(walk *w)
+{
+    free(w->order);
+    free(w->pareto);
+}
