@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/frag_internal.h"
+#include "engine/frag_internal.h"
 #include "sublet/frag.h"
 
 static const char *const default_candidates[] = {

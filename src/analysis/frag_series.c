@@ -1,7 +1,8 @@
-/* sublet — fragmentation over a replayed trace: the state at any event, and
- * memory and fragmentation after every event.
+/* sublet — fragmentation offline: the state of a snapshot's segments, the
+ * state of a replayed trace at any event, and memory and fragmentation after
+ * every event.
  *
- * The replay driver (src/replay.c) hands out its allocator once, after the
+ * The replay driver (analysis/replay.c) hands out its allocator once, after the
  * last event driven (on_finish).  A state at event N is therefore a replay
  * stopped after N.  The series after every event comes from the engine's own
  * record instead: the trace is replayed once with recording on, the trace
@@ -19,8 +20,52 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "analysis/frag_internal.h"
+#include "engine/frag_internal.h"
 #include "sublet/frag.h"
+
+/* ---- the state of a snapshot's segments ----------------------------------------------- */
+
+typedef struct snap_walk {
+    sl_frag_builder b;
+    int64_t device; /* the device kept; -1 = every one */
+} snap_walk;
+
+static void snap_cb(void *user, int64_t device, const sublet_segment_view *sv)
+{
+    snap_walk *w = user;
+    if (w->device < 0 || device == w->device)
+        sl_frag_add_segment(&w->b, sv);
+}
+
+sublet_status sublet_frag_from_snapshot(const sublet_snapshot *s, int64_t device,
+                                        sublet_frag_state **out)
+{
+    if (!s || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    sublet_frag_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_settings_default(&st->settings);
+    const char *conf = sublet_snapshot_conf(s);
+    if (conf) {
+        sublet_settings parsed = st->settings;
+        if (sublet_settings_parse(&parsed, conf, NULL, 0) == SUBLET_OK)
+            st->settings = parsed;
+    }
+    snap_walk w = {.b = {.st = st}, .device = device};
+    sublet_status rc = sublet_snapshot_segments_walk(s, snap_cb, &w);
+    if (rc == SUBLET_OK && w.b.oom)
+        rc = SUBLET_ERR_NO_MEMORY;
+    for (size_t i = 0; i < st->nblocks; i++)
+        st->blocks[i].stack = 0;
+    if (rc != SUBLET_OK) {
+        sublet_frag_state_free(st);
+        return rc;
+    }
+    *out = st;
+    return SUBLET_OK;
+}
 
 /* ---- the state at one event -------------------------------------------------------- */
 

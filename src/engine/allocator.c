@@ -8,7 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/history_internal.h"
-#include "sublet/frag.h"
+#include "sublet/frag_state.h"
 
 const char *sublet_version(void) { return "0.1.0"; }
 

@@ -1,12 +1,13 @@
-/* sublet — helpers shared by the fragmentation sources (frag_offline.c,
- * frag_series.c, frag_diagnose.c).  Internal header. */
+/* sublet — helpers shared by the fragmentation code: engine/frag_state.c
+ * (states, metrics, texts) and analysis/frag_series.c, frag_diagnose.c (a
+ * snapshot's state, the series, the diagnosis of a trace).  Internal header. */
 #ifndef SUBLET_FRAG_INTERNAL_H
 #define SUBLET_FRAG_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sublet/frag.h"
+#include "sublet/frag_state.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SL_FB_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -26,6 +27,16 @@ void sl_fb_puts(sl_fb *b, const char *s);
 void sl_fb_printf(sl_fb *b, const char *fmt, ...) SL_FB_PRINTF(2, 3);
 /* PyTorch's format_size into a static-duration-free buffer of 32 bytes. */
 const char *sl_fb_size(uint64_t n, char tmp[32]);
+
+/* Building a state from segment views (sublet_segments_walk, a snapshot's
+ * segments): st is filled in the order the segments come; oom is set, and the
+ * rest left out, when memory runs out. */
+typedef struct sl_frag_builder {
+    sublet_frag_state *st;
+    size_t seg_cap, blk_cap;
+    int oom;
+} sl_frag_builder;
+void sl_frag_add_segment(sl_frag_builder *b, const sublet_segment_view *sv);
 
 /* The pool kind of a segment. */
 static inline int sl_frag_kind(const sublet_frag_segment *s)

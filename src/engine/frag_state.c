@@ -4,8 +4,10 @@
  * segments in address order, each with the blocks that tile it.  Everything
  * here reads that copy: the metrics of sublet_frag_read (which the engine keeps
  * live from its free index; the tests hold both to the same values), the
- * free-block histogram, the pinning segments, the texts, and the diagnosis of
- * an OOM on a live allocator. */
+ * free-block histogram, the pinning segments, the texts (the summary's
+ * fragmentation section among them), and the diagnosis of an OOM on a live
+ * allocator.  A snapshot's state is built in analysis/frag_series.c with the
+ * same builder (engine/frag_internal.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,8 +16,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "analysis/frag_internal.h"
-#include "sublet/frag.h"
+#include "engine/frag_internal.h"
+#include "sublet/frag_state.h"
 #include "sublet/history.h"
 
 /* ---- text builder ------------------------------------------------------------------ */
@@ -75,14 +77,7 @@ const char *sl_fb_size(uint64_t n, char tmp[32])
 
 /* ---- building a state ---------------------------------------------------------------- */
 
-typedef struct builder {
-    sublet_frag_state *st;
-    size_t seg_cap, blk_cap;
-    int64_t device; /* snapshot walk: the device kept; -1 = every one */
-    int oom;
-} builder;
-
-static void add_segment(builder *b, const sublet_segment_view *sv)
+void sl_frag_add_segment(sl_frag_builder *b, const sublet_segment_view *sv)
 {
     sublet_frag_state *st = b->st;
     if (b->oom)
@@ -142,14 +137,7 @@ static void add_segment(builder *b, const sublet_segment_view *sv)
         s->size = sv->total_size;
 }
 
-static void walk_cb(void *user, const sublet_segment_view *sv) { add_segment(user, sv); }
-
-static void snap_cb(void *user, int64_t device, const sublet_segment_view *sv)
-{
-    builder *b = user;
-    if (b->device < 0 || device == b->device)
-        add_segment(b, sv);
-}
+static void walk_cb(void *user, const sublet_segment_view *sv) { sl_frag_add_segment(user, sv); }
 
 static int cmp_u32(const void *x, const void *y)
 {
@@ -289,40 +277,10 @@ sublet_status sublet_frag_capture(sublet_allocator *a, sublet_frag_state **out)
     sublet_frag_state *st = calloc(1, sizeof *st);
     if (!st)
         return SUBLET_ERR_NO_MEMORY;
-    builder b = {.st = st, .device = -1};
+    sl_frag_builder b = {.st = st};
     sublet_segments_walk(a, walk_cb, &b);
     sublet_settings_get(a, &st->settings);
     sublet_status rc = b.oom ? SUBLET_ERR_NO_MEMORY : resolve_stacks(a, st);
-    if (rc != SUBLET_OK) {
-        sublet_frag_state_free(st);
-        return rc;
-    }
-    *out = st;
-    return SUBLET_OK;
-}
-
-sublet_status sublet_frag_from_snapshot(const sublet_snapshot *s, int64_t device,
-                                        sublet_frag_state **out)
-{
-    if (!s || !out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    sublet_frag_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_settings_default(&st->settings);
-    const char *conf = sublet_snapshot_conf(s);
-    if (conf) {
-        sublet_settings parsed = st->settings;
-        if (sublet_settings_parse(&parsed, conf, NULL, 0) == SUBLET_OK)
-            st->settings = parsed;
-    }
-    builder b = {.st = st, .device = device};
-    sublet_status rc = sublet_snapshot_segments_walk(s, snap_cb, &b);
-    if (rc == SUBLET_OK && b.oom)
-        rc = SUBLET_ERR_NO_MEMORY;
-    for (size_t i = 0; i < st->nblocks; i++)
-        st->blocks[i].stack = 0;
     if (rc != SUBLET_OK) {
         sublet_frag_state_free(st);
         return rc;
