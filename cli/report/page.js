@@ -54,6 +54,13 @@ function niceStep(max, n) {
   var raw = max / n, p = Math.pow(10, Math.floor(Math.log(raw) / Math.LN10)), e = raw / p;
   return p * (e >= 7.5 ? 10 : e >= 3.5 ? 5 : e >= 1.5 ? 2 : 1);
 }
+/* An x-axis label centred under its tick at x, moved left as far as it needs
+ * to end inside the canvas: the last tick sits at the plot's right edge, and
+ * a long label there ("1000000") would be cut off.  textAlign is 'center'. */
+function xLabel(C, text, x, y) {
+  var w = C.g.measureText(text).width;
+  C.g.fillText(text, Math.min(x, C.w - 2 - w / 2), y);
+}
 function byteTicks(max) {
   var unit = 1;
   for (var i = UNITS.length - 1; i > 0; i--) if (max >= Math.pow(1024, i)) { unit = Math.pow(1024, i); break; }
@@ -94,7 +101,7 @@ function timeChart(id, h, lines, yMax, yFmt, yTicks) {
   g.textAlign = 'center';
   g.textBaseline = 'top';
   var xs = niceStep(Math.max(E, 1), 8);
-  for (var e = 0; e <= E; e += xs) g.fillText(String(e), L + e / E * W, T + H + 6);
+  for (var e = 0; e <= E; e += xs) xLabel(C, String(e), L + e / E * W, T + H + 6);
   (D.ooms || []).forEach(function (o) {
     var x = L + (o + 0.5) / E * W;
     g.strokeStyle = COL.oom; g.setLineDash([3, 3]);
@@ -366,7 +373,8 @@ function histChart() {
 function run(f) { try { f(); } catch (e) { noteError(e && e.stack ? e.stack : e); } }
 /* for the sections drawn by later scripts (the tuning result) */
 window.subletReport = {drew: drew, run: run, canvas: canvas, bytes: bytes, niceStep: niceStep,
-  byteTicks: byteTicks, showTip: showTip, hideTip: hideTip, esc: esc, el: el, COL: COL, onResize: []};
+  byteTicks: byteTicks, xLabel: xLabel, showTip: showTip, hideTip: hideTip, esc: esc, el: el,
+  COL: COL, onResize: []};
 run(memoryChart);
 run(fragChart);
 run(mapSection);

@@ -28,7 +28,7 @@ function chart() {
   for (var e = l0; e <= l1; e++) {
     var x = X(Math.pow(10, e));
     g.beginPath(); g.moveTo(x, Tp); g.lineTo(x, Tp + H); g.stroke();
-    g.fillText(fmtUs(Math.pow(10, e)), x, Tp + H + 6);
+    R.xLabel(C, fmtUs(Math.pow(10, e)), x, Tp + H + 6);
   }
   g.textAlign = 'right'; g.textBaseline = 'middle';
   var step = R.niceStep((y1 - y0) / 1048576, 4) * 1048576;
