@@ -3,15 +3,17 @@
  * sentence on what each fixes, the evidence table beside the current
  * settings, the Pareto trade-offs of min capacity against cost (a chart and
  * a table per family) and the warm-up plan with the exact SUBLET_ALLOC_CONF
- * string.  The chart is drawn by its own script after the page's, with the
- * page's helpers (window.subletReport), and counts itself into
- * data-rendered as the page's charts do. */
+ * string.  The chart is drawn by its own script, cli/report/tune.js (compiled
+ * in by cmake/embed.cmake), after the page's, with the page's helpers
+ * (window.subletReport), and counts itself into data-rendered as the page's
+ * charts do. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "report.h"
+#include "report_assets.h"
 
 static void conf_code(tbuf *b, const char *conf)
 {
@@ -214,95 +216,6 @@ void report_tune_section(tbuf *b, const sublet_tune_result *r, const sublet_tune
     tb_puts(b, "</section>\n");
 }
 
-/* ---- the chart ------------------------------------------------------------------------------- */
-
-static const char *const tune_css_js[] = {
-    "(function () {\n",
-    "'use strict';\n",
-    "var R = window.subletReport;\n",
-    "if (!R) throw new Error('the page script did not run');\n",
-    "var T = JSON.parse(document.getElementById('tune-data').textContent);\n",
-    "var FAM = [{key: 'pytorch', label: 'PyTorch knobs', color: '#3266cc'},\n",
-    "           {key: 'sublet', label: 'all (SUBLET_ALLOC_CONF)', color: '#e0731a'}];\n",
-    "function fmtUs(v) { return v >= 1e6 ? (v / 1e6).toFixed(2) + ' s' : v >= 1e3 ? (v / 1e3).toFixed(1) + ' ms' : v.toFixed(0) + ' \\u00b5s'; }\n",
-    "var pts = [];\n",
-    "function chart() {\n",
-    "  var C = R.canvas('c-tune', 260), g = C.g, L = 78, Rt = 16, Tp = 12, B = 34;\n",
-    "  var W = C.w - L - Rt, H = C.h - Tp - B;\n",
-    "  var all = [], lo = Infinity, hi = -Infinity, mlo = Infinity, mhi = -Infinity;\n",
-    "  FAM.forEach(function (f) { T[f.key].forEach(function (p) { all.push(p); }); });\n",
-    "  all.push(T.current);\n",
-    "  all.forEach(function (p) {\n",
-    "    var c = Math.max(p.cost, 1);\n",
-    "    lo = Math.min(lo, c); hi = Math.max(hi, c); mlo = Math.min(mlo, p.m); mhi = Math.max(mhi, p.m);\n",
-    "  });\n",
-    "  var l0 = Math.floor(Math.log(lo) / Math.LN10), l1 = Math.max(l0 + 1, Math.ceil(Math.log(hi) / Math.LN10));\n",
-    "  var pad = Math.max((mhi - mlo) * 0.1, 2 * 1048576);\n",
-    "  var y0 = Math.max(0, mlo - pad), y1 = mhi + pad;\n",
-    "  function X(c) { return L + (Math.log(Math.max(c, 1)) / Math.LN10 - l0) / (l1 - l0) * W; }\n",
-    "  function Y(m) { return Tp + H - (m - y0) / (y1 - y0) * H; }\n",
-    "  g.font = '11px system-ui, sans-serif';\n",
-    "  g.strokeStyle = '#e3e6ea'; g.fillStyle = '#555';\n",
-    "  g.textAlign = 'center'; g.textBaseline = 'top';\n",
-    "  for (var e = l0; e <= l1; e++) {\n",
-    "    var x = X(Math.pow(10, e));\n",
-    "    g.beginPath(); g.moveTo(x, Tp); g.lineTo(x, Tp + H); g.stroke();\n",
-    "    g.fillText(fmtUs(Math.pow(10, e)), x, Tp + H + 6);\n",
-    "  }\n",
-    "  g.textAlign = 'right'; g.textBaseline = 'middle';\n",
-    "  var step = R.niceStep((y1 - y0) / 1048576, 4) * 1048576;\n",
-    "  for (var v = Math.ceil(y0 / step) * step; v <= y1; v += step) {\n",
-    "    var y = Y(v);\n",
-    "    g.beginPath(); g.moveTo(L, y); g.lineTo(L + W, y); g.stroke();\n",
-    "    g.fillText(R.bytes(v), L - 6, y);\n",
-    "  }\n",
-    "  g.strokeStyle = '#888'; g.strokeRect(L, Tp, W, H);\n",
-    "  pts = [];\n",
-    "  FAM.forEach(function (f, fi) {\n",
-    "    var P = T[f.key];\n",
-    "    g.strokeStyle = f.color; g.lineWidth = 1.5; g.beginPath();\n",
-    "    P.forEach(function (p, i) { var x = X(p.cost), y = Y(p.m); if (i) g.lineTo(x, y); else g.moveTo(x, y); });\n",
-    "    g.stroke(); g.lineWidth = 1;\n",
-    "    P.forEach(function (p) {\n",
-    "      var x = X(p.cost) + (fi ? 2 : -2), y = Y(p.m);\n",
-    "      g.fillStyle = f.color; g.beginPath(); g.arc(x, y, p.answer ? 6 : 4, 0, 2 * Math.PI); g.fill();\n",
-    "      if (p.answer) { g.strokeStyle = '#1d2430'; g.lineWidth = 2; g.stroke(); g.lineWidth = 1; }\n",
-    "      pts.push({x: x, y: y, p: p, fam: f.label});\n",
-    "    });\n",
-    "  });\n",
-    "  var cx = X(T.current.cost), cy = Y(T.current.m);\n",
-    "  g.strokeStyle = '#d62b2b'; g.lineWidth = 2;\n",
-    "  g.beginPath(); g.moveTo(cx - 6, cy - 6); g.lineTo(cx + 6, cy + 6); g.moveTo(cx + 6, cy - 6); g.lineTo(cx - 6, cy + 6); g.stroke();\n",
-    "  g.lineWidth = 1;\n",
-    "  pts.push({x: cx, y: cy, p: T.current, fam: 'current settings'});\n",
-    "  var leg = document.getElementById('c-tune-legend');\n",
-    "  leg.innerHTML = '';\n",
-    "  FAM.concat([{label: 'current settings (\\u00d7)', color: '#d62b2b'}]).forEach(function (f) {\n",
-    "    var item = R.el('span', {'class': 'key'});\n",
-    "    item.appendChild(R.el('i', {style: 'background:' + f.color}));\n",
-    "    item.appendChild(document.createTextNode(f.label));\n",
-    "    leg.appendChild(item);\n",
-    "  });\n",
-    "  leg.appendChild(document.createTextNode('ringed: the answer; x axis: cost under the model (log), y axis: min capacity'));\n",
-    "  R.drew();\n",
-    "}\n",
-    "var c = document.getElementById('c-tune');\n",
-    "c.addEventListener('mousemove', function (ev) {\n",
-    "  var r = c.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top, best = null, bd = 100;\n",
-    "  pts.forEach(function (q) { var d = (q.x - x) * (q.x - x) + (q.y - y) * (q.y - y); if (d < bd) { bd = d; best = q; } });\n",
-    "  if (!best) { R.hideTip(); return; }\n",
-    "  var p = best.p;\n",
-    "  R.showTip(ev, '<b>' + R.esc(p.conf || '\"\" (PyTorch defaults)') + '</b><br>' + R.esc(best.fam) +\n",
-    "    (p.answer ? ' \\u2014 the answer' : '') + '<br>min capacity ' + R.bytes(p.m) + ' (' + (100 * p.overhead).toFixed(2) +\n",
-    "    ' % over the live peak)<br>cost ' + fmtUs(p.cost) + ', ' + p.calls + ' device calls');\n",
-    "});\n",
-    "c.addEventListener('mouseleave', R.hideTip);\n",
-    "R.run(chart);\n",
-    "R.onResize.push(chart);\n",
-    "})();\n",
-    NULL,
-};
-
 static void point_json(tbuf *b, const sublet_tune_eval *e, int is_answer)
 {
     tb_puts(b, "{\"conf\":");
@@ -328,7 +241,6 @@ void report_tune_script(tbuf *b, const sublet_tune_result *r)
     tb_puts(b, "],\"current\":");
     point_json(b, &r->current, 0);
     tb_puts(b, "}</script>\n<script>\n");
-    for (size_t i = 0; tune_css_js[i]; i++)
-        tb_puts(b, tune_css_js[i]);
+    tb_putn(b, report_tune_js, report_tune_js_len);
     tb_puts(b, "</script>\n");
 }

@@ -10,9 +10,13 @@
 # reported no error (window errors and console.error are counted into
 # data-errors by the page, and the page logs nothing, so any console line in
 # Chromium's log fails the check),
-# that every chart drew (data-rendered == data-charts), and save a PNG
-# screenshot next to the build (report_screenshots/).  The 10^6-event page
-# must stay under 5 MB and finish drawing within 2 s of navigation start
+# that every chart drew (data-rendered == data-charts), that every text drawn
+# on a chart (the tick labels: the last x label of a 10^6-event trace is
+# "1000000") lies inside its canvas (a script put before the page's records
+# the box of every fillText from measureText), and save a PNG screenshot next
+# to the build (report_screenshots/).  Every page carries the style and
+# scripts of cli/report/ verbatim, inline.  The 10^6-event page must stay
+# under 5 MB and finish drawing within 2 s of navigation start
 # (data-render-ms, the page's performance.now() once it has drawn).
 set -u
 cli=${1:?usage: cli_report.sh PATH_TO_SUBLET}
@@ -45,17 +49,63 @@ if [ -z "$browser" ]; then
 fi
 mkdir -p "$shots"
 
+# Put before the page's scripts by open_page: the extent of the text drawn on
+# each canvas, as data-text-ID="LEFT RIGHT WIDTH RIGHTMOST-TEXT" on <body>
+# (CSS pixels; textBaseline and y are not checked).
+cat >"$tmp/hook.html" <<'EOF'
+<script>
+(function () {
+  var fill = CanvasRenderingContext2D.prototype.fillText, box = {};
+  CanvasRenderingContext2D.prototype.fillText = function (s, x) {
+    var w = this.measureText(s).width, a = this.textAlign, c = this.canvas;
+    var l = a === 'right' || a === 'end' ? x - w : a === 'center' ? x - w / 2 : x;
+    var b = box[c.id] || (box[c.id] = {l: Infinity, r: -Infinity, last: ''});
+    if (l < b.l) b.l = l;
+    if (l + w > b.r) { b.r = l + w; b.last = String(s); }
+    document.body.setAttribute('data-text-' + c.id, Math.floor(b.l) + ' ' + Math.ceil(b.r) + ' ' +
+                               Math.round(parseFloat(c.style.width)) + ' ' + b.last);
+    return fill.apply(this, arguments);
+  };
+})();
+</script>
+EOF
+
+# the page's style and scripts: the files of cli/report/, verbatim and inline
+assets=$here/../cli/report
+css=$(<"$assets/page.css") && js=$(<"$assets/page.js") && tune_js=$(<"$assets/tune.js") ||
+    { echo "no assets at $assets" >&2; exit 1; }
+[ -n "$css" ] && [ -n "$js" ] && [ -n "$tune_js" ] || { echo "empty assets in $assets" >&2; exit 1; }
+# embedded PAGE NAME [tune]
+embedded() {
+    local page name=$2
+    page=$(<"$1")
+    [[ $page == *"<style>"$'\n'"$css"$'\n\n'"</style>"* ]] ||
+        fail "$name: cli/report/page.css is not the page's <style>"
+    [[ $page == *"<script>"$'\n'"$js"$'\n\n'"</script>"* ]] ||
+        fail "$name: cli/report/page.js is not in the page"
+    if [ "${3:-}" = tune ]; then
+        [[ $page == *"<script>"$'\n'"$tune_js"$'\n'"</script>"* ]] ||
+            fail "$name: cli/report/tune.js is not in the page"
+    elif [[ $page == *"$tune_js"* ]]; then
+        fail "$name: the tuning script without --tune"
+    fi
+}
+
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
        --disable-background-networking --disable-component-update --disable-sync
        --disable-extensions --hide-scrollbars --enable-logging=stderr --v=0)
 
-# open PAGE NAME [MAX_MS]: load it, check the DOM marks and the log, screenshot.
+# open PAGE NAME [MAX_MS]: load it (with the hook), check the DOM marks, the
+# text boxes and the log, screenshot (without the hook).
 open_page() {
     local page=$1 name=$2 max_ms=${3:-}
     local prof="$tmp/profile-$name"
     rm -rf "$prof"
+    sed "/<meta charset=\"utf-8\">/r $tmp/hook.html" "$page" >"$tmp/$name.hooked.html"
+    grep -q 'CanvasRenderingContext2D.prototype.fillText = ' "$tmp/$name.hooked.html" ||
+        fail "$name: the text hook could not be put in the page"
     timeout 120 "$browser" "${flags[@]}" --user-data-dir="$prof" --window-size=1280,1800 \
-        --dump-dom "file://$page" >"$tmp/$name.dom" 2>"$tmp/$name.log"
+        --dump-dom "file://$tmp/$name.hooked.html" >"$tmp/$name.dom" 2>"$tmp/$name.log"
     local rc=$?
     [ $rc = 0 ] || { fail "$name: chromium exited with $rc: $(tail -3 "$tmp/$name.log")"; return; }
     local body
@@ -72,6 +122,18 @@ open_page() {
     if grep -E ':CONSOLE|Uncaught ' "$tmp/$name.log" >/dev/null; then
         fail "$name: console errors: $(grep -E 'CONSOLE|Uncaught' "$tmp/$name.log" | head -3)"
     fi
+    # every text drawn on a chart lies inside its canvas (the time charts and,
+    # with --tune, the Pareto chart must have drawn some)
+    local want="c-mem c-frag c-hist" id l r w last
+    [ "$charts" = 5 ] && want="$want c-tune"
+    for id in $want; do
+        grep -q "data-text-$id=" <<<"$body" || fail "$name: no text drawn on $id: $body"
+    done
+    while read -r id l r w last; do
+        if [ "$l" -lt 0 ] || [ "$r" -gt "$w" ]; then
+            fail "$name: text on $id spans $l..$r px, outside the canvas (0..$w px): '$last'"
+        fi
+    done < <(sed 's/ data-/\n/g' <<<"$body" | sed -n 's/^text-\([a-z-]*\)="\(.*\)".*/\1 \2/p')
     if [ -n "$max_ms" ] && { [ -z "$ms" ] || [ "$ms" -ge "$max_ms" ]; }; then
         fail "$name: drawn after ${ms:-?} ms (limit $max_ms)"
     fi
@@ -89,6 +151,9 @@ report() { # report INPUT NAME [extra args...]
     "$cli" report "$in" -o "$tmp/$name.html" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
         { fail "report $name: $(cat "$tmp/$name.err")"; return 1; }
     grep -q "^report: $tmp/$name.html" "$tmp/$name.out" || fail "report $name: $(cat "$tmp/$name.out")"
+    local a t=""
+    for a in "$@"; do [ "$a" = --tune ] && t=tune; done
+    embedded "$tmp/$name.html" "$name" $t
 }
 
 # ---- the committed trace, as recorded and on a device that OOMs -------------------------------
