@@ -163,9 +163,12 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
     fputs(r->summary_end ? r->summary_end : "", stdout);
 
     printf("\nreplay of %s\n", path);
-    printf("  events driven:          %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
-           " deferred by stream use, %" PRIu64 " empty_cache)\n",
-           r->events, r->allocs, r->frees, r->deferred_frees, r->empty_caches);
+    uint64_t npre = sublet_trace_prelude_count(t);
+    printf("  events driven:          %" PRIu64 " (%" PRIu64 " prelude rows, %" PRIu64
+           " allocs, %" PRIu64 " frees, %" PRIu64 " deferred by stream use, %" PRIu64
+           " empty_cache)\n",
+           r->events, r->events < npre ? r->events : npre, r->allocs, r->frees, r->deferred_frees,
+           r->empty_caches);
     printf("  peak requested:         %" PRIu64 " bytes (%s)\n", r->peak_requested_bytes,
            fmt_size(r->peak_requested_bytes, b1, sizeof b1));
     printf("  peak reserved:          %" PRIu64 " bytes (%s)\n", r->peak_reserved_bytes,
@@ -539,7 +542,11 @@ int cli_replay(int argc, char **argv)
         /* the fragmentation picture after the last event, and for each OOM
          * its diagnosis and the settings that avoid it (more replays) */
         char ferr[512];
-        if (sublet_frag_state_at(t, &o, o.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
+        /* a replay of its own: its OOMs are those reported already */
+        sublet_replay_options fo = o;
+        fo.on_oom = NULL;
+        fo.oom_user = NULL;
+        if (sublet_frag_state_at(t, &fo, o.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
             SUBLET_OK)
             c.frag = NULL;
         if (r.ooms && sublet_frag_diagnose_trace(t, &o, NULL, &c.diag, ferr, sizeof ferr) ==

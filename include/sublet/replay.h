@@ -190,7 +190,12 @@ typedef struct sublet_replay_fidelity {
 } sublet_replay_fidelity;
 
 typedef struct sublet_replay_result {
-    uint64_t events;          /* recorded events driven (prelude not counted) */
+    /* Trace rows driven, counted as event indices are (prelude rows
+     * included): all the prelude's rows once it is seeded, then each
+     * recorded row driven, the one whose OOM stopped the replay included.
+     * Every event index the replay reports (an OOM's, last_event) is below
+     * it; events - sublet_trace_prelude_count() are the recorded rows. */
+    uint64_t events;
     uint64_t last_event;      /* index of the last event driven, SUBLET_REPLAY_NONE if none */
     uint64_t pre_segments, pre_allocs; /* prelude rows seeded */
     uint64_t allocs, frees, deferred_frees, empty_caches;
