@@ -32,7 +32,8 @@ void cli_replay_usage(FILE *out)
           "  --stop-on-oom         stop at the first OOM\n"
           "  --min-capacity        find by bisection (2 MiB steps) the smallest simulated\n"
           "                        device that runs the trace without OOM under these\n"
-          "                        settings, and its overhead over peak live bytes\n"
+          "                        options (--conf, --prelude, --at, placement), and its\n"
+          "                        overhead over peak live bytes (as `sublet mincap`)\n"
           "  --check               verify every allocator invariant after each event\n"
           "  --no-placement-hints  let the sim place new segments itself instead of at\n"
           "                        the recorded addresses\n"
@@ -298,9 +299,7 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_kv_u64(&w, "device_memory_bytes", o->device_memory);
     json_index(&w, "stop_after", o->stop_after);
     json_kv_bool(&w, "placement_hints", o->placement_hints);
-    json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
-                                  : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
-                                                                          : "auto");
+    json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
     json_kv_u64(&w, "trace_events", sublet_trace_count(t));
     json_kv_u64(&w, "events", r->events);
     json_index(&w, "last_event", r->last_event);
@@ -442,14 +441,10 @@ int cli_replay(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--prelude", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--prelude");
-            if (strcmp(v, "auto") == 0)
-                o.prelude = SUBLET_PRELUDE_AUTO;
-            else if (strcmp(v, "adopt") == 0)
-                o.prelude = SUBLET_PRELUDE_ADOPT;
-            else if (strcmp(v, "allocate") == 0)
-                o.prelude = SUBLET_PRELUDE_ALLOCATE;
-            else
+            int mode;
+            if (cli_parse_prelude(v, &mode) != 0)
                 return usage_error("--prelude: '%s' is not auto, adopt or allocate", v);
+            o.prelude = mode;
         } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--conf");
@@ -495,7 +490,8 @@ int cli_replay(int argc, char **argv)
     int conf_from_trace;
     o.conf = cli_conf_for(t, conf, &conf_from_trace);
     if (min_capacity) {
-        int rc = cli_min_capacity(t, o.conf, json, stdout);
+        /* under every option given: conf, prelude, placement, --at */
+        int rc = cli_min_capacity(t, path, &o, 0, json, stdout);
         sublet_trace_free(t);
         return rc;
     }

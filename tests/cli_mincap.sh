@@ -51,9 +51,49 @@ assert s["min_capacity_bytes"] <= e["min_capacity_bytes"]
 assert s["device_calls"]["va_reserves"] >= 1 and s["device_calls"]["maps"] >= 1
 PY
 
+# the replay options that change the outcome are honoured: a trace recorded
+# mid-run whose prelude, adopted, leaves room in its 40 MiB segment for the
+# 30 MiB request, but allocated afresh (a 2 MiB block in a 20 MiB segment)
+# needs a second segment: 50 MiB
+cat >"$tmp/pre.csv" <<'CSV'
+seq,action,addr,size,stream,time_us
+0,pre_segment,140000000000000,41943040,0,
+1,pre_alloc,140000000000000,2097152,0,
+2,alloc,140000002097152,31457280,0,
+3,free_requested,140000002097152,31457280,0,
+4,free_completed,140000002097152,31457280,0,
+CSV
+for case in "auto 41943040" "adopt 41943040" "allocate 52428800"; do
+    set -- $case
+    for how in "mincap" "replay --min-capacity"; do
+        # shellcheck disable=SC2086
+        "$cli" $how "$tmp/pre.csv" --prelude "$1" --json >"$tmp/pre.json" 2>"$tmp/err" ||
+            fail "$how --prelude $1: $(cat "$tmp/err")"
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["min_capacity_bytes"] == int(sys.argv[2]) and d["prelude"] == sys.argv[3], d' \
+            "$tmp/pre.json" "$2" "$1" || fail "$how --prelude $1: min capacity, want $2"
+    done
+    # the answer runs under the same options, one step less does not (an
+    # OOM, or an adopted segment that does not fit)
+    "$cli" replay "$tmp/pre.csv" --prelude "$1" --device-memory "$2" --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ooms"] == d["errors"] == 0' ||
+        fail "--prelude $1 at $2"
+    "$cli" replay "$tmp/pre.csv" --prelude "$1" --device-memory $(($2 - 2097152)) --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ooms"] + d["errors"] > 0' ||
+        fail "--prelude $1 below $2"
+done
+# --at: the rows up to it only (the prelude allocated: one 20 MiB segment)
+"$cli" mincap "$tmp/pre.csv" --prelude allocate --at 1 --json >"$tmp/at.json" || fail "mincap --at"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["min_capacity_bytes"] == 20971520 and d["stop_after"] == 1 and d["peak_requested_bytes"] == 2097152, d' \
+    "$tmp/at.json" || fail "mincap --at JSON"
+"$cli" replay "$tmp/pre.csv" --prelude allocate --at 1 --min-capacity >"$tmp/at.txt" || fail "replay --at --min-capacity"
+grep -q '^min capacity: *20971520 bytes' "$tmp/at.txt" || fail "replay --at --min-capacity text"
+grep -q '^prelude: *allocate$' "$tmp/at.txt" || fail "prelude line"
+
 # exit codes
 "$cli" mincap >/dev/null 2>&1; [ $? -eq 2 ] || fail "no trace: exit 2"
 "$cli" mincap "$trace" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: exit 2"
+"$cli" mincap "$trace" --prelude sometimes >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --prelude: exit 2"
+"$cli" mincap "$trace" --at x >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --at: exit 2"
 "$cli" mincap "$trace" --conf 'policy:nope' >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "bad conf: exit 1"
 grep -q 'policy' "$tmp/err" || fail "bad conf message names the option"
 "$cli" mincap "$tmp/none.csv" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing file: exit 1"

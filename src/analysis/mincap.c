@@ -51,7 +51,17 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
         o = *base;
     else
         sublet_replay_options_init(&o);
+    /* every option that changes the outcome is kept (conf, prelude,
+     * placement_hints, stop_after); what only observes the replay is not
+     * called for each probe */
     o.check = 0;
+    o.capture_summary = 0;
+    o.on_oom = NULL;
+    o.on_finish = NULL;
+    o.before_event = o.after_event = NULL;
+    o.trace = NULL;
+    o.record = SUBLET_RECORD_OFF;
+    o.record_prelude = 0;
     if (!resolution)
         resolution = DEFAULT_RESOLUTION;
     out->resolution = resolution;
@@ -85,13 +95,21 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
                      (unsigned long long)big);
         return SUBLET_ERR_OOM;
     }
+    /* the floor: the peak of live requested bytes of the rows replayed (the
+     * reference run's, with stop_after; below it every device fails) */
+    uint64_t floor = info.peak_requested_bytes;
+    if (o.stop_after != SUBLET_REPLAY_ALL || ref.peak_requested_bytes < floor) {
+        floor = ref.peak_requested_bytes < floor ? ref.peak_requested_bytes : floor;
+        if (o.stop_after != SUBLET_REPLAY_ALL)
+            out->peak_requested_bytes = ref.peak_requested_bytes;
+    }
     sublet_replay_result_free(&ref);
 
     /* hi: a size that works, starting just above the engine's own peak */
-    uint64_t lo = info.peak_requested_bytes / resolution; /* lo * res < peak live: fails */
-    if (lo * resolution >= info.peak_requested_bytes && lo > 0)
+    uint64_t lo = floor / resolution; /* lo * res < peak live: fails */
+    if (lo * resolution >= floor && lo > 0)
         lo--;
-    uint64_t hi = (info.peak_requested_bytes + resolution - 1) / resolution;
+    uint64_t hi = (floor + resolution - 1) / resolution;
     if (hi <= lo)
         hi = lo + 1;
     int ok = 0;
