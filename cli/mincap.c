@@ -62,6 +62,23 @@ static void text_report(FILE *out, const char *path, const sublet_replay_options
             m->peak_requested_bytes,
             (double)m->peak_requested_bytes / (double)(UINT64_C(1) << 30), b1);
     fprintf(out, "overhead:             %.2f %%\n", 100.0 * m->overhead);
+    size_t checked = 0;
+    for (size_t i = 0; i < m->nprobes; i++)
+        checked += m->probes[i].checked;
+    if (m->monotone) {
+        fprintf(out, "monotone:             yes (no probed size failed above one that ran; %zu "
+                     "sizes above the answer checked)\n", checked);
+    } else {
+        sublet_format_size(m->smallest_ok_bytes, b1, sizeof b1);
+        fprintf(out, "monotone:             NO: %" PRIu64 " probed size%s failed above %" PRIu64
+                     " bytes (%s), which ran:", m->failed_above, m->failed_above == 1 ? "" : "s",
+                m->smallest_ok_bytes, b1);
+        for (size_t i = 0; i < m->nprobes; i++)
+            if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
+                fprintf(out, " %" PRIu64, m->probes[i].bytes);
+        fprintf(out, "\n                      (the min capacity is the smallest size with no "
+                     "failure probed above it)\n");
+    }
     sublet_format_size(m->resolution, b1, sizeof b1);
     fprintf(out, "resolution:           %s\n", b1);
     fprintf(out, "replays run:          %" PRIu64 "\n", m->replays);
@@ -106,6 +123,24 @@ static void json_report(FILE *out, const char *path, const sublet_replay_options
     json_kv_double(&w, "overhead", m->overhead);
     json_kv_double(&w, "overhead_percent", 100.0 * m->overhead);
     json_kv_u64(&w, "replays", m->replays);
+    json_kv_bool(&w, "monotone", m->monotone);
+    json_kv_u64(&w, "smallest_ok_bytes", m->smallest_ok_bytes);
+    json_key(&w, "failed_sizes_bytes"); /* probed sizes above smallest_ok that failed */
+    json_array_begin(&w);
+    for (size_t i = 0; i < m->nprobes; i++)
+        if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
+            json_u64(&w, m->probes[i].bytes);
+    json_array_end(&w);
+    json_key(&w, "probes");
+    json_array_begin(&w);
+    for (size_t i = 0; i < m->nprobes; i++) {
+        json_object_begin(&w);
+        json_kv_u64(&w, "bytes", m->probes[i].bytes);
+        json_kv_bool(&w, "ok", m->probes[i].ok);
+        json_kv_bool(&w, "checked", m->probes[i].checked);
+        json_object_end(&w);
+    }
+    json_array_end(&w);
     json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
     json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
     json_kv_u64(&w, "events", r->events);

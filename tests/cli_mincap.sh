@@ -89,6 +89,41 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["min_capac
 grep -q '^min capacity: *20971520 bytes' "$tmp/at.txt" || fail "replay --at --min-capacity text"
 grep -q '^prelude: *allocate$' "$tmp/at.txt" || fail "prelude line"
 
+# not monotone: tests/data/nonmonotone.events.csv runs on 60-68 MiB, fails on
+# 70-78 MiB (a cached segment kept, README there): the min capacity is the
+# smallest size with no failure probed above it, 80 MiB, and the report says so
+nm=$data/nonmonotone.events.csv
+"$cli" mincap "$nm" >"$tmp/nm.txt" 2>"$tmp/err" || fail "non-monotone text: $(cat "$tmp/err")"
+grep -q '^min capacity: *83886080 bytes' "$tmp/nm.txt" || fail "non-monotone min capacity"
+grep -q '^monotone: *NO: [0-9]* probed sizes\? failed above 62914560 bytes' "$tmp/nm.txt" ||
+    fail "non-monotone line: $(grep monotone "$tmp/nm.txt")"
+"$cli" replay "$nm" --min-capacity --json >"$tmp/nm.json" || fail "non-monotone JSON"
+python3 - "$tmp/nm.json" <<'PY' || fail "non-monotone JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+M = 1 << 20
+assert d["min_capacity_bytes"] == 80 * M and d["monotone"] is False, d
+assert d["smallest_ok_bytes"] == 60 * M, d["smallest_ok_bytes"]
+f = d["failed_sizes_bytes"]
+assert f and all(70 * M <= x < 80 * M for x in f), f
+p = d["probes"]
+assert [x["bytes"] for x in p] == sorted(x["bytes"] for x in p)
+assert all(x["ok"] for x in p if x["bytes"] >= d["min_capacity_bytes"])  # the definition
+above = [x["bytes"] for x in p if x["bytes"] > d["min_capacity_bytes"]]
+assert 82 * M in above and 160 * M in above, above  # +1 step ... +100 %
+assert any(x["checked"] for x in p)
+PY
+# ... and each figure is what a replay at that size gives
+for mib in 60 76 80; do
+    "$cli" replay "$nm" --device-memory ${mib}MiB --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ooms"])' >"$tmp/o"
+    want=0; [ $mib = 76 ] && want=1
+    [ "$(cat "$tmp/o")" = $want ] || fail "replay of the non-monotone trace on $mib MiB: $(cat "$tmp/o") OOMs"
+done
+# a monotone trace says so
+grep -q '^monotone: *yes' "$tmp/out.txt" || fail "the attention trace is monotone"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["monotone"] is True and d["failed_sizes_bytes"] == []' \
+    "$tmp/expandable_segments:True.json" || fail "monotone JSON"
+
 # exit codes
 "$cli" mincap >/dev/null 2>&1; [ $? -eq 2 ] || fail "no trace: exit 2"
 "$cli" mincap "$trace" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: exit 2"
