@@ -27,14 +27,14 @@ void cli_summary_usage(FILE *out);
  * which the trace runs, by bisection (sublet_replay_min_capacity). */
 int cli_mincap(int argc, char **argv);
 void cli_mincap_usage(FILE *out);
-/* The min-capacity report (`sublet replay TRACE --min-capacity`): text or one
- * JSON object on `out`, settings `conf` (NULL = PyTorch's defaults); errors
- * go to stderr.  Returns CLI_OK or CLI_ERROR. */
-int cli_min_capacity(const sublet_trace *t, const char *conf, int json, FILE *out);
-/* The same with the trace's name in the report (path may be NULL) and a
- * search step (0 = 2 MiB). */
-int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *conf,
-                        uint64_t resolution, int json, FILE *out);
+/* The min-capacity report (`sublet replay TRACE --min-capacity`, `sublet
+ * mincap`): text or one JSON object on `out`; errors go to stderr.  Every
+ * replay option of `o` that changes the outcome is honoured (conf, prelude,
+ * placement_hints, stop_after); its device_memory is what the search varies.
+ * path (may be NULL) names the trace in the report; resolution 0 = 2 MiB.
+ * Returns CLI_OK or CLI_ERROR. */
+int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *o,
+                     uint64_t resolution, int json, FILE *out);
 
 /* `sublet frag FILE ...` and `sublet diagnose FILE ...` (frag.c). */
 int cli_frag(int argc, char **argv);
@@ -62,6 +62,11 @@ sublet_status cli_parse_trace(const uint8_t *buf, size_t n, const char *name,
                               const sublet_trace_load_options *opt, sublet_trace **out, char *err,
                               size_t cap);
 void cli_trace_free(sublet_trace *t);
+/* --prelude's value: "auto", "adopt" or "allocate" into *mode
+ * (SUBLET_PRELUDE_*); 0 or -1. */
+int cli_parse_prelude(const char *s, int *mode);
+/* Its name, for reports. */
+const char *cli_prelude_name(int mode);
 /* A decimal event index (below UINT64_MAX); 0 or -1. */
 int cli_parse_index(const char *s, uint64_t *out);
 /* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing); *matched

@@ -97,6 +97,27 @@ void cli_trace_free(sublet_trace *t)
     sublet_trace_free(t);
 }
 
+int cli_parse_prelude(const char *s, int *mode)
+{
+    if (!s)
+        return -1;
+    if (strcmp(s, "auto") == 0)
+        *mode = SUBLET_PRELUDE_AUTO;
+    else if (strcmp(s, "adopt") == 0)
+        *mode = SUBLET_PRELUDE_ADOPT;
+    else if (strcmp(s, "allocate") == 0)
+        *mode = SUBLET_PRELUDE_ALLOCATE;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cli_prelude_name(int mode)
+{
+    return mode == SUBLET_PRELUDE_ADOPT ? "adopt" : mode == SUBLET_PRELUDE_ALLOCATE ? "allocate"
+                                                                                   : "auto";
+}
+
 int cli_parse_index(const char *s, uint64_t *out)
 {
     if (!s || !*s)

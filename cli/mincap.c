@@ -1,7 +1,9 @@
 /* sublet CLI — the smallest simulated device on which a trace runs.
  *
- * `sublet mincap TRACE [--conf STR] [--resolution SIZE] [--json]`, and the
- * report behind `sublet replay TRACE --min-capacity` (cli_min_capacity):
+ * `sublet mincap TRACE [--conf STR] [--prelude MODE] [--at N]
+ * [--no-placement-hints] [--resolution SIZE] [--json]`, and the report behind
+ * `sublet replay TRACE --min-capacity` (cli_min_capacity, under the replay's
+ * options):
  * bisection over device sizes (sublet_replay_min_capacity), then the min
  * capacity, the floor (peak of live requested bytes), the overhead over it,
  * the replays the search ran, and the device calls of the replay at the
@@ -23,26 +25,35 @@ void cli_mincap_usage(FILE *out)
           "  Find by bisection the smallest simulated device (2 MiB resolution) on which\n"
           "  TRACE replays without an OOM, and report it with the overhead over the peak\n"
           "  of live requested bytes and the device calls at that size.  Also available\n"
-          "  as `sublet replay TRACE --min-capacity`.\n"
+          "  as `sublet replay TRACE --min-capacity`, under the same replay options.\n"
           "options:\n"
-          "  --conf STR         allocator settings (PYTORCH_CUDA_ALLOC_CONF grammar, plus\n"
-          "                     sublet's policy:stitch); default: the settings the trace\n"
-          "                     recorded, else PyTorch's defaults\n"
-          "  --resolution SIZE  search step (default 2MiB)\n"
-          "  --json             print one JSON object instead of the text report\n"
-          "  -h, --help         this text\n",
+          "  --conf STR            allocator settings (PYTORCH_CUDA_ALLOC_CONF grammar, plus\n"
+          "                        sublet's policy:stitch); default: the settings the trace\n"
+          "                        recorded, else PyTorch's defaults\n"
+          "  --prelude MODE        the state before a mid-run recording: auto, adopt or\n"
+          "                        allocate (as `sublet replay --prelude`)\n"
+          "  --at N                the trace up to event N only (as `sublet replay --at`)\n"
+          "  --no-placement-hints  let the sim place new segments itself\n"
+          "  --resolution SIZE     search step (default 2MiB)\n"
+          "  --json                print one JSON object instead of the text report\n"
+          "  -h, --help            this text\n",
           out);
 }
 
-static void text_report(FILE *out, const char *path, const char *conf,
+static void text_report(FILE *out, const char *path, const sublet_replay_options *o,
                         const sublet_mincap_result *m)
 {
     const sublet_replay_result *r = &m->at_min;
     const sublet_sim_ops *d = &r->device_ops;
+    const char *conf = o->conf;
     char b1[32], b2[32];
     if (path)
         fprintf(out, "trace:                %s\n", path);
     fprintf(out, "settings:             %s\n", conf && *conf ? conf : "(PyTorch defaults)");
+    fprintf(out, "prelude:              %s%s\n", cli_prelude_name(o->prelude),
+            o->placement_hints ? "" : ", no placement hints");
+    if (o->stop_after != SUBLET_REPLAY_ALL)
+        fprintf(out, "up to event:          %" PRIu64 "\n", o->stop_after);
     sublet_format_size(m->min_capacity_bytes, b1, sizeof b1);
     fprintf(out, "min capacity:         %" PRIu64 " bytes (%.4f GiB, %s)\n", m->min_capacity_bytes,
             (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30), b1);
@@ -51,6 +62,23 @@ static void text_report(FILE *out, const char *path, const char *conf,
             m->peak_requested_bytes,
             (double)m->peak_requested_bytes / (double)(UINT64_C(1) << 30), b1);
     fprintf(out, "overhead:             %.2f %%\n", 100.0 * m->overhead);
+    size_t checked = 0;
+    for (size_t i = 0; i < m->nprobes; i++)
+        checked += m->probes[i].checked;
+    if (m->monotone) {
+        fprintf(out, "monotone:             yes (no probed size failed above one that ran; %zu "
+                     "sizes above the answer checked)\n", checked);
+    } else {
+        sublet_format_size(m->smallest_ok_bytes, b1, sizeof b1);
+        fprintf(out, "monotone:             NO: %" PRIu64 " probed size%s failed above %" PRIu64
+                     " bytes (%s), which ran:", m->failed_above, m->failed_above == 1 ? "" : "s",
+                m->smallest_ok_bytes, b1);
+        for (size_t i = 0; i < m->nprobes; i++)
+            if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
+                fprintf(out, " %" PRIu64, m->probes[i].bytes);
+        fprintf(out, "\n                      (the min capacity is the smallest size with no "
+                     "failure probed above it)\n");
+    }
     sublet_format_size(m->resolution, b1, sizeof b1);
     fprintf(out, "resolution:           %s\n", b1);
     fprintf(out, "replays run:          %" PRIu64 "\n", m->replays);
@@ -70,7 +98,7 @@ static void text_report(FILE *out, const char *path, const char *conf,
             r->events, r->allocs, r->frees);
 }
 
-static void json_report(FILE *out, const char *path, const char *conf,
+static void json_report(FILE *out, const char *path, const sublet_replay_options *o,
                         const sublet_mincap_result *m)
 {
     const sublet_replay_result *r = &m->at_min;
@@ -80,7 +108,14 @@ static void json_report(FILE *out, const char *path, const char *conf,
     json_object_begin(&w);
     if (path)
         json_kv_string(&w, "trace", path);
-    json_kv_string(&w, "conf", conf ? conf : "");
+    json_kv_string(&w, "conf", o->conf ? o->conf : "");
+    json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
+    json_kv_bool(&w, "placement_hints", o->placement_hints);
+    json_key(&w, "stop_after");
+    if (o->stop_after == SUBLET_REPLAY_ALL)
+        json_null(&w);
+    else
+        json_u64(&w, o->stop_after);
     json_kv_u64(&w, "resolution_bytes", m->resolution);
     json_kv_u64(&w, "min_capacity_bytes", m->min_capacity_bytes);
     json_kv_double(&w, "min_capacity_gib", (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30));
@@ -88,6 +123,24 @@ static void json_report(FILE *out, const char *path, const char *conf,
     json_kv_double(&w, "overhead", m->overhead);
     json_kv_double(&w, "overhead_percent", 100.0 * m->overhead);
     json_kv_u64(&w, "replays", m->replays);
+    json_kv_bool(&w, "monotone", m->monotone);
+    json_kv_u64(&w, "smallest_ok_bytes", m->smallest_ok_bytes);
+    json_key(&w, "failed_sizes_bytes"); /* probed sizes above smallest_ok that failed */
+    json_array_begin(&w);
+    for (size_t i = 0; i < m->nprobes; i++)
+        if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
+            json_u64(&w, m->probes[i].bytes);
+    json_array_end(&w);
+    json_key(&w, "probes");
+    json_array_begin(&w);
+    for (size_t i = 0; i < m->nprobes; i++) {
+        json_object_begin(&w);
+        json_kv_u64(&w, "bytes", m->probes[i].bytes);
+        json_kv_bool(&w, "ok", m->probes[i].ok);
+        json_kv_bool(&w, "checked", m->probes[i].checked);
+        json_object_end(&w);
+    }
+    json_array_end(&w);
     json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
     json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
     json_kv_u64(&w, "events", r->events);
@@ -106,12 +159,12 @@ static void json_report(FILE *out, const char *path, const char *conf,
     json_finish(&w);
 }
 
-int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *conf,
-                        uint64_t resolution, int json, FILE *out)
+int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
+                     uint64_t resolution, int json, FILE *out)
 {
-    sublet_replay_options o;
-    sublet_replay_options_init(&o);
-    o.conf = conf ? conf : "";
+    sublet_replay_options o = *base;
+    if (!o.conf)
+        o.conf = "";
     sublet_mincap_result m;
     char err[512] = "";
     sublet_status st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
@@ -122,16 +175,11 @@ int cli_min_capacity_ex(const sublet_trace *t, const char *path, const char *con
         return CLI_ERROR;
     }
     if (json)
-        json_report(out, path, o.conf, &m);
+        json_report(out, path, &o, &m);
     else
-        text_report(out, path, o.conf, &m);
+        text_report(out, path, &o, &m);
     sublet_mincap_result_free(&m);
     return ferror(out) ? CLI_ERROR : CLI_OK;
-}
-
-int cli_min_capacity(const sublet_trace *t, const char *conf, int json, FILE *out)
-{
-    return cli_min_capacity_ex(t, NULL, conf, 0, json, out);
 }
 
 int cli_mincap(int argc, char **argv)
@@ -139,6 +187,8 @@ int cli_mincap(int argc, char **argv)
     const char *path = NULL, *conf = NULL;
     uint64_t resolution = 0;
     int json = 0;
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
     for (int i = 1; i < argc; i++) {
         int m = 0;
         const char *v;
@@ -157,6 +207,28 @@ int cli_mincap(int argc, char **argv)
                 return CLI_USAGE;
             }
             conf = v;
+            continue;
+        }
+        if (strcmp(argv[i], "--no-placement-hints") == 0) {
+            o.placement_hints = 0;
+            continue;
+        }
+        v = cli_opt_value(argc, argv, &i, "--prelude", &m);
+        if (m) {
+            int mode;
+            if (cli_parse_prelude(v, &mode) != 0) {
+                fprintf(stderr, "sublet mincap: --prelude needs auto, adopt or allocate\n");
+                return CLI_USAGE;
+            }
+            o.prelude = mode;
+            continue;
+        }
+        v = cli_opt_value(argc, argv, &i, "--at", &m);
+        if (m) {
+            if (cli_parse_index(v, &o.stop_after) != 0) {
+                fprintf(stderr, "sublet mincap: --at needs an event index\n");
+                return CLI_USAGE;
+            }
             continue;
         }
         v = cli_opt_value(argc, argv, &i, "--resolution", &m);
@@ -190,8 +262,8 @@ int cli_mincap(int argc, char **argv)
         return CLI_ERROR;
     }
     int from_trace;
-    const char *c = cli_conf_for(t, conf, &from_trace);
-    int rc = cli_min_capacity_ex(t, path, c, resolution, json, stdout);
+    o.conf = cli_conf_for(t, conf, &from_trace);
+    int rc = cli_min_capacity(t, path, &o, resolution, json, stdout);
     cli_trace_free(t);
     return rc;
 }

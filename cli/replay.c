@@ -32,7 +32,8 @@ void cli_replay_usage(FILE *out)
           "  --stop-on-oom         stop at the first OOM\n"
           "  --min-capacity        find by bisection (2 MiB steps) the smallest simulated\n"
           "                        device that runs the trace without OOM under these\n"
-          "                        settings, and its overhead over peak live bytes\n"
+          "                        options (--conf, --prelude, --at, placement), and its\n"
+          "                        overhead over peak live bytes (as `sublet mincap`)\n"
           "  --check               verify every allocator invariant after each event\n"
           "  --no-placement-hints  let the sim place new segments itself instead of at\n"
           "                        the recorded addresses\n"
@@ -163,9 +164,12 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
     fputs(r->summary_end ? r->summary_end : "", stdout);
 
     printf("\nreplay of %s\n", path);
-    printf("  events driven:          %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
-           " deferred by stream use, %" PRIu64 " empty_cache)\n",
-           r->events, r->allocs, r->frees, r->deferred_frees, r->empty_caches);
+    uint64_t npre = sublet_trace_prelude_count(t);
+    printf("  events driven:          %" PRIu64 " (%" PRIu64 " prelude rows, %" PRIu64
+           " allocs, %" PRIu64 " frees, %" PRIu64 " deferred by stream use, %" PRIu64
+           " empty_cache)\n",
+           r->events, r->events < npre ? r->events : npre, r->allocs, r->frees, r->deferred_frees,
+           r->empty_caches);
     printf("  peak requested:         %" PRIu64 " bytes (%s)\n", r->peak_requested_bytes,
            fmt_size(r->peak_requested_bytes, b1, sizeof b1));
     printf("  peak reserved:          %" PRIu64 " bytes (%s)\n", r->peak_reserved_bytes,
@@ -295,9 +299,7 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_kv_u64(&w, "device_memory_bytes", o->device_memory);
     json_index(&w, "stop_after", o->stop_after);
     json_kv_bool(&w, "placement_hints", o->placement_hints);
-    json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
-                                  : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
-                                                                          : "auto");
+    json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
     json_kv_u64(&w, "trace_events", sublet_trace_count(t));
     json_kv_u64(&w, "events", r->events);
     json_index(&w, "last_event", r->last_event);
@@ -439,14 +441,10 @@ int cli_replay(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--prelude", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--prelude");
-            if (strcmp(v, "auto") == 0)
-                o.prelude = SUBLET_PRELUDE_AUTO;
-            else if (strcmp(v, "adopt") == 0)
-                o.prelude = SUBLET_PRELUDE_ADOPT;
-            else if (strcmp(v, "allocate") == 0)
-                o.prelude = SUBLET_PRELUDE_ALLOCATE;
-            else
+            int mode;
+            if (cli_parse_prelude(v, &mode) != 0)
                 return usage_error("--prelude: '%s' is not auto, adopt or allocate", v);
+            o.prelude = mode;
         } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--conf");
@@ -492,7 +490,8 @@ int cli_replay(int argc, char **argv)
     int conf_from_trace;
     o.conf = cli_conf_for(t, conf, &conf_from_trace);
     if (min_capacity) {
-        int rc = cli_min_capacity(t, o.conf, json, stdout);
+        /* under every option given: conf, prelude, placement, --at */
+        int rc = cli_min_capacity(t, path, &o, 0, json, stdout);
         sublet_trace_free(t);
         return rc;
     }
@@ -539,7 +538,11 @@ int cli_replay(int argc, char **argv)
         /* the fragmentation picture after the last event, and for each OOM
          * its diagnosis and the settings that avoid it (more replays) */
         char ferr[512];
-        if (sublet_frag_state_at(t, &o, o.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
+        /* a replay of its own: its OOMs are those reported already */
+        sublet_replay_options fo = o;
+        fo.on_oom = NULL;
+        fo.oom_user = NULL;
+        if (sublet_frag_state_at(t, &fo, o.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
             SUBLET_OK)
             c.frag = NULL;
         if (r.ooms && sublet_frag_diagnose_trace(t, &o, NULL, &c.diag, ferr, sizeof ferr) ==

@@ -116,6 +116,63 @@ static void vs_current(const sublet_tune_eval *a, const sublet_tune_eval *cur)
     printf("\n");
 }
 
+static const char *device_source(const sublet_tune_result *r)
+{
+    return r->device_source == SUBLET_TUNE_DEVICE_GIVEN      ? "given"
+           : r->device_source == SUBLET_TUNE_DEVICE_RECORDED ? "recorded"
+                                                             : "default";
+}
+
+/* A min capacity whose probes were not monotone (docs/replay.md): said. */
+static void print_monotone(const sublet_tune_eval *e, size_t n)
+{
+    char b1[32], b2[32], which[48] = "";
+    for (size_t i = 0; i < e->ntraces; i++) {
+        const sublet_tune_trace_eval *t = &e->per_trace[i];
+        if (t->monotone || !t->min_capacity_bytes)
+            continue;
+        if (n > 1)
+            snprintf(which, sizeof which, " of trace [%zu]", i);
+        printf("  min capacity%s not monotone: %s ran, but sizes between it and %s failed "
+               "(`sublet mincap` lists them)\n",
+               which, cli_fmt_mib(t->smallest_ok_bytes, b1, sizeof b1),
+               cli_fmt_mib(t->min_capacity_bytes, b2, sizeof b2));
+    }
+}
+
+/* The answer checked on the user's device (its evaluation replayed the
+ * whole trace there), and a min capacity that is not monotone. */
+static void print_check(const sublet_tune_eval *e, const sublet_tune_result *r, size_t n)
+{
+    char b1[32], b2[32];
+    const char *src = r->device_source == SUBLET_TUNE_DEVICE_GIVEN ? "--device-memory"
+                      : r->device_source == SUBLET_TUNE_DEVICE_RECORDED
+                          ? "recorded in the trace"
+                          : "the default: none given or recorded";
+    printf("  on your device (%s, %s): ", fmt_gib(r->device_memory, b1, sizeof b1), src);
+    if (e->fits) {
+        printf("checked, the whole run replayed without an OOM (peak reserved %s)\n",
+               cli_fmt_mib(e->peak_reserved_bytes, b2, sizeof b2));
+    } else {
+        printf("OUT OF MEMORY");
+        for (size_t i = 0; i < e->ntraces; i++) {
+            const sublet_tune_trace_eval *t = &e->per_trace[i];
+            if (t->fits)
+                continue;
+            if (t->first_oom_event != SUBLET_REPLAY_NONE)
+                printf(" at event %" PRIu64, t->first_oom_event);
+            else
+                printf(" rebuilding the prelude");
+            if (n > 1)
+                printf(" of trace [%zu]", i);
+            break;
+        }
+        printf(": NOT recommended for this device (no setting searched runs there; this one "
+               "needs %s)\n", cli_fmt_mib(e->min_capacity_bytes, b2, sizeof b2));
+    }
+    print_monotone(e, n);
+}
+
 static void print_cause(const char *cause, size_t trace, size_t n, const sublet_tune_eval *a,
                         const sublet_tune_eval *cur)
 {
@@ -281,13 +338,16 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     }
 
     printf("\ncurrent:\n  %s\n", show_conf(c->conf));
+    print_monotone(c, n);
     printf("\nPYTORCH_CUDA_ALLOC_CONF=%s\n", p->conf);
     if (!p->conf[0])
         printf("  (PyTorch's defaults are already the best of the PyTorch knobs here)\n");
     vs_current(p, c);
+    print_check(p, r, n);
     print_cause(r->pytorch_cause, r->pytorch_cause_trace, n, p, c);
     printf("\nSUBLET_ALLOC_CONF=%s\n", s->conf);
     vs_current(s, c);
+    print_check(s, r, n);
     print_cause(r->sublet_cause, r->sublet_cause_trace, n, s, c);
 
     print_plan(&r->plan, r, o);
@@ -325,6 +385,8 @@ static void json_eval(json_writer *w, const sublet_tune_eval *e)
     json_kv_double(w, "overhead", e->overhead);
     json_kv_u64(w, "peak_reserved_bytes", e->peak_reserved_bytes);
     json_kv_bool(w, "fits", e->fits);
+    if (e->per_trace)
+        json_kv_bool(w, "monotone", e->monotone);
     json_kv_double(w, "cost_us", e->cost_us);
     json_kv_u64(w, "device_calls", e->device_calls);
     json_kv_u64(w, "retries", e->retries);
@@ -340,6 +402,13 @@ static void json_eval(json_writer *w, const sublet_tune_eval *e)
             json_kv_u64(w, "peak_reserved_bytes", t->peak_reserved_bytes);
             json_kv_bool(w, "fits", t->fits);
             json_kv_u64(w, "ooms", t->ooms);
+            json_key(w, "first_oom_event");
+            if (t->first_oom_event == SUBLET_REPLAY_NONE)
+                json_null(w);
+            else
+                json_u64(w, t->first_oom_event);
+            json_kv_bool(w, "monotone", t->monotone);
+            json_kv_u64(w, "smallest_ok_bytes", t->smallest_ok_bytes);
             json_kv_double(w, "cost_us", t->cost_us);
             json_key(w, "calls");
             json_calls(w, &t->calls);
@@ -351,7 +420,8 @@ static void json_eval(json_writer *w, const sublet_tune_eval *e)
 }
 
 static void json_answer(json_writer *w, const char *key, const char *env,
-                        const sublet_tune_eval *e, const char *cause, size_t cause_trace)
+                        const sublet_tune_eval *e, const char *cause, size_t cause_trace,
+                        const sublet_tune_result *r)
 {
     json_key(w, key);
     json_object_begin(w);
@@ -362,6 +432,30 @@ static void json_answer(json_writer *w, const char *key, const char *env,
     json_eval(w, e);
     json_kv_string(w, "fixes", cause);
     json_kv_u64(w, "fixes_trace", cause_trace);
+    /* the answer replayed on the user's device: the check */
+    json_key(w, "device_check");
+    json_object_begin(w);
+    json_kv_u64(w, "device_memory_bytes", r->device_memory);
+    json_kv_string(w, "source", device_source(r));
+    json_kv_bool(w, "runs", e->fits);
+    uint64_t ooms = 0, first = SUBLET_REPLAY_NONE;
+    size_t trace = 0;
+    for (size_t i = 0; i < e->ntraces; i++) {
+        ooms += e->per_trace[i].ooms;
+        if (!e->per_trace[i].fits && first == SUBLET_REPLAY_NONE) {
+            first = e->per_trace[i].first_oom_event;
+            trace = i;
+        }
+    }
+    json_kv_u64(w, "ooms", ooms);
+    json_key(w, "first_oom_event");
+    if (first == SUBLET_REPLAY_NONE)
+        json_null(w);
+    else
+        json_u64(w, first);
+    json_kv_u64(w, "first_oom_trace", trace);
+    json_kv_bool(w, "recommended", e->fits);
+    json_object_end(w);
     json_object_end(w);
 }
 
@@ -429,6 +523,7 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
     }
     json_array_end(&w);
     json_kv_u64(&w, "device_memory", r->device_memory);
+    json_kv_string(&w, "device_source", device_source(r));
     json_key(&w, "cost_model_us");
     json_object_begin(&w);
     json_kv_double(&w, "malloc_us", o->cost.malloc_us);
@@ -459,9 +554,9 @@ static void print_json(char **paths, sublet_trace **traces, size_t n, const subl
     json_eval(&w, &r->current);
     json_object_end(&w);
     json_answer(&w, "pytorch", "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause,
-                r->pytorch_cause_trace);
+                r->pytorch_cause_trace, r);
     json_answer(&w, "sublet", "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause,
-                r->sublet_cause_trace);
+                r->sublet_cause_trace, r);
     if (o->warmup) {
         json_key(&w, "warmup");
         cli_tune_plan_json(&w, &r->plan);

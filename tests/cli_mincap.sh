@@ -51,9 +51,84 @@ assert s["min_capacity_bytes"] <= e["min_capacity_bytes"]
 assert s["device_calls"]["va_reserves"] >= 1 and s["device_calls"]["maps"] >= 1
 PY
 
+# the replay options that change the outcome are honoured: a trace recorded
+# mid-run whose prelude, adopted, leaves room in its 40 MiB segment for the
+# 30 MiB request, but allocated afresh (a 2 MiB block in a 20 MiB segment)
+# needs a second segment: 50 MiB
+cat >"$tmp/pre.csv" <<'CSV'
+seq,action,addr,size,stream,time_us
+0,pre_segment,140000000000000,41943040,0,
+1,pre_alloc,140000000000000,2097152,0,
+2,alloc,140000002097152,31457280,0,
+3,free_requested,140000002097152,31457280,0,
+4,free_completed,140000002097152,31457280,0,
+CSV
+for case in "auto 41943040" "adopt 41943040" "allocate 52428800"; do
+    set -- $case
+    for how in "mincap" "replay --min-capacity"; do
+        # shellcheck disable=SC2086
+        "$cli" $how "$tmp/pre.csv" --prelude "$1" --json >"$tmp/pre.json" 2>"$tmp/err" ||
+            fail "$how --prelude $1: $(cat "$tmp/err")"
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["min_capacity_bytes"] == int(sys.argv[2]) and d["prelude"] == sys.argv[3], d' \
+            "$tmp/pre.json" "$2" "$1" || fail "$how --prelude $1: min capacity, want $2"
+    done
+    # the answer runs under the same options, one step less does not (an
+    # OOM, or an adopted segment that does not fit)
+    "$cli" replay "$tmp/pre.csv" --prelude "$1" --device-memory "$2" --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ooms"] == d["errors"] == 0' ||
+        fail "--prelude $1 at $2"
+    "$cli" replay "$tmp/pre.csv" --prelude "$1" --device-memory $(($2 - 2097152)) --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ooms"] + d["errors"] > 0' ||
+        fail "--prelude $1 below $2"
+done
+# --at: the rows up to it only (the prelude allocated: one 20 MiB segment)
+"$cli" mincap "$tmp/pre.csv" --prelude allocate --at 1 --json >"$tmp/at.json" || fail "mincap --at"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["min_capacity_bytes"] == 20971520 and d["stop_after"] == 1 and d["peak_requested_bytes"] == 2097152, d' \
+    "$tmp/at.json" || fail "mincap --at JSON"
+"$cli" replay "$tmp/pre.csv" --prelude allocate --at 1 --min-capacity >"$tmp/at.txt" || fail "replay --at --min-capacity"
+grep -q '^min capacity: *20971520 bytes' "$tmp/at.txt" || fail "replay --at --min-capacity text"
+grep -q '^prelude: *allocate$' "$tmp/at.txt" || fail "prelude line"
+
+# not monotone: tests/data/nonmonotone.events.csv runs on 60-68 MiB, fails on
+# 70-78 MiB (a cached segment kept, README there): the min capacity is the
+# smallest size with no failure probed above it, 80 MiB, and the report says so
+nm=$data/nonmonotone.events.csv
+"$cli" mincap "$nm" >"$tmp/nm.txt" 2>"$tmp/err" || fail "non-monotone text: $(cat "$tmp/err")"
+grep -q '^min capacity: *83886080 bytes' "$tmp/nm.txt" || fail "non-monotone min capacity"
+grep -q '^monotone: *NO: [0-9]* probed sizes\? failed above 62914560 bytes' "$tmp/nm.txt" ||
+    fail "non-monotone line: $(grep monotone "$tmp/nm.txt")"
+"$cli" replay "$nm" --min-capacity --json >"$tmp/nm.json" || fail "non-monotone JSON"
+python3 - "$tmp/nm.json" <<'PY' || fail "non-monotone JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+M = 1 << 20
+assert d["min_capacity_bytes"] == 80 * M and d["monotone"] is False, d
+assert d["smallest_ok_bytes"] == 60 * M, d["smallest_ok_bytes"]
+f = d["failed_sizes_bytes"]
+assert f and all(70 * M <= x < 80 * M for x in f), f
+p = d["probes"]
+assert [x["bytes"] for x in p] == sorted(x["bytes"] for x in p)
+assert all(x["ok"] for x in p if x["bytes"] >= d["min_capacity_bytes"])  # the definition
+above = [x["bytes"] for x in p if x["bytes"] > d["min_capacity_bytes"]]
+assert 82 * M in above and 160 * M in above, above  # +1 step ... +100 %
+assert any(x["checked"] for x in p)
+PY
+# ... and each figure is what a replay at that size gives
+for mib in 60 76 80; do
+    "$cli" replay "$nm" --device-memory ${mib}MiB --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ooms"])' >"$tmp/o"
+    want=0; [ $mib = 76 ] && want=1
+    [ "$(cat "$tmp/o")" = $want ] || fail "replay of the non-monotone trace on $mib MiB: $(cat "$tmp/o") OOMs"
+done
+# a monotone trace says so
+grep -q '^monotone: *yes' "$tmp/out.txt" || fail "the attention trace is monotone"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["monotone"] is True and d["failed_sizes_bytes"] == []' \
+    "$tmp/expandable_segments:True.json" || fail "monotone JSON"
+
 # exit codes
 "$cli" mincap >/dev/null 2>&1; [ $? -eq 2 ] || fail "no trace: exit 2"
 "$cli" mincap "$trace" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: exit 2"
+"$cli" mincap "$trace" --prelude sometimes >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --prelude: exit 2"
+"$cli" mincap "$trace" --at x >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --at: exit 2"
 "$cli" mincap "$trace" --conf 'policy:nope' >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "bad conf: exit 1"
 grep -q 'policy' "$tmp/err" || fail "bad conf message names the option"
 "$cli" mincap "$tmp/none.csv" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing file: exit 1"

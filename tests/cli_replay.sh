@@ -62,11 +62,39 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["ooms"] == 2, d["ooms"]
 assert d["oom_events"][0]["event"] == 50 and d["oom_events"][0]["size"] == 536870912
-assert d["events"] == 97
+# each OOM once (the replays behind the fragmentation report do not add theirs)
+keys = [(o["event"], o["line"], o["message"]) for o in d["oom_events"]]
+assert len(keys) == d["ooms"] == len(set(keys)), keys
+assert d["events"] == 97 and all(o["event"] < d["events"] for o in d["oom_events"])
 PY
+[ "$(grep -c '^event [0-9]*: alloc of .* failed' "$tmp/oom.txt")" -eq 2 ] || fail "each OOM printed once"
 "$cli" replay "$trace" --device-memory 3GiB --stop-on-oom --json >"$tmp/stop.json" || fail "--stop-on-oom"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 51 and d["stopped_on_oom"]' \
-    "$tmp/stop.json" || fail "--stop-on-oom JSON"
+python3 - "$tmp/stop.json" <<'PY' || fail "--stop-on-oom JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["events"] == 51 and d["stopped_on_oom"] and d["ooms"] == 1
+assert [o["event"] for o in d["oom_events"]] == [50] == [d["last_event"]], d["oom_events"]
+assert d["events"] > d["oom_events"][-1]["event"]  # the OOMed row is counted
+PY
+# with a prelude: events counts its rows, as event indices do
+printf 'seq,action,addr,size,stream,time_us\n0,pre_segment,140000000000000,20971520,0,\n1,pre_alloc,140000000000000,10485760,0,\n2,segment_alloc,140000020971520,20971520,0,\n3,alloc,140000020971520,20971520,0,\n4,free_requested,140000020971520,20971520,0,\n5,free_completed,140000020971520,20971520,0,\n' >"$tmp/pre.csv"
+"$cli" replay "$tmp/pre.csv" --prelude adopt --device-memory 30MiB --stop-on-oom --json \
+    >"$tmp/pre.json" || fail "prelude adopt --stop-on-oom"
+python3 - "$tmp/pre.json" <<'PY' || fail "prelude adopt --stop-on-oom JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [o["event"] for o in d["oom_events"]] == [3], d["oom_events"]
+assert d["events"] == 4 and d["last_event"] == 3 and d["stopped_on_oom"], d["events"]
+PY
+# an OOM allocating the prelude is reported by its pre_alloc row, and stops it
+"$cli" replay "$tmp/pre.csv" --prelude allocate --device-memory 8MiB --stop-on-oom --json \
+    >"$tmp/pre.json" || fail "prelude allocate --stop-on-oom"
+python3 - "$tmp/pre.json" <<'PY' || fail "prelude allocate --stop-on-oom JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [o["event"] for o in d["oom_events"]] == [1], d["oom_events"]
+assert d["events"] == 2 and d["allocs"] == 0 and d["stopped_on_oom"], d
+PY
 "$cli" replay "$trace" --at 10 --json >"$tmp/at.json" || fail "--at"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 11 and d["last_event"] == 10' \
     "$tmp/at.json" || fail "--at JSON"
@@ -160,7 +188,7 @@ printf 'seq,action,addr,size,stream,time_us\n0,pre_segment,140000000000000,20971
 grep -q 'recorded mid-run under expandable segments' "$tmp/err" || fail "mid-run reason: $(cat "$tmp/err")"
 "$cli" replay "$tmp/midrun.csv" --conf expandable_segments:True --prelude allocate --json >"$tmp/mid.json" ||
     fail "--prelude allocate"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 2 and d["prelude"] == "allocate"' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 4 and d["prelude"] == "allocate"' \
     "$tmp/mid.json" || fail "--prelude allocate JSON"
 
 # usage errors: exit 2

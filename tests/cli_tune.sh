@@ -109,5 +109,38 @@ grep -q 'free_us' "$tmp/err" || fail "bad cost model message"
 "$cli" tune "$tmp/missing.csv" >/dev/null 2>&1
 [ $? -eq 1 ] || fail "missing file: exit 1"
 
+# each answer is checked on the user's device, and said when it OOMs there;
+# a min capacity that is not monotone is said (tests/data/nonmonotone.events.csv
+# runs on 60-68 MiB, OOMs on 70-78 MiB, runs from 80 MiB on)
+nm=$data/nonmonotone.events.csv
+"$cli" tune "$nm" --device-memory 76MiB --no-warmup >"$tmp/nm76.txt" 2>"$tmp/err" || fail "tune 76MiB: $(cat "$tmp/err")"
+[ "$(grep -c '^  on your device (0.07 GiB, --device-memory): checked, the whole run replayed without an OOM' "$tmp/nm76.txt")" -eq 2 ] ||
+    fail "device check lines: $(grep 'on your device' "$tmp/nm76.txt")"
+grep -q '^  min capacity not monotone: 60 MiB ran, but sizes between it and 80 MiB failed' "$tmp/nm76.txt" ||
+    fail "current's min capacity not monotone"
+"$cli" tune "$nm" --device-memory 50MiB --no-warmup >"$tmp/nm50.txt" 2>"$tmp/err" || fail "tune 50MiB: $(cat "$tmp/err")"
+grep -q '^  on your device (0.05 GiB, --device-memory): OUT OF MEMORY at event [0-9]*: NOT recommended for this device' "$tmp/nm50.txt" ||
+    fail "OOM on the device said: $(grep 'on your device' "$tmp/nm50.txt")"
+for dev in 76MiB 50MiB; do
+    "$cli" tune "$nm" --device-memory $dev --no-warmup --json >"$tmp/nm.json" 2>"$tmp/err" || fail "tune --json $dev"
+    python3 - "$tmp/nm.json" $dev <<'PY' || fail "device_check JSON $dev"
+import json, sys
+d = json.load(open(sys.argv[1]))
+fits = sys.argv[2] == "76MiB"
+assert d["device_source"] == "given"
+for k in ("pytorch", "sublet"):
+    c = d[k]["device_check"]
+    assert c["device_memory_bytes"] == int(sys.argv[2][:2]) << 20 and c["source"] == "given", c
+    assert c["runs"] is fits and c["recommended"] is fits and c["runs"] == d[k]["evaluation"]["fits"], c
+    assert (c["first_oom_event"] is None) == fits and (c["ooms"] == 0) == fits, c
+cur = d["current"]["evaluation"]
+assert cur["monotone"] is False and cur["min_capacity_bytes"] == 80 << 20, cur
+assert cur["per_trace"][0]["smallest_ok_bytes"] == 60 << 20 and cur["per_trace"][0]["monotone"] is False
+PY
+done
+"$cli" tune "$trace" --no-warmup --json 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["device_source"] == "default" and d["sublet"]["device_check"]["runs"] and d["sublet"]["evaluation"]["monotone"]' ||
+    fail "default device check"
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 echo "cli_tune: all passed"

@@ -661,6 +661,60 @@ static void test_oom(void **state)
     sublet_trace_free(t);
 }
 
+/* Each OOM is reported once, by its row's index, and `events` counts the
+ * prelude's rows: every reported index is below it, also when the replay
+ * stops at the OOM, and also for an OOM while allocating the prelude. */
+static void test_oom_events_prelude(void **state)
+{
+    (void)state;
+    sublet_trace *t = parse("seq,action,addr,size,stream,time_us\n"
+                            "0,pre_segment,140000000000000,20971520,0,\n"
+                            "1,pre_alloc,140000000000000,10485760,0,\n"
+                            "2,segment_alloc,140000020971520,20971520,0,\n"
+                            "3,alloc,140000020971520,20971520,0,\n"
+                            "4,free_requested,140000020971520,20971520,0,\n"
+                            "5,free_completed,140000020971520,20971520,0,\n");
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.device_memory = 30 * MiB; /* the adopted 20 MiB segment + 20 MiB do not fit */
+    o.check = 1;
+    oom_seen seen = {0};
+    o.on_oom = on_oom;
+    o.oom_user = &seen;
+    for (int stop = 0; stop < 2; stop++) {
+        memset(&seen, 0, sizeof seen);
+        o.stop_on_oom = stop;
+        sublet_replay_result r = replay(t, &o);
+        assert_int_equal(r.ooms, 1);
+        assert_int_equal(seen.calls, 1);
+        assert_int_equal(seen.event, 3);
+        assert_int_equal(r.first_oom_event, 3);
+        assert_int_equal(r.stopped_on_oom, stop);
+        assert_int_equal(r.events, stop ? 4 : 6); /* 2 prelude rows, then rows 2.. */
+        assert_int_equal(r.last_event, stop ? 3 : 5);
+        assert_true(r.events > seen.event);
+        sublet_replay_result_free(&r);
+    }
+    /* the prelude allocated on a device too small for its block: the OOM is
+     * the pre_alloc row's, reported like any other; stop_on_oom stops there */
+    o.prelude = SUBLET_PRELUDE_ALLOCATE;
+    o.device_memory = 8 * MiB;
+    for (int stop = 0; stop < 2; stop++) {
+        memset(&seen, 0, sizeof seen);
+        o.stop_on_oom = stop;
+        sublet_replay_result r = replay(t, &o);
+        assert_int_equal(r.first_oom_event, 1);
+        assert_int_equal(r.ooms, stop ? 1 : 2);
+        assert_int_equal(seen.calls, stop ? 1 : 2);
+        assert_int_equal(seen.event, stop ? 1 : 3); /* the last one seen */
+        assert_int_equal(r.allocs, stop ? 0 : 1);   /* no recorded row after the stop */
+        assert_int_equal(r.events, stop ? 2 : 6);
+        assert_true(r.events > r.first_oom_event);
+        sublet_replay_result_free(&r);
+    }
+    sublet_trace_free(t);
+}
+
 /* Prelude: pre_alloc blocks are round_size(requested), extended over a
  * large-pool tail of at most 1 MiB (PyTorch would not have split it). */
 static void test_prelude(void **state)
@@ -690,7 +744,8 @@ static void test_prelude(void **state)
         o.check = 1;
         o.stop_after = 4; /* the prelude only */
         sublet_replay_result r = replay(t, &o);
-        assert_int_equal(r.events, 0);
+        assert_int_equal(r.events, 5); /* its rows count as driven */
+        assert_int_equal(r.last_event, SUBLET_REPLAY_NONE); /* no recorded row */
         assert_int_equal(r.pre_segments, 2);
         assert_int_equal(r.pre_allocs, 3);
         assert_int_equal(r.errors, 0);
@@ -792,7 +847,7 @@ static void test_expandable_rows(void **state)
             o.prelude = SUBLET_PRELUDE_ALLOCATE; /* the approximation, when asked for */
             o.check = 1;
             r = replay(t, &o);
-            assert_int_equal(r.events, k ? 5 : 2);
+            assert_int_equal(r.events, k ? 5 : 4); /* 2 prelude rows + 2 */
             sublet_replay_result_free(&r);
         }
         sublet_trace_free(t);
@@ -858,7 +913,7 @@ static void test_replay_random(void **state)
         sublet_status st = sublet_replay_run(t, &o, &r, err, sizeof err);
         if (st != SUBLET_OK)
             fail_msg("iteration %d: %s: %s", it, sublet_status_name(st), err);
-        assert_int_equal(r.events, 300);
+        assert_int_equal(r.events, 300 + 2 * npre); /* the prelude's rows count */
         ooms += r.ooms;
         retries += r.alloc_retries;
         deferred += r.deferred_frees;
@@ -1009,6 +1064,7 @@ int main(void)
         cmocka_unit_test(test_empty_cache_run),
         cmocka_unit_test(test_unknown_free),
         cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_oom_events_prelude),
         cmocka_unit_test(test_prelude),
         cmocka_unit_test(test_expandable_rows),
         cmocka_unit_test(test_empty_cache_set_mismatch),

@@ -190,7 +190,12 @@ typedef struct sublet_replay_fidelity {
 } sublet_replay_fidelity;
 
 typedef struct sublet_replay_result {
-    uint64_t events;          /* recorded events driven (prelude not counted) */
+    /* Trace rows driven, counted as event indices are (prelude rows
+     * included): all the prelude's rows once it is seeded, then each
+     * recorded row driven, the one whose OOM stopped the replay included.
+     * Every event index the replay reports (an OOM's, last_event) is below
+     * it; events - sublet_trace_prelude_count() are the recorded rows. */
+    uint64_t events;
     uint64_t last_event;      /* index of the last event driven, SUBLET_REPLAY_NONE if none */
     uint64_t pre_segments, pre_allocs; /* prelude rows seeded */
     uint64_t allocs, frees, deferred_frees, empty_caches;
@@ -228,20 +233,49 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
 void sublet_replay_result_free(sublet_replay_result *r);
 
 /* ---- min capacity ---------------------------------------------------------- */
+/* One device size the search replayed the trace on. */
+typedef struct sublet_mincap_probe {
+    uint64_t bytes;
+    int ok;      /* ran without an OOM (and without extra row errors) */
+    int checked; /* a neighbourhood probe above an answer, not a bisection step */
+} sublet_mincap_probe;
+
 typedef struct sublet_mincap_result {
     uint64_t resolution;           /* search step in bytes (2 MiB by default) */
-    uint64_t min_capacity_bytes;   /* smallest simulated device with no OOM */
+    /* The answer: the smallest probed size c (a multiple of the resolution)
+     * such that c and every size probed above c ran without an OOM. */
+    uint64_t min_capacity_bytes;
     uint64_t peak_requested_bytes; /* peak of live requested bytes: the floor */
     double overhead;               /* min_capacity / peak_requested - 1 */
     uint64_t replays;              /* replays the search ran */
     sublet_replay_result at_min;   /* the replay at min_capacity_bytes */
+    /* Monotonicity, as far as the probes tell: 0 when some probed size
+     * failed although a smaller one ran (the OOM path's releases and the
+     * collector depend on the device size, so a larger device can do
+     * worse).  smallest_ok_bytes is the smallest size that ran (below the
+     * answer when not monotone), failed_above the probed sizes above it
+     * that failed. */
+    int monotone;
+    uint64_t smallest_ok_bytes;
+    uint64_t failed_above;
+    /* Every probe, by ascending size (malloc'd, nprobes entries): the
+     * bisection's and the neighbourhood checked above each answer found
+     * (+1 step, +1 %, +5 %, +10 %, +25 %, +50 %, +100 %). */
+    sublet_mincap_probe *probes;
+    size_t nprobes;
 } sublet_mincap_result;
 
-/* Find by bisection the smallest simulated device (a multiple of
- * `resolution`, 0 = 2 MiB) on which `t` replays under `o`'s settings without
- * an OOM.  `o` may be NULL (defaults); its device_memory, stop_on_oom and
- * check are ignored.  Assumes that a larger device never does worse, as
- * holds for PyTorch's policy in practice.  Release with
+/* Find the min capacity of `t` under `o`'s options (a multiple of
+ * `resolution`, 0 = 2 MiB): bisection between the floor (the peak of live
+ * requested bytes) and a size that runs, then a check of the answer's
+ * neighbourhood (the sizes above listed in sublet_mincap_result); when a
+ * size there fails, the search goes on above the highest failure (bisection
+ * between it and the next size that ran) until the neighbourhood of the
+ * answer runs, so that the answer is the smallest probed size with no
+ * failure probed above it.  `o` may be NULL (defaults); every option that
+ * changes the outcome is honoured (conf, prelude, placement_hints,
+ * stop_after); device_memory is the searched variable, each probe stops at
+ * its first OOM, check and the observers are not used.  Release with
  * sublet_mincap_result_free. */
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *o,
                                          uint64_t resolution, sublet_mincap_result *out,

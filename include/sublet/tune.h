@@ -167,9 +167,15 @@ typedef struct sublet_tune_trace_eval {
     uint64_t peak_requested_bytes; /* peak live requested bytes: the floor */
     uint64_t min_capacity_bytes;   /* smallest device that runs it (0: not computed) */
     double overhead;               /* min_capacity / peak_requested - 1 */
-    /* On the user's device: */
+    /* the min capacity's probes were monotone (sublet_mincap_result) and
+     * the smallest size that ran (below min_capacity_bytes when not) */
+    int monotone;
+    uint64_t smallest_ok_bytes;
+    /* On the user's device (a whole replay there: the check of an answer): */
     int fits;                      /* ran without an OOM */
     uint64_t ooms;
+    uint64_t first_oom_event;      /* its row index; SUBLET_REPLAY_NONE: none (or the
+                                    * prelude did not fit) */
     uint64_t peak_reserved_bytes;
     uint64_t segments_created;     /* cudaMalloc + map calls after the prelude */
     sublet_tune_calls calls;       /* after the prelude */
@@ -188,6 +194,7 @@ typedef struct sublet_tune_eval {
     uint64_t retries;              /* summed */
     uint64_t peak_reserved_bytes;  /* max over the traces, on the user's device */
     int fits;                      /* every trace runs on the user's device */
+    int monotone;                  /* every trace's min capacity probes were monotone */
     size_t ntraces;
     sublet_tune_trace_eval *per_trace; /* ntraces entries (malloc'd), or NULL */
 } sublet_tune_eval;
@@ -267,6 +274,10 @@ typedef struct sublet_tune_result {
     sublet_status status; /* SUBLET_OK, or why the tuning failed (see error) */
     char error[512];
     uint64_t device_memory; /* the user's device the cost was measured on */
+    /* where device_memory came from: the options, the traces' recording,
+     * or the 80 GiB default */
+    enum { SUBLET_TUNE_DEVICE_GIVEN, SUBLET_TUNE_DEVICE_RECORDED, SUBLET_TUNE_DEVICE_DEFAULT }
+        device_source;
     size_t ntraces;
     /* The settings the traces ran with, evaluated the same way; each trace
      * under its own string (current_conf holds the first trace's). */

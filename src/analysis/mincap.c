@@ -3,40 +3,156 @@
  * Bisection over device sizes (multiples of the resolution, 2 MiB by
  * default) between the peak of live requested bytes (no allocator can do
  * with less) and a size that is known to work.  Each probe is a full replay
- * through the engine that stops at the first OOM. */
+ * through the engine that stops at the first OOM.
+ *
+ * A larger device does not always do better: the OOM path releases cached
+ * segments only when a device allocation fails, so a smaller device may
+ * release (and lay out anew) earlier, and a larger one keep a cached
+ * segment that later stands in the way.  The bisection alone would then
+ * answer with a size below sizes that fail.  So the answer's neighbourhood is
+ * probed (+1 step, +1 %, +5 %, +10 %, +25 %, +50 %, +100 %); when a size
+ * there fails, the search bisects again between the highest failure and the
+ * next size that ran, and checks the new answer's neighbourhood, until it
+ * holds: the answer is the smallest probed size with no failure probed above
+ * it, and `monotone` says whether any probed size failed above one that ran. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sublet/replay.h"
 
 #define DEFAULT_RESOLUTION ((uint64_t)2 << 20)
 #define MAX_DOUBLINGS 16
+#define MAX_ROUNDS 8 /* re-searches above a failure in the neighbourhood */
 
-/* Runs one probe; *ok is set when the whole trace ran without an OOM and
- * without more row errors than the reference run had. */
-static sublet_status probe(const sublet_trace *t, const sublet_replay_options *base, uint64_t cap,
-                           uint64_t errors_allowed, int *ok, sublet_replay_result *keep,
-                           char *err, size_t err_cap)
+typedef struct search {
+    const sublet_trace *t;
+    const sublet_replay_options *o;
+    uint64_t res, errors_allowed;
+    sublet_mincap_result *out;
+    uint64_t kept; /* the size out->at_min was replayed at (0: none) */
+    size_t cap;
+    char *err;
+    size_t err_cap;
+} search;
+
+static const sublet_mincap_probe *find_probe(const search *s, uint64_t bytes)
 {
-    sublet_replay_options o = *base;
+    for (size_t i = 0; i < s->out->nprobes; i++)
+        if (s->out->probes[i].bytes == bytes)
+            return &s->out->probes[i];
+    return NULL;
+}
+
+/* Runs one probe (or answers from an earlier one at the same size); *ok is
+ * set when the whole trace ran without an OOM and without more row errors
+ * than the reference run had.  keep: put the replay in out->at_min. */
+static sublet_status probe(search *s, uint64_t units, int checked, int keep, int *ok)
+{
+    uint64_t cap = units * s->res;
+    const sublet_mincap_probe *old = find_probe(s, cap);
+    if (old && (!keep || !old->ok || s->kept == cap)) {
+        *ok = old->ok;
+        return SUBLET_OK;
+    }
+    sublet_replay_options o = *s->o;
     o.device_memory = cap;
     o.stop_on_oom = 1;
-    o.capture_summary = 0;
-    o.on_finish = NULL;
     sublet_replay_result r;
-    sublet_status st = sublet_replay_run(t, &o, &r, err, err_cap);
-    *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
+    sublet_status st = sublet_replay_run(s->t, &o, &r, s->err, s->err_cap);
+    s->out->replays++;
+    *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= s->errors_allowed;
     /* a failed seeding (the prelude does not fit) is a failure to run, not
      * an error of the trace */
     if (st == SUBLET_ERR_DEVICE_OOM || st == SUBLET_ERR_OOM)
         st = SUBLET_OK;
     if (keep && *ok) {
-        sublet_replay_result_free(keep);
-        *keep = r;
+        sublet_replay_result_free(&s->out->at_min);
+        s->out->at_min = r;
+        s->kept = cap;
     } else {
         sublet_replay_result_free(&r);
     }
-    return st;
+    if (st != SUBLET_OK || old)
+        return st;
+    if (s->out->nprobes == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 32;
+        sublet_mincap_probe *n = realloc(s->out->probes, nc * sizeof *n);
+        if (!n)
+            return SUBLET_ERR_NO_MEMORY;
+        s->out->probes = n;
+        s->cap = nc;
+    }
+    s->out->probes[s->out->nprobes++] = (sublet_mincap_probe){cap, *ok, checked};
+    return SUBLET_OK;
+}
+
+/* Bisection of (lo, hi] in units of the resolution, lo failing and hi
+ * running; returns the new hi. */
+static sublet_status bisect(search *s, uint64_t lo, uint64_t *hi)
+{
+    while (*hi - lo > 1) {
+        uint64_t mid = lo + (*hi - lo) / 2;
+        int ok;
+        sublet_status st = probe(s, mid, 0, 1, &ok);
+        if (st != SUBLET_OK)
+            return st;
+        if (ok)
+            *hi = mid;
+        else
+            lo = mid;
+    }
+    return SUBLET_OK;
+}
+
+/* The neighbourhood of the answer hi: *fail receives the highest probed
+ * size above hi that failed (0: none), in units. */
+static sublet_status check_above(search *s, uint64_t hi, uint64_t *fail)
+{
+    static const unsigned permille[] = {0, 10, 50, 100, 250, 500, 1000};
+    for (size_t i = 0; i < sizeof permille / sizeof *permille; i++) {
+        uint64_t u = permille[i] ? hi + (hi * permille[i] + 999) / 1000 : hi + 1;
+        int ok;
+        sublet_status st = probe(s, u, 1, 0, &ok);
+        if (st != SUBLET_OK)
+            return st;
+    }
+    *fail = 0;
+    for (size_t i = 0; i < s->out->nprobes; i++) {
+        const sublet_mincap_probe *p = &s->out->probes[i];
+        if (!p->ok && p->bytes > hi * s->res && p->bytes / s->res > *fail)
+            *fail = p->bytes / s->res;
+    }
+    return SUBLET_OK;
+}
+
+/* The smallest size known to run above `fail` (units), probing upward when
+ * none is; 0 when none up to the limit runs. */
+static sublet_status next_ok_above(search *s, uint64_t fail, uint64_t *hi)
+{
+    *hi = 0;
+    for (size_t i = 0; i < s->out->nprobes; i++) {
+        const sublet_mincap_probe *p = &s->out->probes[i];
+        uint64_t u = p->bytes / s->res;
+        if (p->ok && u > fail && (!*hi || u < *hi))
+            *hi = u;
+    }
+    uint64_t u = fail * 2;
+    for (int i = 0; !*hi && i < MAX_DOUBLINGS; i++, u *= 2) {
+        int ok;
+        sublet_status st = probe(s, u, 0, 1, &ok);
+        if (st != SUBLET_OK)
+            return st;
+        if (ok)
+            *hi = u;
+    }
+    return SUBLET_OK;
+}
+
+static int cmp_probe(const void *a, const void *b)
+{
+    const sublet_mincap_probe *x = a, *y = b;
+    return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *base,
@@ -51,7 +167,17 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
         o = *base;
     else
         sublet_replay_options_init(&o);
+    /* every option that changes the outcome is kept (conf, prelude,
+     * placement_hints, stop_after); what only observes the replay is not
+     * called for each probe */
     o.check = 0;
+    o.capture_summary = 0;
+    o.on_oom = NULL;
+    o.on_finish = NULL;
+    o.before_event = o.after_event = NULL;
+    o.trace = NULL;
+    o.record = SUBLET_RECORD_OFF;
+    o.record_prelude = 0;
     if (!resolution)
         resolution = DEFAULT_RESOLUTION;
     out->resolution = resolution;
@@ -69,15 +195,13 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
     sublet_replay_result ref;
     sublet_replay_options ro = o;
     ro.device_memory = big;
-    ro.capture_summary = 0;
-    ro.on_finish = NULL;
     st = sublet_replay_run(t, &ro, &ref, err, err_cap);
     out->replays++;
     if (st != SUBLET_OK) {
         sublet_replay_result_free(&ref);
         return st;
     }
-    uint64_t errors_allowed = ref.errors;
+    search s = {t, &o, resolution, ref.errors, out, 0, 0, err, err_cap};
     if (ref.ooms) {
         sublet_replay_result_free(&ref);
         if (err && err_cap)
@@ -85,19 +209,26 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
                      (unsigned long long)big);
         return SUBLET_ERR_OOM;
     }
+    /* the floor: the peak of live requested bytes of the rows replayed (the
+     * reference run's, with stop_after; below it every device fails) */
+    uint64_t floor = info.peak_requested_bytes;
+    if (o.stop_after != SUBLET_REPLAY_ALL || ref.peak_requested_bytes < floor) {
+        floor = ref.peak_requested_bytes < floor ? ref.peak_requested_bytes : floor;
+        if (o.stop_after != SUBLET_REPLAY_ALL)
+            out->peak_requested_bytes = ref.peak_requested_bytes;
+    }
     sublet_replay_result_free(&ref);
 
     /* hi: a size that works, starting just above the engine's own peak */
-    uint64_t lo = info.peak_requested_bytes / resolution; /* lo * res < peak live: fails */
-    if (lo * resolution >= info.peak_requested_bytes && lo > 0)
+    uint64_t lo = floor / resolution; /* lo * res < peak live: fails */
+    if (lo * resolution >= floor && lo > 0)
         lo--;
-    uint64_t hi = (info.peak_requested_bytes + resolution - 1) / resolution;
+    uint64_t hi = (floor + resolution - 1) / resolution;
     if (hi <= lo)
         hi = lo + 1;
     int ok = 0;
     for (int i = 0; i <= MAX_DOUBLINGS; i++) {
-        st = probe(t, &o, hi * resolution, errors_allowed, &ok, &out->at_min, err, err_cap);
-        out->replays++;
+        st = probe(&s, hi, 0, 1, &ok);
         if (st != SUBLET_OK)
             return st;
         if (ok)
@@ -112,28 +243,59 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
                      (unsigned long long)(hi * resolution));
         return SUBLET_ERR_OOM;
     }
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        st = probe(t, &o, mid * resolution, errors_allowed, &ok, &out->at_min, err, err_cap);
-        out->replays++;
-        if (st != SUBLET_OK)
-            return st;
-        if (ok)
-            hi = mid;
-        else
-            lo = mid;
+    st = bisect(&s, lo, &hi);
+    /* the neighbourhood above the answer; above a failure there, again */
+    for (int round = 0; st == SUBLET_OK; round++) {
+        uint64_t fail;
+        st = check_above(&s, hi, &fail);
+        if (st != SUBLET_OK || !fail)
+            break;
+        if (round == MAX_ROUNDS) {
+            if (err && err_cap)
+                snprintf(err, err_cap, "no answer after %d searches above sizes that failed, "
+                         "the last at %llu bytes", MAX_ROUNDS,
+                         (unsigned long long)(fail * resolution));
+            return SUBLET_ERR_OOM;
+        }
+        st = next_ok_above(&s, fail, &hi);
+        if (st == SUBLET_OK && !hi) {
+            if (err && err_cap)
+                snprintf(err, err_cap, "no device size above %llu bytes (which failed) runs the "
+                         "trace", (unsigned long long)(fail * resolution));
+            return SUBLET_ERR_OOM;
+        }
+        if (st == SUBLET_OK)
+            st = bisect(&s, fail, &hi);
     }
-    /* hi only ever takes a size that was just probed successfully, so
-     * at_min holds the replay at the answer */
+    /* at_min: the replay at the answer */
+    if (st == SUBLET_OK && s.kept != hi * resolution)
+        st = probe(&s, hi, 0, 1, &ok);
+    if (st != SUBLET_OK)
+        return st;
     out->min_capacity_bytes = hi * resolution;
-    out->overhead = info.peak_requested_bytes
-                        ? (double)out->min_capacity_bytes / (double)info.peak_requested_bytes - 1.0
+    out->overhead = out->peak_requested_bytes
+                        ? (double)out->min_capacity_bytes / (double)out->peak_requested_bytes - 1.0
                         : 0.0;
+    qsort(out->probes, out->nprobes, sizeof *out->probes, cmp_probe);
+    out->smallest_ok_bytes = out->min_capacity_bytes;
+    for (size_t i = 0; i < out->nprobes; i++)
+        if (out->probes[i].ok) {
+            out->smallest_ok_bytes = out->probes[i].bytes;
+            break;
+        }
+    for (size_t i = 0; i < out->nprobes; i++)
+        if (!out->probes[i].ok && out->probes[i].bytes > out->smallest_ok_bytes)
+            out->failed_above++;
+    out->monotone = out->failed_above == 0;
     return SUBLET_OK;
 }
 
 void sublet_mincap_result_free(sublet_mincap_result *r)
 {
-    if (r)
-        sublet_replay_result_free(&r->at_min);
+    if (!r)
+        return;
+    sublet_replay_result_free(&r->at_min);
+    free(r->probes);
+    r->probes = NULL;
+    r->nprobes = 0;
 }

@@ -372,6 +372,11 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
             s->r->ooms++;
             if (s->r->first_oom_event == SUBLET_REPLAY_NONE)
                 s->r->first_oom_event = i;
+            if (s->o->on_oom) { /* reported as any other OOM, by its row */
+                char msg[2048];
+                sublet_oom_message(s->a, msg, sizeof msg);
+                s->o->on_oom(s->o->oom_user, i, e->line, e->size, e->stream, msg);
+            }
             if (s->o->stop_on_oom) {
                 s->r->stopped_on_oom = 1;
                 break;
@@ -801,12 +806,17 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             st = fatal(&s, st, "cannot start recording: %s", sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
+        /* the prelude's rows count as driven once it is seeded, so that
+         * every row index reported (an OOM's, last_event) is below events */
+        r->events = npre;
         s.reserved_grew = 1; /* the seeded prelude */
         observe(&s, npre ? npre - 1 : SIZE_MAX);
         if (o->check)
             st = run_check(&s, 0, 1);
     }
-    for (size_t i = npre; st == SUBLET_OK && i < s.n && i <= o->stop_after; i++) {
+    /* an OOM while allocating the prelude stops it there (stop_on_oom) */
+    for (size_t i = npre; st == SUBLET_OK && !r->stopped_on_oom && i < s.n && i <= o->stop_after;
+         i++) {
         s.cur = i;
         clock_rows(&s, i, 1);
         if (o->before_event)

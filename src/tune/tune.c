@@ -116,6 +116,10 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     x.nt = n;
     x.res = opt.resolution;
     x.dev = opt.device_memory ? opt.device_memory : tn_default_device(traces, n);
+    r->device_source = opt.device_memory ? SUBLET_TUNE_DEVICE_GIVEN : SUBLET_TUNE_DEVICE_DEFAULT;
+    for (size_t t = 0; t < n && !opt.device_memory; t++)
+        if (sublet_trace_device_memory(traces[t]))
+            r->device_source = SUBLET_TUNE_DEVICE_RECORDED;
     pthread_mutex_init(&x.lock, NULL);
     r->ntraces = n;
     r->device_memory = x.dev;

@@ -83,6 +83,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
                           char *err, size_t err_cap)
 {
     memset(out, 0, sizeof *out);
+    out->first_oom = NONE;
     sublet_replay_result r, r0;
     memset(&r0, 0, sizeof r0);
     sublet_status st = tn_replay(f, conf, cap, prelude, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
@@ -108,6 +109,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
     tn_calls_between(conf, &r, &r0, c);
     out->fits = r.ooms == 0;
     out->ooms = r.ooms;
+    out->first_oom = r.first_oom_event;
     out->errors = r.errors;
     out->peak_reserved = r.peak_reserved_bytes;
     out->segments = c->segment_allocs + c->va_maps;
@@ -178,6 +180,7 @@ void tn_eval_fold(sublet_tune_eval *e)
     e->cost_us = 0;
     e->device_calls = e->retries = 0;
     e->fits = 1;
+    e->monotone = 1;
     for (size_t i = 0; i < e->ntraces; i++) {
         const sublet_tune_trace_eval *p = &e->per_trace[i];
         if (p->min_capacity_bytes > e->min_capacity_bytes)
@@ -190,6 +193,7 @@ void tn_eval_fold(sublet_tune_eval *e)
         e->device_calls += sublet_tune_calls_total(&p->calls);
         e->retries += p->calls.retries;
         e->fits &= p->fits;
+        e->monotone &= p->monotone;
     }
     e->overhead = e->peak_requested_bytes
                       ? (double)e->min_capacity_bytes / (double)e->peak_requested_bytes - 1.0
@@ -218,6 +222,7 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev, const
         return st;
     out->fits = d.fits;
     out->ooms = d.ooms;
+    out->first_oom_event = d.first_oom;
     out->peak_reserved_bytes = d.peak_reserved;
     out->segments_created = d.segments;
     out->calls = d.calls;
@@ -233,6 +238,8 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev, const
     if (st == SUBLET_OK) {
         out->min_capacity_bytes = m.min_capacity_bytes;
         out->overhead = m.overhead;
+        out->monotone = m.monotone;
+        out->smallest_ok_bytes = m.smallest_ok_bytes;
     }
     sublet_mincap_result_free(&m);
     return st;

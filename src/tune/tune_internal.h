@@ -68,6 +68,7 @@ typedef struct tfacts {
 typedef struct drun {
     int fits;
     uint64_t ooms, errors, peak_reserved, segments;
+    uint64_t first_oom; /* row index, NONE: none */
     sublet_tune_calls calls;
     double cost;
 } drun;
