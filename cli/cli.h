@@ -81,8 +81,14 @@ sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *
                                   sublet_replay_result *r, sublet_snapshot **snap, char *err,
                                   size_t cap);
 /* The settings a replay of t uses: `given` (--conf) when not NULL, else the
- * settings the trace recorded (*from_trace = 1), else "". */
+ * settings the trace recorded (*from_trace = 1), else ""; under
+ * --pytorch-version X the latter two begin with "pytorch_version:X,". */
 const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace);
+/* `--pytorch-version X` (or =X), for every command that takes --conf: takes
+ * it out of argv (argc shrinks) and puts "pytorch_version:X," before each
+ * --conf value, and cli_conf_for before the others.  Returns 0, or CLI_USAGE
+ * after printing why (`cmd` names the command). */
+int cli_take_pytorch_version(const char *cmd, int *argc, char **argv);
 
 /* ---- JSON writer (json.c) ---------------------------------------------------------- */
 /* Writes one JSON document to a FILE*, pretty-printed with two-space

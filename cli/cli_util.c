@@ -210,17 +210,90 @@ sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *
     return st;
 }
 
+/* --pytorch-version's value, NULL when not given */
+static const char *pytorch_version;
+
+/* "pytorch_version:V,conf" (or without the comma when conf is empty), kept for
+ * the process's life; NULL when out of memory. */
+static char *with_version(const char *conf)
+{
+    size_t n = strlen(pytorch_version) + strlen(conf) + 20;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "pytorch_version:%s%s%s", pytorch_version, *conf ? "," : "", conf);
+    return s;
+}
+
+int cli_take_pytorch_version(const char *cmd, int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        int m;
+        const char *v = cli_opt_value(*argc, argv, &i, "--pytorch-version", &m);
+        if (!m) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        char probe[64], err[256];
+        sublet_settings s;
+        sublet_settings_default(&s);
+        if (!v || snprintf(probe, sizeof probe, "pytorch_version:%s", v) >= (int)sizeof probe ||
+            strchr(v, ',') || sublet_settings_parse(&s, probe, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet %s: --pytorch-version: %s\n", cmd,
+                    v ? (strchr(v, ',') ? "expected one release such as 2.6" : err)
+                      : "needs a value");
+            return CLI_USAGE;
+        }
+        pytorch_version = v;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    if (!pytorch_version)
+        return 0;
+    for (int i = 1; i < *argc; i++) {
+        int m;
+        int at = i;
+        const char *v = cli_opt_value(*argc, argv, &i, "--conf", &m);
+        if (!m || !v)
+            continue;
+        char *nv = with_version(v);
+        if (!nv) {
+            fprintf(stderr, "sublet %s: out of memory\n", cmd);
+            return CLI_USAGE;
+        }
+        if (i == at) { /* --conf=V */
+            char *arg = malloc(strlen(nv) + 8);
+            if (!arg) {
+                fprintf(stderr, "sublet %s: out of memory\n", cmd);
+                return CLI_USAGE;
+            }
+            sprintf(arg, "--conf=%s", nv);
+            free(nv);
+            argv[i] = arg;
+        } else {
+            argv[i] = nv;
+        }
+    }
+    return 0;
+}
+
 const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace)
 {
     *from_trace = 0;
     if (given)
-        return given;
+        return given; /* --conf: cli_take_pytorch_version put the version in */
     const char *rec = sublet_trace_settings(t);
+    const char *conf = "";
     if (rec && *rec) {
         *from_trace = 1;
-        return rec;
+        conf = rec;
     }
-    return "";
+    if (pytorch_version) {
+        char *v = with_version(conf);
+        if (v)
+            return v;
+    }
+    return conf;
 }
 
 const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap)

@@ -23,7 +23,10 @@ static void usage(FILE *out)
             "  tune TRACE... [options]    the allocator settings that need the smallest\n"
             "                             device and the fewest device calls\n"
             "  help [COMMAND]             this text, or a command's options\n"
-            "  --version                  print the version\n\n");
+            "  --version                  print the version\n"
+            "Every command that takes --conf also takes --pytorch-version X: follow\n"
+            "PyTorch release X's rules where they changed (2.6, 2.7, ...; default the\n"
+            "newest), the setting pytorch_version:X (docs/versions.md).\n\n");
     cli_replay_usage(out);
     fputc('\n', out);
     cli_convert_usage(out);
@@ -65,6 +68,16 @@ int main(int argc, char **argv)
             usage(stdout);
         return CLI_OK;
     }
+    static const char *const with_conf[] = {"replay", "convert", "summary", "mincap",
+                                            "frag",   "diagnose", "report"};
+    for (size_t i = 0; i < sizeof with_conf / sizeof with_conf[0]; i++)
+        if (strcmp(cmd, with_conf[i]) == 0) {
+            int sub_argc = argc - 1;
+            int rc = cli_take_pytorch_version(cmd, &sub_argc, argv + 1);
+            if (rc != 0)
+                return rc;
+            argc = sub_argc + 1;
+        }
     if (strcmp(cmd, "replay") == 0)
         return cli_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "convert") == 0)

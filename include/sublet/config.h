@@ -22,6 +22,13 @@ extern "C" {
 #define SUBLET_CONF_RAW_MAX 1024
 #define SUBLET_WARMUP_MAX 64 /* entries of a warm-up plan */
 
+/* A PyTorch release as sublet_settings.pytorch_version holds it: 2.6 is 206.
+ * SUBLET_PYTORCH_NEWEST (0, the default) is the newest behaviour (current
+ * main); docs/versions.md lists every rule a version selects. */
+#define SUBLET_PYTORCH_VERSION(major, minor) ((uint32_t)(major) * 100u + (uint32_t)(minor))
+#define SUBLET_PYTORCH_NEWEST 0u
+#define SUBLET_PYTORCH_OLDEST SUBLET_PYTORCH_VERSION(2, 6) /* the oldest accepted */
+
 typedef enum sublet_policy {
     SUBLET_POLICY_NATIVE = 0, /* PyTorch's native caching allocator */
     /* sublet's: every segment is virtual memory backed by 2 MiB pages (both
@@ -59,6 +66,17 @@ typedef struct sublet_settings {
     int backend_async;                   /* 0 native, 1 cudaMallocAsync */
     /* sublet options. */
     sublet_policy policy;
+    /* pytorch_version:2.6 — whose rules to follow where PyTorch changed them
+     * between releases (SUBLET_PYTORCH_VERSION; SUBLET_PYTORCH_NEWEST = the
+     * newest).  Applied before every other entry of its string, whatever its
+     * place; kept by later parses unless named again. */
+    uint32_t pytorch_version;
+    /* memory_fraction:F — the call torch.cuda.set_per_process_memory_fraction(F)
+     * made before the first allocation (the option per_process_memory_fraction
+     * exists only in 2.9+; the call in every version, and before 2.9 it puts a
+     * limit in effect even at 1.0).  Negative: not called.  Kept by later
+     * parses unless named again. */
+    double memory_fraction;
     /* warmup:[pool:size*count,...] — the warm-up plan: segments the allocator
      * reserves on the default stream when it is created, and that
      * sublet_settings_apply makes sure it holds (docs/tune.md §7).  Reset on
@@ -84,6 +102,13 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
  * PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF; NULL if none is set.
  * *which_out (optional) receives the variable's name. */
 const char *sublet_settings_env(const char **which_out);
+/* The same for PyTorch release `pytorch_version` (SUBLET_PYTORCH_VERSION, or
+ * SUBLET_PYTORCH_NEWEST): before 2.9 PyTorch did not read PYTORCH_ALLOC_CONF. */
+const char *sublet_settings_env_for(uint32_t pytorch_version, const char **which_out);
+
+/* Does `s` follow PyTorch release `version` (SUBLET_PYTORCH_VERSION) or a
+ * later one?  Always true under SUBLET_PYTORCH_NEWEST. */
+bool sublet_settings_since(const sublet_settings *s, uint32_t version);
 
 /* Can the pool `pool_kind` (SUBLET_POOL_SMALL / SUBLET_POOL_LARGE) hold a
  * segment of exactly `size` bytes under `s`?  What sublet_reserve and the

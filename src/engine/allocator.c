@@ -41,10 +41,14 @@ static sublet_status check_supported(const sublet_backend *b, const sublet_setti
     return SUBLET_ERR_UNSUPPORTED;
 }
 
-static void set_fraction(sublet_allocator *a, double f, uint64_t total)
+/* torch.cuda.set_per_process_memory_fraction (and the option of 2.9+): a limit
+ * is in effect below 1.0; a call (`call`) before 2.9 puts one in effect at any
+ * value (§4.8, docs/versions.md). */
+static void set_fraction(sublet_allocator *a, double f, uint64_t total, int call)
 {
     a->fraction = f;
-    a->limit_in_effect = f < 1.0;
+    a->limit_in_effect =
+        f < 1.0 || (call && !sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9)));
     a->allowed_memory_maximum = a->limit_in_effect ? (uint64_t)(f * (double)total) : total;
 }
 
@@ -89,7 +93,9 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
     a->stats.struct_size = sizeof(sublet_stats);
     a->stats.max_split_size =
         settings.max_split_size == SUBLET_SIZE_UNLIMITED ? -1 : (int64_t)settings.max_split_size;
-    set_fraction(a, settings.per_process_memory_fraction, dev_total);
+    set_fraction(a, settings.per_process_memory_fraction, dev_total, 0);
+    if (settings.memory_fraction >= 0.0) /* the call, before the first allocation */
+        set_fraction(a, settings.memory_fraction, dev_total, 1);
     /* the warm-up plan (reserve.c): all of it, or no allocator */
     sl_lock(a);
     st = sl_warmup_apply(a, err, err_cap);
@@ -181,7 +187,7 @@ sublet_status sublet_memory_fraction_set(sublet_allocator *a, double fraction)
     sl_lock(a);
     sublet_status st = a->backend->ops->mem_info(a->backend, &dev_free, &dev_total);
     if (st == SUBLET_OK)
-        set_fraction(a, fraction, dev_total);
+        set_fraction(a, fraction, dev_total, 1);
     sl_unlock(a);
     return st;
 }

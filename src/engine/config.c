@@ -20,7 +20,15 @@
  *     of wrapping; an integer that does not fit in 64 bits, or a MiB value
  *     whose byte count does not, is refused (PyTorch clamps the latter);
  *   - floats are parsed locale-independently and must be finite.
- * The whole string is applied to a copy; *s changes only on success. */
+ * The whole string is applied to a copy; *s changes only on success.
+ *
+ * pytorch_version:X (sublet's) selects an older release's rules where PyTorch
+ * changed them (docs/versions.md): it is applied first, wherever it stands,
+ * and before 2.9 the parser follows PyTorch 2.6's CUDAAllocatorConfig.cpp
+ * (only ' ' is dropped; `>:v` fills from the last listed bucket itself;
+ * max_split_size_mb and max_non_split_rounding_mb must be > 20 and
+ * max_non_split_rounding is not reset; the options 2.6 lacks are unknown;
+ * its error texts). */
 #include "sublet/config.h"
 
 #include <ctype.h>
@@ -66,6 +74,17 @@ static unsigned ilog2_u64(uint64_t v) /* v > 0; on every malloc (sublet_round_si
 }
 
 static int is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+/* Does `v` (a pytorch_version) follow release `since` or a later one? */
+static int since_ver(uint32_t v, uint32_t since)
+{
+    return v == SUBLET_PYTORCH_NEWEST || since == 0 || v >= since;
+}
+/* Before 2.9: PyTorch 2.6's parser (the all-in-one CUDAAllocatorConfig). */
+#define V29 SUBLET_PYTORCH_VERSION(2, 9)
+/* The newest options (large_segment_size_mb, throw_on_cudamalloc_oom, ...):
+ * after 2.9; the release is not verified, taken as 2.10. */
+#define V210 SUBLET_PYTORCH_VERSION(2, 10)
 
 /* Decimal digits only, the whole string, no overflow. */
 static int parse_u64(const char *p, uint64_t *out)
@@ -166,6 +185,7 @@ typedef struct pctx {
     token *t;
     size_t n;
     sublet_settings *s; /* the working copy */
+    int legacy;         /* s->pytorch_version before 2.9 */
     char *err;
     size_t err_cap;
 } pctx;
@@ -204,7 +224,8 @@ static shown show(const char *text)
 
 /* Split `conf` (length len) into tokens.  Words are copied, whitespace-free and
  * NUL-terminated, into one buffer; both arrays are freed by the caller. */
-static int tokenize(const char *conf, size_t len, token **tok_out, char **buf_out, size_t *n_out)
+static int tokenize(const char *conf, size_t len, int legacy, token **tok_out, char **buf_out,
+                    size_t *n_out)
 {
     static const char *const punct_text[] = {",", ":", "[", "]"};
     token *t = malloc((len + 1) * sizeof *t);
@@ -229,7 +250,7 @@ static int tokenize(const char *conf, size_t len, token **tok_out, char **buf_ou
                 t[n].s = punct_text[pc - ",:[]"];
                 t[n++].punct = ch;
             }
-        } else if (!isspace((unsigned char)ch)) {
+        } else if (legacy ? ch != ' ' : !isspace((unsigned char)ch)) {
             buf[b++] = ch;
         }
     }
@@ -253,6 +274,7 @@ typedef enum opt_kind {
     OPT_POLICY,  /* one of `choices`                    -> sublet_policy   */
     OPT_ROUNDUP, /* integer or [k:v,...,>:v]            -> 16 buckets      */
     OPT_WARMUP,  /* [pool:size*count,...]               -> warm-up plan    */
+    OPT_VERSION, /* a PyTorch release "2.6"             -> uint32_t 206    */
     OPT_IGNORE,  /* anything, list or word: accepted and ignored           */
 } opt_kind;
 
@@ -267,9 +289,10 @@ struct opt_desc {
     const char *alias; /* or NULL */
     opt_kind kind;
     size_t off;                 /* field offset in sublet_settings */
-    int early;                  /* applied in the first pass */
+    int early;                  /* 2: applied before all; 1: in the first pass */
     const char *const *choices; /* OPT_ENUM / OPT_POLICY, NULL-terminated */
     opt_check check;            /* or NULL */
+    uint32_t since;             /* the first PyTorch release with it; 0: all */
 };
 
 static sublet_status check_min_large_segment(pctx *c, const opt_desc *o, const char *key,
@@ -278,6 +301,11 @@ static sublet_status check_min_large_segment(pctx *c, const opt_desc *o, const c
     uint64_t min_mb = c->s->large_segment_size / MiB;
     (void)key;
     (void)d;
+    if (c->legacy) /* 2.6: strictly above kLargeBuffer */
+        return u > K_LARGE_BUFFER / MiB
+                   ? SUBLET_OK
+                   : fail(c, "CachingAllocator option %s too small, must be > %llu", o->name,
+                          (unsigned long long)(K_LARGE_BUFFER / MiB));
     if (u < min_mb)
         return fail(c, "CachingAllocator option %s too small, must be >= %llu", o->name,
                     (unsigned long long)min_mb);
@@ -297,6 +325,10 @@ static sublet_status check_large_segment(pctx *c, const opt_desc *o, const char 
 static sublet_status check_gc(pctx *c, const opt_desc *o, const char *key, uint64_t u, double d)
 {
     (void)o, (void)key, (void)u;
+    if (c->legacy && !(d > 0.0))
+        return fail(c, "garbage_collect_threshold too small, set it 0.0~1.0");
+    if (c->legacy && !(d < 1.0))
+        return fail(c, "garbage_collect_threshold too big, set it 0.0~1.0");
     if (!(d > 0.0 && d < 1.0))
         return fail(c, "garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
     return SUBLET_OK;
@@ -315,6 +347,11 @@ static sublet_status check_threads(pctx *c, const opt_desc *o, const char *key, 
                                    double d)
 {
     (void)o, (void)key, (void)d;
+    if (c->legacy && !is_pow2(u))
+        return fail(c, "Number of register threads has to be power of 2 ");
+    if (c->legacy && u > PINNED_MAX_REGISTER_THREADS)
+        return fail(c, "Number of register threads should be less than or equal to %u",
+                    PINNED_MAX_REGISTER_THREADS);
     if (!is_pow2(u))
         return fail(c, "Number of register threads has to be power of 2, got %llu",
                     (unsigned long long)u);
@@ -342,53 +379,100 @@ static sublet_status check_backend(pctx *c, const opt_desc *o, const char *key, 
     return SUBLET_OK;
 }
 
+static sublet_status check_memory_fraction(pctx *c, const opt_desc *o, const char *key,
+                                           uint64_t u, double d)
+{
+    (void)o, (void)key, (void)u;
+    if (!(d >= 0.0 && d <= 1.0)) /* torch.cuda.set_per_process_memory_fraction's range */
+        return fail(c, "Invalid fraction value: %g. Allowed range: 0~1", d);
+    return SUBLET_OK;
+}
+
 static const char *const backend_choices[] = {"native", "cudaMallocAsync", NULL};
 static const char *const policy_choices[] = {"native", "stitch", NULL};
 
 #define F(field) offsetof(sublet_settings, field)
 static const opt_desc options[] = {
-    {"large_segment_size_mb", NULL, OPT_MIB, F(large_segment_size), 1, NULL, check_large_segment},
-    {"max_split_size_mb", NULL, OPT_MIB, F(max_split_size), 0, NULL, check_min_large_segment},
+    {"pytorch_version", NULL, OPT_VERSION, F(pytorch_version), 2, NULL, NULL, 0},
+    {"large_segment_size_mb", NULL, OPT_MIB, F(large_segment_size), 1, NULL, check_large_segment,
+     V210},
+    {"max_split_size_mb", NULL, OPT_MIB, F(max_split_size), 0, NULL, check_min_large_segment, 0},
     {"max_non_split_rounding_mb", NULL, OPT_MIB, F(max_non_split_rounding), 0, NULL,
-     check_min_large_segment},
+     check_min_large_segment, 0},
     {"garbage_collection_threshold", NULL, OPT_DOUBLE, F(garbage_collection_threshold), 0, NULL,
-     check_gc},
-    {"roundup_power2_divisions", NULL, OPT_ROUNDUP, F(roundup_power2_divisions), 0, NULL, NULL},
-    {"expandable_segments", NULL, OPT_BOOL, F(expandable_segments), 0, NULL, NULL},
+     check_gc, 0},
+    {"roundup_power2_divisions", NULL, OPT_ROUNDUP, F(roundup_power2_divisions), 0, NULL, NULL, 0},
+    {"expandable_segments", NULL, OPT_BOOL, F(expandable_segments), 0, NULL, NULL, 0},
     {"pinned_use_background_threads", NULL, OPT_BOOL, F(pinned_use_background_threads), 0, NULL,
-     NULL},
-    {"backend", NULL, OPT_ENUM, F(backend_async), 0, backend_choices, check_backend},
+     NULL, 0},
+    {"backend", NULL, OPT_ENUM, F(backend_async), 0, backend_choices, check_backend, 0},
     {"release_lock_on_cudamalloc", "release_lock_on_hipmalloc", OPT_BOOL,
-     F(release_lock_on_cudamalloc), 0, NULL, NULL},
+     F(release_lock_on_cudamalloc), 0, NULL, NULL, 0},
     {"pinned_use_cuda_host_register", "pinned_use_hip_host_register", OPT_BOOL,
-     F(pinned_use_cuda_host_register), 0, NULL, NULL},
+     F(pinned_use_cuda_host_register), 0, NULL, NULL, 0},
     {"pinned_num_register_threads", NULL, OPT_U32, F(pinned_num_register_threads), 0, NULL,
-     check_threads},
+     check_threads, 0},
     {"pinned_reserve_segment_size_mb", NULL, OPT_U64, F(pinned_reserve_segment_size_mb), 0, NULL,
-     check_reserve},
+     check_reserve, SUBLET_PYTORCH_VERSION(2, 8)},
     {"graph_capture_record_stream_reuse", NULL, OPT_BOOL, F(graph_capture_record_stream_reuse), 0,
-     NULL, NULL},
+     NULL, NULL, V29},
     {"per_process_memory_fraction", NULL, OPT_DOUBLE, F(per_process_memory_fraction), 0, NULL,
-     check_fraction},
-    {"pinned_free_catch_all", NULL, OPT_BOOL, F(pinned_free_catch_all), 0, NULL, NULL},
-    {"throw_on_cudamalloc_oom", NULL, OPT_BOOL, F(throw_on_cudamalloc_oom), 0, NULL, NULL},
-    {"expandable_segments_reserve", NULL, OPT_IGNORE, 0, 0, NULL, NULL},
-    {"expandable_segments_reserve_by_class", NULL, OPT_IGNORE, 0, 0, NULL, NULL},
-    {"policy", NULL, OPT_POLICY, F(policy), 0, policy_choices, NULL},
-    {"warmup", NULL, OPT_WARMUP, F(warmup), 0, NULL, NULL},
+     check_fraction, V29},
+    {"pinned_free_catch_all", NULL, OPT_BOOL, F(pinned_free_catch_all), 0, NULL, NULL, V210},
+    {"throw_on_cudamalloc_oom", NULL, OPT_BOOL, F(throw_on_cudamalloc_oom), 0, NULL, NULL, V210},
+    {"expandable_segments_reserve", NULL, OPT_IGNORE, 0, 0, NULL, NULL, V210},
+    {"expandable_segments_reserve_by_class", NULL, OPT_IGNORE, 0, 0, NULL, NULL, V210},
+    {"policy", NULL, OPT_POLICY, F(policy), 0, policy_choices, NULL, 0},
+    {"warmup", NULL, OPT_WARMUP, F(warmup), 0, NULL, NULL, 0},
+    {"memory_fraction", NULL, OPT_DOUBLE, F(memory_fraction), 0, NULL, check_memory_fraction, 0},
 };
 #undef F
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-static const opt_desc *find_option(const token *key)
+/* The option named by `key` in release `version`, or NULL. */
+static const opt_desc *find_option(const token *key, uint32_t version)
 {
     if (key->punct)
         return NULL;
     for (size_t i = 0; i < N_OPTIONS; i++)
         if (strcmp(key->s, options[i].name) == 0 ||
             (options[i].alias && strcmp(key->s, options[i].alias) == 0))
-            return &options[i];
+            return since_ver(version, options[i].since) ? &options[i] : NULL;
     return NULL;
+}
+
+/* "2.6", "2.10", "2.6.0" (the patch level is ignored) or "newest". */
+static sublet_status version_value(pctx *c, const char *key, const token *vt, uint32_t *out)
+{
+    uint64_t major = 0, minor = 0, patch = 0;
+    char w[32];
+    if (!vt->punct && strcmp(vt->s, "newest") == 0) {
+        *out = SUBLET_PYTORCH_NEWEST;
+        return SUBLET_OK;
+    }
+    size_t n = vt->punct ? sizeof w : strlen(vt->s);
+    char *dot1 = NULL, *dot2 = NULL;
+    if (n < sizeof w) {
+        memcpy(w, vt->s, n + 1);
+        dot1 = strchr(w, '.');
+    }
+    if (dot1) {
+        *dot1 = '\0';
+        dot2 = strchr(dot1 + 1, '.');
+        if (dot2)
+            *dot2 = '\0';
+    }
+    if (!dot1 || parse_u64(w, &major) != 0 || parse_u64(dot1 + 1, &minor) != 0 ||
+        (dot2 && parse_u64(dot2 + 1, &patch) != 0) || major > 99 || minor > 99)
+        return fail(c, "Invalid value '%s' for %s: expected a PyTorch release such as 2.6 or "
+                       "'newest'",
+                    show(vt->s).s, show(key).s);
+    uint32_t v = SUBLET_PYTORCH_VERSION(major, minor);
+    if (v < SUBLET_PYTORCH_OLDEST)
+        return fail(c, "%s %s: sublet follows PyTorch 2.6 and later", show(key).s,
+                    show(vt->s).s);
+    *out = v;
+    return SUBLET_OK;
 }
 
 static int takes_list(const opt_desc *o)
@@ -417,7 +501,8 @@ static sublet_status apply_roundup(pctx *c, const char *key, size_t v, size_t en
         if ((st = int_value(c, key, v, &val)) != SUBLET_OK)
             return st;
         if (!is_pow2(val))
-            return fail(c, "For roundups, the divisions has to be power of 2");
+            return fail(c, c->legacy ? "For roundups, the divisons has to be power of 2 "
+                                     : "For roundups, the divisions has to be power of 2");
         if (val > UINT32_MAX)
             return fail(c, "Invalid value '%s' for %s: too large", show(c->t[v].s).s, key);
         for (size_t k = 0; k < SUBLET_ROUNDUP_BUCKETS; k++)
@@ -436,12 +521,15 @@ static sublet_status apply_roundup(pctx *c, const char *key, size_t v, size_t en
         if ((st = int_value(c, key, j + 2, &val)) != SUBLET_OK)
             return st;
         if (val != 0 && !is_pow2(val))
-            return fail(c, "For roundups, the divisions has to be power of 2 or 0 to disable "
-                           "roundup");
+            return fail(c, c->legacy ? "For roundups, the divisons has to be power of 2 or 0 to "
+                                       "disable roundup "
+                                     : "For roundups, the divisions has to be power of 2 or 0 "
+                                       "to disable roundup");
         if (val > UINT32_MAX)
             return fail(c, "Invalid value '%s' for %s: too large", show(c->t[j + 2].s).s, key);
         if (!c->t[kt].punct && strcmp(c->t[kt].s, ">") == 0) {
-            for (size_t k = last + 1; k < SUBLET_ROUNDUP_BUCKETS; k++)
+            /* 2.6-2.8 fill from the last listed bucket itself, 2.9+ after it */
+            for (size_t k = c->legacy ? last : last + 1; k < SUBLET_ROUNDUP_BUCKETS; k++)
                 b[k] = (uint32_t)val;
         } else {
             uint64_t boundary;
@@ -450,7 +538,8 @@ static sublet_status apply_roundup(pctx *c, const char *key, size_t v, size_t en
                                "or '>'",
                             show(c->t[kt].s).s, key);
             if (!is_pow2(boundary))
-                return fail(c, "For roundups, the intervals have to be power of 2");
+                return fail(c, c->legacy ? "For roundups, the intervals have to be power of 2 "
+                                         : "For roundups, the intervals have to be power of 2");
             size_t idx = ilog2_u64(boundary);
             if (idx > SUBLET_ROUNDUP_BUCKETS - 1)
                 idx = SUBLET_ROUNDUP_BUCKETS - 1;
@@ -559,6 +648,8 @@ static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v
     case OPT_BOOL:
         if (!vt->punct && strcmp(vt->s, "True") == 0)
             u = 1;
+        else if (c->legacy && (vt->punct || strcmp(vt->s, "False") != 0))
+            return fail(c, "Expected a single True/False argument for %s", o->name);
         else if (vt->punct || strcmp(vt->s, "False") != 0)
             return fail(c, "Expected 'True' or 'False' at index %zu in ConfigTokenizer but got '%s'",
                         v, show(vt->s).s);
@@ -588,6 +679,13 @@ static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v
         return apply_roundup(c, key, v, end);
     case OPT_WARMUP:
         return apply_warmup(c, key, v, end);
+    case OPT_VERSION: {
+        uint32_t ver = SUBLET_PYTORCH_NEWEST;
+        if ((st = version_value(c, key, vt, &ver)) != SUBLET_OK)
+            return st;
+        c->s->pytorch_version = ver;
+        return SUBLET_OK;
+    }
     case OPT_IGNORE:
         return SUBLET_OK;
     }
@@ -633,22 +731,27 @@ static sublet_status apply_option(pctx *c, const opt_desc *o, size_t k, size_t v
     return SUBLET_OK;
 }
 
-/* One walk over the entries.  Pass 1 applies only the `early` options and stops
- * quietly at anything malformed (pass 2 reports it, in string order); pass 2
- * reports every problem and applies all other options. */
+/* One walk over the entries.  Pass 0 applies only pytorch_version, pass 1 only
+ * the `early` options; both stop quietly at anything malformed (pass 2 reports
+ * it, in string order); pass 2 reports every problem and applies all other
+ * options. */
 static sublet_status walk(pctx *c, int pass)
 {
     size_t i = 0;
+    uint32_t ver = pass == 0 ? SUBLET_PYTORCH_NEWEST : c->s->pytorch_version;
     while (i < c->n) {
-        const opt_desc *o = find_option(&c->t[i]);
+        const opt_desc *o = find_option(&c->t[i], ver);
         if (!o && pass == 2)
-            return fail(c, "Unrecognized key '%s' in CUDA allocator config.", show(c->t[i].s).s);
+            return c->legacy ? fail(c, "Unrecognized CachingAllocator option: %s",
+                                    show(c->t[i].s).s)
+                             : fail(c, "Unrecognized key '%s' in CUDA allocator config.",
+                                    show(c->t[i].s).s);
         if (!is_punct(c, i + 1, ':'))
-            return pass == 1 ? SUBLET_OK
+            return pass < 2 ? SUBLET_OK
                              : fail(c, "Error parsing CachingAllocator settings, expected :");
         size_t v = i + 2, end = v;
         if (v >= c->n)
-            return pass == 1 ? SUBLET_OK
+            return pass < 2 ? SUBLET_OK
                              : fail(c,
                                     "Error parsing CachingAllocator settings, expected a value "
                                     "for %s",
@@ -657,10 +760,10 @@ static sublet_status walk(pctx *c, int pass)
             while (end < c->n && !is_punct(c, end, ']'))
                 end++;
             if (end >= c->n)
-                return pass == 1 ? SUBLET_OK
+                return pass < 2 ? SUBLET_OK
                                  : fail(c, "Error parsing CachingAllocator settings, expected ]");
         }
-        if (o && (o->early != 0) == (pass == 1)) {
+        if (o && o->early == 2 - pass) {
             sublet_status st = apply_option(c, o, i, v, end);
             if (st != SUBLET_OK)
                 return st;
@@ -668,8 +771,8 @@ static sublet_status walk(pctx *c, int pass)
         i = end + 1;
         if (i < c->n) {
             if (!is_punct(c, i, ','))
-                return pass == 1 ? SUBLET_OK
-                                 : fail(c, "Error parsing CachingAllocator settings, expected ,");
+                return pass < 2 ? SUBLET_OK
+                                : fail(c, "Error parsing CachingAllocator settings, expected ,");
             i++; /* a trailing ',' is accepted, as in PyTorch */
         }
     }
@@ -691,6 +794,8 @@ void sublet_settings_default(sublet_settings *s)
     s->large_segment_size = K_LARGE_BUFFER;
     s->backend_async = 0;
     s->policy = SUBLET_POLICY_NATIVE;
+    s->pytorch_version = SUBLET_PYTORCH_NEWEST;
+    s->memory_fraction = -1.0;
     s->raw[0] = '\0';
 }
 
@@ -699,7 +804,7 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
                                     size_t err_cap)
 {
     sublet_settings work;
-    pctx c = {NULL, 0, &work, err, err_cap};
+    pctx c = {NULL, 0, &work, 0, err, err_cap};
     char *buf = NULL;
     size_t len = 0;
     sublet_status st;
@@ -720,10 +825,24 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
                     CONF_MAX_LEN);
 
     memcpy(&work, s, sizeof work);
-    if (tokenize(conf, len, &c.t, &buf, &c.n) != 0) {
-        if (err && err_cap > 0)
-            snprintf(err, err_cap, "out of host memory while parsing allocator settings");
-        return SUBLET_ERR_NO_MEMORY;
+    c.legacy = !since_ver(work.pytorch_version, V29);
+    if (tokenize(conf, len, c.legacy, &c.t, &buf, &c.n) != 0)
+        goto no_memory;
+    /* pytorch_version first: it decides the tokenizer and every rule below */
+    st = walk(&c, 0);
+    if (st != SUBLET_OK) {
+        free(c.t);
+        free(buf);
+        return st;
+    }
+    if (c.legacy != !since_ver(work.pytorch_version, V29)) { /* tokenize again */
+        c.legacy = !c.legacy;
+        free(c.t);
+        free(buf);
+        c.t = NULL;
+        buf = NULL;
+        if (tokenize(conf, len, c.legacy, &c.t, &buf, &c.n) != 0)
+            goto no_memory;
     }
     /* Reset on every parse (§5.2). */
     work.max_split_size = SUBLET_SIZE_UNLIMITED;
@@ -734,7 +853,8 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
 
     st = walk(&c, 1);
     if (st == SUBLET_OK) {
-        work.max_non_split_rounding = work.large_segment_size;
+        if (!c.legacy) /* 2.6 kept it across parses */
+            work.max_non_split_rounding = work.large_segment_size;
         st = walk(&c, 2);
     }
     if (st == SUBLET_OK)
@@ -750,6 +870,10 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
     memcpy(work.raw, conf, keep);
     memcpy(s, &work, sizeof *s);
     return SUBLET_OK;
+no_memory:
+    if (err && err_cap > 0)
+        snprintf(err, err_cap, "out of host memory while parsing allocator settings");
+    return SUBLET_ERR_NO_MEMORY;
 }
 
 sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
@@ -821,9 +945,21 @@ size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf
 
 const char *sublet_settings_env(const char **which_out)
 {
+    return sublet_settings_env_for(SUBLET_PYTORCH_NEWEST, which_out);
+}
+
+bool sublet_settings_since(const sublet_settings *s, uint32_t version)
+{
+    return s && since_ver(s->pytorch_version, version);
+}
+
+const char *sublet_settings_env_for(uint32_t pytorch_version, const char **which_out)
+{
     static const char *const vars[] = {"SUBLET_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF",
                                        "PYTORCH_ALLOC_CONF"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    /* PYTORCH_ALLOC_CONF is read from 2.9 on */
+    size_t nvars = since_ver(pytorch_version, V29) ? 3 : 2;
+    for (size_t i = 0; i < nvars; i++) {
         const char *v = getenv(vars[i]);
         if (v) { /* set-but-empty counts as set */
             if (which_out)

@@ -509,13 +509,17 @@ static void garbage_collect(sublet_allocator *a)
         return;
     uint64_t total_age = 0;
     int64_t count = 0;
+    /* GC never frees expandable blocks (§3.6); before 2.9 their whole free
+     * blocks still count in the average age (PyTorch 2.6), later not */
+    bool count_expandable = !sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9));
     for (size_t i = 0; i < n; i++) {
-        if (all[i]->seg->expandable)
-            all[i] = NULL; /* GC never touches expandable blocks (§3.6) */
-        else if (!is_split(all[i])) {
+        bool expandable = all[i]->seg->expandable;
+        if (!is_split(all[i]) && (!expandable || count_expandable)) {
             total_age += a->large.clock - all[i]->gc_count_base;
             count++;
         }
+        if (expandable)
+            all[i] = NULL;
     }
     bool freed = true;
     while (count > 0 && reclaimed < target && freed) {
