@@ -26,7 +26,8 @@
 #   --build   sublet's build folder (default build/; configured RelWithDebInfo when new)
 #   --rounds  runs per side and point (default 3)
 #   --live    the live-block counts (default "10 1000 100000 1000000")
-# Runtime: about 2 minutes on a quiet 2-core machine (mostly the 10^6 setups).
+# Runtime: about 4 minutes of CPU (12 minutes of wall time on a loaded 2-core machine), mostly
+# the 10^6 setups (PyTorch's takes about 14 s there); --rounds and --live shorten it.
 # Exit status: 0 when every run succeeded and every row's blocks were the same (whether the bar
 # is met is printed, not the exit status: timings are never asserted); 1 otherwise; 2 on a
 # usage or build problem.
