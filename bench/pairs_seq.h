@@ -15,11 +15,12 @@
  *          512 B x (65 + j % 64); the odd ones are freed (by index), so N stay
  *          live and N cached free blocks, each larger than any timed request, sit
  *          between them.  Timed: 2^20 pairs of 512 B x (1 + i % 64), all in the
- *          small pool: no cached block has a request's exact size, so each
- *          malloc best-fits a cached block (the lowest-address one of 512 B x 65,
- *          or, for N < 64, a segment's free tail), splits it, and its free merges
- *          the two back: a split and a merge on every pair (bench_pairs checks
- *          it for N <= 10^5).
+ *          small pool: no setup block has a request's size, so each malloc
+ *          best-fits a cached block (a segment's leftover free tail or a
+ *          512 B x 65 block, whichever is the smallest that fits), splits it,
+ *          and its free merges the two back: a split and a merge on every pair
+ *          but the few that fit a leftover tail exactly (bench_pairs counts
+ *          them for N <= 10^5: 122 to 128 of 128).
  *
  * Both drivers: one untimed warm-up pass over the timed sizes (any device
  * allocation happens there), then PASSES timed passes; the median pass is
