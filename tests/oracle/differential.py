@@ -147,7 +147,11 @@ def main():
     for trace in traces:
         with open(trace) as f:
             rows = [l.rstrip("\n") for l in f][1:]
-        from_empty = not any(r.split(",")[1] == "pre_alloc" for r in rows if "," in r)
+        # a PyTorch recording from an empty allocator: no prelude, and the segment rows that
+        # show PyTorch's decisions (a synthetic trace without them, such as
+        # tests/data/nonmonotone.events.csv, is held to the figures alone)
+        actions = {r.split(",")[1] for r in rows if "," in r}
+        from_empty = not actions & {"pre_alloc", "pre_segment"} and "segment_alloc" in actions
         caps = {}
         if tight:
             futs = {st: pool.submit(run_sublet, cli, trace, st[1], st[2], DEFAULT, None, True)
