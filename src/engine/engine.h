@@ -217,6 +217,8 @@ struct sublet_allocator {
     /* callbacks */
     sublet_trace_fn trace_fn;
     void *trace_user;
+    sublet_event_fn event_fn; /* sublet_event_set: time and stack with each event */
+    void *event_user;
     sublet_oom_fn oom_fn;
     void *oom_user;
     char oom_msg[2048];
