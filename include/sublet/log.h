@@ -18,8 +18,10 @@
  * written at least every flush_ms, when the ring is half full, and at
  * sublet_log_flush / sublet_log_close.  After kill -9 the file reads up to
  * the last block written; the cut block is reported as a torn tail.  When
- * the ring is full the events that do not fit are counted as lost (a LOST
- * record, reported by the reader) rather than waited for.  A write error
+ * the ring is full (the writer thread starved of CPU, a slow disk) the
+ * allocating thread writes it out itself, the one case where it waits on
+ * I/O; with SUBLET_LOG_DROP it never does: the events that do not fit are
+ * counted as lost (a LOST record, reported by the reader).  A write error
  * (a full disk) stops the log: the error is kept (sublet_log_status_read),
  * given once to the error callback, and allocations go on unaffected. */
 #ifndef SUBLET_LOG_H
@@ -37,6 +39,8 @@ extern "C" {
 typedef struct sublet_log sublet_log;
 
 #define SUBLET_LOG_SYNC 1u /* no writer thread: the allocating thread writes */
+#define SUBLET_LOG_DROP 2u /* ring full: drop events (counted) rather than write
+                            * from the allocating thread */
 
 /* Called once, when the log stops on an error: from the writer thread, or
  * (SUBLET_LOG_SYNC, or an error at sublet_log_flush) from the thread that
@@ -45,7 +49,7 @@ typedef struct sublet_log sublet_log;
 typedef void (*sublet_log_error_fn)(void *user, sublet_status st, const char *msg);
 
 typedef struct sublet_log_options {
-    uint32_t flags;         /* SUBLET_LOG_SYNC */
+    uint32_t flags;         /* SUBLET_LOG_SYNC or SUBLET_LOG_DROP */
     size_t buffer_bytes;    /* ring buffer: 0 = 8 MiB; 64 KiB .. 64 MiB */
     unsigned flush_ms;      /* write at least this often (writer thread); 0 = 200 */
     const char *settings;   /* the allocator settings to record (a

@@ -231,6 +231,7 @@ struct sublet_allocator {
     void *stack_user;
     sublet_clock_fn clock_fn;
     void *clock_user;
+    uint64_t now_cache; /* the real-time clock read once per locked call, 0 = not yet */
 };
 
 /* Virtual-memory segments in use: expandable_segments:True or policy:stitch. */

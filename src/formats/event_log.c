@@ -11,8 +11,10 @@
  * the payload's CRC32), write()s it, and moves the tail.  Every record is
  * whole inside the published range, so any such range is a valid block.
  *
- * When the ring has no room, the event is dropped and counted; the next
- * record that fits is preceded by a LOST record with the count.  A write
+ * When the ring has no room (the writer thread is behind), the producer
+ * writes the ring itself; with SUBLET_LOG_DROP it drops the event and counts
+ * it instead, and the next record that fits is preceded by a LOST record
+ * with the count.  A write
  * error stops the log for good: the producers see the flag and return at
  * once. */
 #include <errno.h>
@@ -176,13 +178,30 @@ static void wake_writer(sublet_log *lg)
     pthread_mutex_unlock(&lg->wmu);
 }
 
+/* Make the n bytes written at head h visible to the consumer (t: the tail
+ * the room was checked against); wake it when the ring just got half full. */
+static void publish(sublet_log *lg, uint64_t h, uint64_t t, size_t n)
+{
+    atomic_store_explicit(&lg->head, h + n, memory_order_release);
+    size_t used = (size_t)(h + n - t);
+    if (used >= lg->cap / 2 && used - n < lg->cap / 2) { /* just crossed half */
+        if (lg->has_thread)
+            wake_writer(lg);
+        else
+            drain(lg);
+    }
+}
+
 /* Append n bytes as published records; false when there is no room. */
 static bool put(sublet_log *lg, const uint8_t *p, size_t n)
 {
     uint64_t h = atomic_load_explicit(&lg->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&lg->tail, memory_order_acquire);
     if (lg->cap - (size_t)(h - t) < n) {
-        if (lg->has_thread)
+        /* full: the writer thread is behind (starved of CPU, a slow disk).
+         * Write the ring from here (the one time the allocating thread
+         * waits on I/O), or with SUBLET_LOG_DROP drop the record */
+        if (lg->flags & SUBLET_LOG_DROP)
             wake_writer(lg);
         else
             drain(lg);
@@ -194,14 +213,7 @@ static bool put(sublet_log *lg, const uint8_t *p, size_t n)
     size_t first = n < lg->cap - at ? n : lg->cap - at;
     memcpy(lg->ring + at, p, first);
     memcpy(lg->ring, p + first, n - first);
-    atomic_store_explicit(&lg->head, h + n, memory_order_release);
-    size_t used = (size_t)(h + n - t);
-    if (used >= lg->cap / 2 && used - n < lg->cap / 2) { /* just crossed half */
-        if (lg->has_thread)
-            wake_writer(lg);
-        else
-            drain(lg);
-    }
+    publish(lg, h, t, n);
     return true;
 }
 
@@ -291,7 +303,14 @@ static void on_event(void *user, sublet_allocator *a, const sublet_event_record 
         drop(lg); /* never an event whose stack is not in the file */
         return;
     }
-    uint8_t rec[1 + 10 + 2 * 11 + 5 * 10];
+    uint8_t tmp[1 + 10 + 2 * 11 + 5 * 10];
+    /* encoded in place when the ring has the room in one piece (the usual
+     * case), else in tmp and copied */
+    uint64_t h = atomic_load_explicit(&lg->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&lg->tail, memory_order_acquire);
+    size_t at = (size_t)(h & (lg->cap - 1));
+    bool direct = lg->cap - at >= sizeof tmp && lg->cap - (size_t)(h - t) >= sizeof tmp;
+    uint8_t *rec = direct ? lg->ring + at : tmp;
     size_t k = 0;
     if (lg->lost_pending) {
         rec[k++] = SL_LOG_REC_LOST;
@@ -304,7 +323,9 @@ static void on_event(void *user, sublet_allocator *a, const sublet_event_record 
     k += sl_put_varint(rec + k, ev->size);
     k += sl_put_varint(rec + k, (uint64_t)ev->stream);
     k += sl_put_varint(rec + k, ev->stack);
-    if (!put(lg, rec, k)) {
+    if (direct) {
+        publish(lg, h, t, k);
+    } else if (!put(lg, rec, k)) {
         /* the LOST record alone may fit; the event then counts as lost */
         if (ev_at && put(lg, rec, ev_at))
             lg->lost_pending = 0;
@@ -354,8 +375,10 @@ sublet_status sublet_log_open(sublet_allocator *a, const char *path,
     if (opt)
         o = *opt;
     size_t ring = o.buffer_bytes ? o.buffer_bytes : DEFAULT_RING;
-    if (ring < MIN_RING || ring > MAX_RING || o.flags & ~SUBLET_LOG_SYNC) {
-        sl_msg(err, cap, "buffer_bytes must be 64 KiB .. 64 MiB; flags SUBLET_LOG_SYNC or 0");
+    if (ring < MIN_RING || ring > MAX_RING || o.flags & ~(SUBLET_LOG_SYNC | SUBLET_LOG_DROP) ||
+        (o.flags & SUBLET_LOG_SYNC && o.flags & SUBLET_LOG_DROP)) {
+        sl_msg(err, cap, "buffer_bytes must be 64 KiB .. 64 MiB; flags SUBLET_LOG_SYNC or "
+                         "SUBLET_LOG_DROP");
         return SUBLET_ERR_INVALID_ARGUMENT;
     }
     size_t pow2 = MIN_RING;
