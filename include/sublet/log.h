@@ -53,7 +53,8 @@ typedef struct sublet_log_options {
     size_t buffer_bytes;    /* ring buffer: 0 = 8 MiB; 64 KiB .. 64 MiB */
     unsigned flush_ms;      /* write at least this often (writer thread); 0 = 200 */
     const char *settings;   /* the allocator settings to record (a
-                             * PYTORCH_CUDA_ALLOC_CONF string), NULL: none */
+                             * PYTORCH_CUDA_ALLOC_CONF string that parses,
+                             * at most 1000 bytes), NULL: none */
     sublet_log_error_fn on_error;
     void *error_user;
 } sublet_log_options;

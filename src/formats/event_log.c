@@ -30,6 +30,7 @@
 
 #include "base/errmsg.h"
 #include "formats/event_log_format.h"
+#include "sublet/config.h"
 #include "sublet/history.h"
 #include "sublet/log.h"
 
@@ -385,9 +386,18 @@ sublet_status sublet_log_open(sublet_allocator *a, const char *path,
     while (pow2 < ring)
         pow2 *= 2;
     size_t settings_len = o.settings ? strlen(o.settings) : 0;
-    if (settings_len > 60000) {
+    if (settings_len > 1000) {
         sl_msg(err, cap, "settings string too long");
         return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    if (o.settings) {
+        sublet_settings ss;
+        sublet_settings_default(&ss);
+        char why[300];
+        if (sublet_settings_parse(&ss, o.settings, why, sizeof why) != SUBLET_OK) {
+            sl_msg(err, cap, "settings to record: %s", why);
+            return SUBLET_ERR_INVALID_ARGUMENT;
+        }
     }
     sublet_log *lg = calloc(1, sizeof *lg);
     if (!lg) {

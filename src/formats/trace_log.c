@@ -20,6 +20,7 @@
 #include "base/errmsg.h"
 #include "formats/event_log_format.h"
 #include "formats/trace_readers.h"
+#include "sublet/config.h"
 #include "sublet/trace.h"
 
 /* ---- headers and blocks ------------------------------------------------------------------ */
@@ -376,11 +377,23 @@ static sublet_status read_block(log_reader *lr, const uint8_t *p, size_t n, size
                 st = SUBLET_ERR_NO_MEMORY;
             break;
         }
-        case SL_LOG_REC_INFO:
+        case SL_LOG_REC_INFO: {
+            /* the settings must be ones the engine takes (the writer checks) */
+            char conf[1024];
+            sublet_settings ss;
+            sublet_settings_default(&ss);
+            if (r.text_len >= sizeof conf || memchr(r.text, '\0', r.text_len) ||
+                (memcpy(conf, r.text, r.text_len), conf[r.text_len] = '\0',
+                 sublet_settings_parse(&ss, conf, NULL, 0) != SUBLET_OK)) {
+                sl_msg(err, cap, "block at byte %zu: INFO record: settings that do not parse",
+                       block_off);
+                return SUBLET_ERR_PARSE;
+            }
             trace_extras_set_memory(lr->x, r.count);
             st = trace_extras_set_settings(lr->x, (const char *)r.text, r.text_len);
             lr->info_seen = true;
             break;
+        }
         case SL_LOG_REC_LOST:
             lr->lost = lr->lost + r.count < lr->lost ? UINT64_MAX : lr->lost + r.count;
             break;
@@ -426,7 +439,16 @@ sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace *
         if (got == 0)
             break;
         if (got < 0) {
-            size_t next = sl_log_block_scan(p, len, at + 1);
+            /* an intact block after this one means corruption; look past
+             * what this block's header claims when the header holds */
+            size_t from = at + 1;
+            if (header_ok(p, len, at)) {
+                size_t l = sl_get_u32(p + at + 4);
+                from = len - at - SL_LOG_BLOCK_HEADER_SIZE < l
+                           ? len
+                           : at + SL_LOG_BLOCK_HEADER_SIZE + l;
+            }
+            size_t next = sl_log_block_scan(p, len, from);
             if (next < len) {
                 sl_msg(err, cap, "block at byte %zu: %s (an intact block follows at byte %zu: "
                                  "the log is corrupt, not cut short)", at, why, next);
