@@ -26,6 +26,7 @@ static const char *sim_memory_var = "SUBLET_SIM_MEMORY";
 static const char *log_var = "SUBLET_LOG";
 static void (*log_report)(int device, const char *msg);
 static int log_devices[SLP_MAX_DEVICES]; /* the device of each log's error callback */
+static int log_generation[SLP_MAX_DEVICES]; /* allocators created per device (resets) */
 
 static sublet_status log_open_locked(int d, sublet_allocator *a, const char *path, char *err,
                                      size_t cap);
@@ -95,6 +96,16 @@ static sublet_allocator *create(int d, char *why, size_t cap)
     if (lp && *lp) {
         char path[4096], lerr[512] = "";
         slp_device_path(path, sizeof path, lp, d);
+        if (log_generation[d]++ > 0) { /* recreated after a reset: keep the first log */
+            char first[4096];
+            snprintf(first, sizeof first, "%s", path);
+            const char *slash = strrchr(first, '/');
+            const char *base = slash ? slash + 1 : first;
+            const char *dot = strchr(base[0] == '.' ? base + 1 : base, '.');
+            int n = dot ? (int)(dot - first) : (int)strlen(first);
+            snprintf(path, sizeof path, "%.*s.reset%d%s", n, first, log_generation[d] - 1,
+                     dot ? dot : "");
+        }
         /* before the allocator is published: the log misses no event */
         if (log_open_locked(d, a, path, lerr, sizeof lerr) != SUBLET_OK && log_report)
             log_report(d, lerr);

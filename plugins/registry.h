@@ -57,7 +57,9 @@ char *slp_stats_text(int device);
 /* ---- the event log (sublet/log.h) ------------------------------------------------
  * When the variable SUBLET_LOG names a path, each allocator logs every event
  * from its creation on: device 0 to the path, device N to the path with
- * ".devN" before its extension.  The recorded settings are the environment's
+ * ".devN" before its extension; an allocator created again after a reset
+ * (slp_drop) logs to the same name with ".resetK" before the extension
+ * (K = 1, 2, ...).  The recorded settings are the environment's
  * (SUBLET_ALLOC_CONF ...).  A log that cannot be opened, or stops on a write
  * error (a full disk), is told once to `report` (set it before the first
  * slp_get); the allocator goes on without it.  Logs are flushed at exit. */
