@@ -71,6 +71,8 @@ sublet_status cli_parse_trace(const uint8_t *buf, size_t n, const char *name,
         st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
         if (st != SUBLET_OK)
             snprintf(err, cap, "%s: %s", name, inner);
+        else if (sublet_trace_notice(*out)) /* an event log's torn tail, lost events */
+            fprintf(stderr, "sublet: %s: warning: %s\n", name, sublet_trace_notice(*out));
     }
     return st;
 }

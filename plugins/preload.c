@@ -40,6 +40,13 @@
  *                               devices go to path with ".devN" before the
  *                               extension.
  *                               History is recorded when a snapshot is asked.
+ *   SUBLET_LOG=path             log every event of each device's allocator
+ *                               from its creation on (sublet/log.h; read with
+ *                               `sublet replay path`); device N to path with
+ *                               ".devN" before the extension.  A log that
+ *                               cannot be opened or stops on a write error
+ *                               (a full disk) prints one line and the
+ *                               program goes on.
  *   SUBLET_PRELOAD_FREE_SYNC=0  do not synchronise in cudaFree
  *   SUBLET_PRELOAD_BACKEND=sim  a simulated device instead of the GPU
  *                               (addresses only; tests without a GPU), of
@@ -50,7 +57,8 @@
  * constructor looks for a definition of cudaMalloc in the executable and
  * then prints one warning on stderr.  If sublet cannot serve a call (no
  * driver, bad settings) it says so once and passes the calls through to the
- * real runtime.  These are the only messages the preload library prints. */
+ * real runtime.  These, and an event log's error, are the only messages the
+ * preload library prints. */
 #define _GNU_SOURCE 1 /* RTLD_NEXT, dl_iterate_phdr */
 #include <dlfcn.h>
 #include <elf.h>
@@ -470,9 +478,15 @@ out:
     return found;
 }
 
+static void log_error(int device, const char *msg)
+{
+    fprintf(stderr, "sublet_preload: device %d: %s\n", device, msg);
+}
+
 __attribute__((constructor)) static void preload_init(void)
 {
     slp_configure("SUBLET_PRELOAD_BACKEND", "SUBLET_PRELOAD_SIM_MEMORY");
+    slp_log_configure(log_error);
     const char *fs = getenv("SUBLET_PRELOAD_FREE_SYNC");
     if (fs && strcmp(fs, "0") == 0)
         free_sync = 0;

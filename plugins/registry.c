@@ -8,6 +8,7 @@
 #include "formats/atomic_write.h"
 #include "registry.h"
 #include "sublet/backend_cuda.h"
+#include "sublet/log.h"
 #include "sublet/snapshot.h"
 
 typedef struct slp_dev {
@@ -15,12 +16,20 @@ typedef struct slp_dev {
     sublet_backend *backend;
     int failed;
     char why[512];
+    sublet_log *log; /* the event log, when one is open (lock held to change) */
 } slp_dev;
 
 static slp_dev devs[SLP_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *backend_var = "SUBLET_BACKEND";
 static const char *sim_memory_var = "SUBLET_SIM_MEMORY";
+static const char *log_var = "SUBLET_LOG";
+static void (*log_report)(int device, const char *msg);
+static int log_devices[SLP_MAX_DEVICES]; /* the device of each log's error callback */
+static int log_generation[SLP_MAX_DEVICES]; /* allocators created per device (resets) */
+
+static sublet_status log_open_locked(int d, sublet_allocator *a, const char *path, char *err,
+                                     size_t cap);
 
 void slp_configure(const char *backend_env, const char *sim_memory_env)
 {
@@ -83,7 +92,143 @@ static sublet_allocator *create(int d, char *why, size_t cap)
         return NULL;
     }
     devs[d].backend = be;
+    const char *lp = getenv(log_var);
+    if (lp && *lp) {
+        char path[4096], lerr[512] = "";
+        slp_device_path(path, sizeof path, lp, d);
+        if (log_generation[d]++ > 0) { /* recreated after a reset: keep the first log */
+            char first[4096];
+            snprintf(first, sizeof first, "%s", path);
+            const char *slash = strrchr(first, '/');
+            const char *base = slash ? slash + 1 : first;
+            const char *dot = strchr(base[0] == '.' ? base + 1 : base, '.');
+            int n = dot ? (int)(dot - first) : (int)strlen(first);
+            snprintf(path, sizeof path, "%.*s.reset%d%s", n, first, log_generation[d] - 1,
+                     dot ? dot : "");
+        }
+        /* before the allocator is published: the log misses no event */
+        if (log_open_locked(d, a, path, lerr, sizeof lerr) != SUBLET_OK && log_report)
+            log_report(d, lerr);
+    }
     return a;
+}
+
+void slp_device_path(char *out, size_t cap, const char *path, int device)
+{
+    if (device == 0) {
+        snprintf(out, cap, "%s", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const char *dot = strchr(base[0] == '.' ? base + 1 : base, '.');
+    if (!dot)
+        snprintf(out, cap, "%s.dev%d", path, device);
+    else
+        snprintf(out, cap, "%.*s.dev%d%s", (int)(dot - path), path, device, dot);
+}
+
+/* ---- the event log ----------------------------------------------------------------- */
+
+void slp_log_configure(void (*report)(int device, const char *msg))
+{
+    pthread_mutex_lock(&lock);
+    log_report = report;
+    pthread_mutex_unlock(&lock);
+}
+
+static void on_log_error(void *user, sublet_status st, const char *msg)
+{
+    (void)st;
+    if (log_report)
+        log_report(*(const int *)user, msg);
+}
+
+/* lock held */
+static sublet_status log_open_locked(int d, sublet_allocator *a, const char *path, char *err,
+                                     size_t cap)
+{
+    slp_dev *s = &devs[d];
+    if (s->log) {
+        sublet_log_close(s->log);
+        s->log = NULL;
+    }
+    log_devices[d] = d;
+    sublet_log_options o;
+    memset(&o, 0, sizeof o);
+    o.settings = sublet_settings_env(NULL);
+    o.on_error = on_log_error;
+    o.error_user = &log_devices[d];
+    char inner[400] = "";
+    sublet_status st = sublet_log_open(a, path, &o, &s->log, inner, sizeof inner);
+    if (st != SUBLET_OK && err && cap)
+        snprintf(err, cap, "event log of device %d: %s", d, inner);
+    return st;
+}
+
+sublet_status slp_log_open(int device, const char *path, char *err, size_t err_cap)
+{
+    if (!slp_peek(device) || !path || !*path) {
+        set_err(err, err_cap, !path || !*path ? "empty path" : "no allocator for that device");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&lock);
+    sublet_status st = log_open_locked(device, slp_peek(device), path, err, err_cap);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+sublet_status slp_log_flush(int device)
+{
+    if (device < 0 || device >= SLP_MAX_DEVICES)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&lock);
+    sublet_status st = devs[device].log ? sublet_log_flush(devs[device].log)
+                                        : SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+sublet_status slp_log_close(int device)
+{
+    if (device < 0 || device >= SLP_MAX_DEVICES)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&lock);
+    sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
+    if (devs[device].log) {
+        st = sublet_log_close(devs[device].log);
+        devs[device].log = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+size_t slp_log_status_text(int device, char *buf, size_t cap)
+{
+    if (device < 0 || device >= SLP_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&lock);
+    sublet_log_status ls;
+    int have = devs[device].log != NULL;
+    if (have)
+        sublet_log_status_read(devs[device].log, &ls);
+    pthread_mutex_unlock(&lock);
+    if (!have)
+        return 0;
+    int n = snprintf(buf, cap, "events %llu lost %llu stacks %llu blocks %llu bytes %llu status %s",
+                     (unsigned long long)ls.events, (unsigned long long)ls.events_lost,
+                     (unsigned long long)ls.stacks, (unsigned long long)ls.blocks,
+                     (unsigned long long)ls.bytes_written,
+                     ls.status == SUBLET_OK ? "ok" : ls.message);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* The logs hold at most flush_ms of events in memory: write them at exit
+ * (the allocators themselves are left alone). */
+__attribute__((destructor)) static void slp_logs_fini(void)
+{
+    for (int d = 0; d < SLP_MAX_DEVICES; d++)
+        (void)slp_log_flush(d);
 }
 
 sublet_allocator *slp_get(int device, char *err, size_t err_cap)
@@ -134,6 +279,10 @@ void slp_drop(int device)
         return;
     pthread_mutex_lock(&lock);
     slp_dev *s = &devs[device];
+    if (s->log) {
+        sublet_log_close(s->log);
+        s->log = NULL;
+    }
     sublet_allocator *a = atomic_exchange_explicit(&s->alloc, NULL, memory_order_acq_rel);
     if (a)
         sublet_allocator_destroy(a);

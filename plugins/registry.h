@@ -54,6 +54,30 @@ char *slp_summary_text(int device, int abbreviated);
  * device_free_bytes, ...) when the backend can tell; malloc'd string. */
 char *slp_stats_text(int device);
 
+/* ---- the event log (sublet/log.h) ------------------------------------------------
+ * When the variable SUBLET_LOG names a path, each allocator logs every event
+ * from its creation on: device 0 to the path, device N to the path with
+ * ".devN" before its extension; an allocator created again after a reset
+ * (slp_drop) logs to the same name with ".resetK" before the extension
+ * (K = 1, 2, ...).  The recorded settings are the environment's
+ * (SUBLET_ALLOC_CONF ...).  A log that cannot be opened, or stops on a write
+ * error (a full disk), is told once to `report` (set it before the first
+ * slp_get); the allocator goes on without it.  Logs are flushed at exit. */
+void slp_log_configure(void (*report)(int device, const char *msg));
+/* path for `device`: path itself for device 0, else with ".devN" before its
+ * extension(s) (".pickle.gz" counts as one). */
+void slp_device_path(char *out, size_t cap, const char *path, int device);
+/* Start (or restart: the previous log of the device is closed) logging
+ * `device`'s allocator, which must exist, to `path`. */
+sublet_status slp_log_open(int device, const char *path, char *err, size_t err_cap);
+/* Flush / close the device's log (SUBLET_ERR_INVALID_ARGUMENT when it has
+ * none); the log's status. */
+sublet_status slp_log_flush(int device);
+sublet_status slp_log_close(int device);
+/* "events N lost N stacks N blocks N bytes N status TEXT" (snprintf
+ * semantics); 0 when the device has no log. */
+size_t slp_log_status_text(int device, char *buf, size_t cap);
+
 /* Write a snapshot of `device` to `path`: a pickle/JSON snapshot for a path
  * ending in .pickle/.pkl/.json (optionally .gz), the summary text otherwise.
  * Returns SUBLET_OK or an error with the reason in err. */

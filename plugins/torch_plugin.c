@@ -27,6 +27,12 @@
  * a GPU).  Settings: SUBLET_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF, else
  * PYTORCH_ALLOC_CONF.
  *
+ * SUBLET_LOG=path logs every event of each device's allocator from its
+ * creation on (sublet/log.h; device N to path with ".devN" before the
+ * extension); sublet_torch_log_open/flush/close/status do it at run time
+ * (sublet.torch.log_open).  A log that stops on a write error says so once
+ * in last_error().
+ *
  * PyTorch's interface has no error channel: a failed malloc returns NULL
  * (PyTorch then fails at the first use of the tensor) and a failed free or
  * record_stream returns nothing.  The reason is kept and
@@ -63,6 +69,10 @@ SLT_EXPORT int sublet_torch_record_history(int device, int enabled, unsigned lon
 SLT_EXPORT int sublet_torch_device_count(void);
 SLT_EXPORT size_t sublet_torch_last_error(char *buf, size_t cap);
 SLT_EXPORT const char *sublet_torch_version(void);
+SLT_EXPORT int sublet_torch_log_open(int device, const char *path);
+SLT_EXPORT int sublet_torch_log_flush(int device);
+SLT_EXPORT int sublet_torch_log_close(int device);
+SLT_EXPORT long long sublet_torch_log_status(int device, char *buf, size_t cap);
 
 /* ---- last error ------------------------------------------------------------- */
 
@@ -82,9 +92,17 @@ __attribute__((format(printf, 1, 2))) static void set_errf(const char *fmt, ...)
 
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 
+/* The event log stopped (a full disk) or could not be opened: said once per
+ * log through last_error(); allocations go on. */
+static void log_error(int device, const char *msg)
+{
+    set_errf("sublet: device %d: %s", device, msg);
+}
+
 static void configure(void)
 {
     slp_configure("SUBLET_TORCH_BACKEND", "SUBLET_TORCH_SIM_MEMORY");
+    slp_log_configure(log_error);
 }
 
 static sublet_allocator *get(int device)
@@ -338,6 +356,47 @@ int sublet_torch_record_history(int device, int enabled, unsigned long long max_
         return -1;
     }
     return 0;
+}
+
+/* ---- the event log (SUBLET_LOG=path at start-up, or these) ------------------------------ */
+
+int sublet_torch_log_open(int device, const char *path)
+{
+    if (!get(device))
+        return -1;
+    char err[512] = "";
+    if (slp_log_open(device, path, err, sizeof err) != SUBLET_OK) {
+        set_errf("log_open on device %d: %s", device, err);
+        return -1;
+    }
+    return 0;
+}
+
+int sublet_torch_log_flush(int device)
+{
+    sublet_status st = slp_log_flush(device);
+    if (st != SUBLET_OK) {
+        set_errf("log_flush on device %d: %s", device,
+                 st == SUBLET_ERR_INVALID_ARGUMENT ? "no event log open" : sublet_status_text(st));
+        return -1;
+    }
+    return 0;
+}
+
+int sublet_torch_log_close(int device)
+{
+    sublet_status st = slp_log_close(device);
+    if (st != SUBLET_OK) {
+        set_errf("log_close on device %d: %s", device,
+                 st == SUBLET_ERR_INVALID_ARGUMENT ? "no event log open" : sublet_status_text(st));
+        return -1;
+    }
+    return 0;
+}
+
+long long sublet_torch_log_status(int device, char *buf, size_t cap)
+{
+    return (long long)slp_log_status_text(device, buf, cap);
 }
 
 int sublet_torch_device_count(void)

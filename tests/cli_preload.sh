@@ -138,4 +138,24 @@ grep -q 'SUBLET_PRELOAD_BACKEND=tpu: unknown backend' "$tmp/bad.err" || { cat "$
 LD_PRELOAD=$pre SUBLET_PRELOAD_BACKEND=sim SUBLET_ALLOC_CONF=max_split_size_mb:banana \
   "$tmp/prog" > /dev/null 2> "$tmp/conf.err"
 grep -q '^sublet_preload: .*allocator for device 0' "$tmp/conf.err" || { cat "$tmp/conf.err"; exit 1; }
+# SUBLET_LOG: every event of each allocator from its creation, read by the CLI
+# (device 1 to .dev1, device 0 again after cudaDeviceReset to .reset1)
+LD_PRELOAD=$pre SUBLET_PRELOAD_BACKEND=sim SUBLET_LOG="$tmp/run.slog" "$tmp/prog" \
+  > "$tmp/log.out" 2> "$tmp/log.err"
+grep -q '^sublet_preload:' "$tmp/log.err" && { echo "FAIL: unexpected message"; cat "$tmp/log.err"; exit 1; }
+n=0
+for f in "$tmp"/run*.slog; do
+  "$cli" convert "$f" "$tmp/log.events.csv" > /dev/null || { echo "FAIL: $f does not read"; exit 1; }
+  n=$((n + $(grep -c ',alloc,' "$tmp/log.events.csv")))
+  "$cli" replay "$f" > /dev/null || { echo "FAIL: replay of $f"; exit 1; }
+done
+[ "$(val malloc_a "$tmp/log.out")" = 0 ] && [ "$n" -ge 4 ] && [ -f "$tmp/run.dev1.slog" ] ||
+  { echo "FAIL: logs: $(ls "$tmp"), $n allocs"; exit 1; }
+# A log that cannot be created: one line, the program goes on.
+LD_PRELOAD=$pre SUBLET_PRELOAD_BACKEND=sim SUBLET_LOG=/nonexistent/run.slog "$tmp/prog" \
+  > "$tmp/nolog.out" 2> "$tmp/nolog.err"
+grep -q '^sublet_preload: device 0: event log of device 0: /nonexistent/run.slog: cannot create' \
+  "$tmp/nolog.err" || { echo "FAIL: no log error"; cat "$tmp/nolog.err"; exit 1; }
+[ "$(val malloc_a "$tmp/nolog.out")" = 0 ] || { echo "FAIL: malloc failed without its log"; exit 1; }
+echo "preload event log: ok ($n allocs logged)"
 echo "preload: ok"

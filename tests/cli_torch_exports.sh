@@ -18,7 +18,9 @@ for sym in sublet_torch_malloc sublet_torch_free sublet_torch_init sublet_torch_
            sublet_torch_memory_fraction sublet_torch_record_stream sublet_torch_base_alloc \
            sublet_torch_stats sublet_torch_summary sublet_torch_snapshot \
            sublet_torch_max_allocatable sublet_torch_empty_cache sublet_torch_reset_peak_stats \
-           sublet_torch_record_history sublet_torch_last_error sublet_torch_version; do
+           sublet_torch_record_history sublet_torch_last_error sublet_torch_version \
+           sublet_torch_log_open sublet_torch_log_flush sublet_torch_log_close \
+           sublet_torch_log_status; do
   grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
 done
 # Only the entry points: no copy of the library's sublet_* API leaks out.
@@ -144,8 +146,40 @@ except RuntimeError as e:
 else:
     raise SystemExit("snapshot of an unused device did not fail")
 lib.reset_peak_memory_stats(0)
+# the event log: every event from log_open on, with the stacks of the history
+lib.log_open(os.path.join(tmp, "run.slog"), 0)
+ptrs = [d.sublet_torch_malloc(1 << k, 0, None) for k in range(10, 22)]
+for p in ptrs:
+    d.sublet_torch_free(ctypes.c_void_p(p), 0, 0, None)
+lib.log_flush(0)
+st_ = lib.log_status(0)
+assert st_["status"] == "ok" and st_["events"] >= 36 and st_["lost"] == 0, st_
+assert st_["stacks"] >= 1, st_  # record_memory_history is on: stacks
+lib.log_close(0)
+assert lib.log_status(0) == {}
+try:
+    lib.log_flush(0)
+except RuntimeError as e:
+    assert "no event log open" in str(e), str(e)
+else:
+    raise SystemExit("log_flush without a log did not fail")
 print("hooks on the sim device: ok")
 PY
+# The log reads back with the CLI: 12 allocs, their frees.
+"$cli" convert "$tmp/run.slog" "$tmp/run.events.csv" > /dev/null
+[ "$(grep -c ',alloc,' "$tmp/run.events.csv")" -eq 12 ] || { cat "$tmp/run.events.csv"; exit 1; }
+[ "$(grep -c ',free_completed,' "$tmp/run.events.csv")" -eq 12 ] || exit 1
+# SUBLET_LOG at start-up: the log has every event from the allocator's creation
+SUBLET_LOG=$tmp/env.slog SUBLET_TORCH_BACKEND=sim SUBLET_TORCH_SIM_MEMORY=4GiB python3 - <<'PY'
+import ctypes
+import sublet.torch as st
+d = st.load_library().dll
+p = d.sublet_torch_malloc(5000, 0, None)
+d.sublet_torch_free(ctypes.c_void_p(p), 5000, 0, None)
+PY
+"$cli" convert "$tmp/env.slog" "$tmp/env.events.csv" > /dev/null
+grep -q ',alloc,.*,5000,' "$tmp/env.events.csv" || { cat "$tmp/env.events.csv"; exit 1; }
+"$cli" replay "$tmp/env.slog" > /dev/null || { echo "replay of the SUBLET_LOG log failed"; exit 1; }
 # The snapshot reads back with the CLI.
 "$cli" summary "$tmp/snap.pickle" > "$tmp/snap.txt" || { echo "sublet summary failed"; exit 1; }
 grep -q "PyTorch CUDA memory summary" "$tmp/snap.txt" || { cat "$tmp/snap.txt"; exit 1; }

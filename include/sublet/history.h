@@ -66,6 +66,31 @@ uint32_t sublet_block_stack(sublet_allocator *a, uint64_t addr);
 typedef size_t (*sublet_stack_fn)(void *user, sublet_frame *out, size_t cap);
 void sublet_stack_source_set(sublet_allocator *a, sublet_stack_fn fn, void *user);
 
+/* ---- the event callback: every trace event with its time and stack ---------
+ * What a continuous log needs (sublet/log.h): the same events as the trace
+ * callback, in the same order, plus the time the history would record and
+ * the interned stack (non-zero only while recording captures stacks:
+ * sublet_history_record with SUBLET_CONTEXT_ALLOC or more; a STATE context
+ * gives malloc's stack too).  Costs one clock read per event while set. */
+typedef struct sublet_event_record {
+    sublet_action action;
+    uint64_t addr, size;  /* as sublet_trace_fn's (oom: addr = device free) */
+    sublet_stream stream;
+    uint64_t time_us;     /* the trace clock (sublet_clock_set), microseconds */
+    uint32_t stack;       /* interned stack (sublet_stack_frames), 0 = none */
+} sublet_event_record;
+
+/* Called with the allocator's lock held, for every event, in order; must not
+ * call back into the allocator except sublet_stack_frames_locked. */
+typedef void (*sublet_event_fn)(void *user, sublet_allocator *a, const sublet_event_record *ev);
+/* One event callback per allocator (NULL removes it); beside the trace
+ * callback, not instead of it.  After it returns, the previous callback is
+ * no longer running nor will be called. */
+void sublet_event_set(sublet_allocator *a, sublet_event_fn fn, void *user);
+/* sublet_stack_frames for an event callback (the lock is already held). */
+size_t sublet_stack_frames_locked(sublet_allocator *a, uint32_t stack,
+                                  const sublet_frame **frames);
+
 /* Replace the clock of trace entries (replay uses the trace's own times). */
 typedef uint64_t (*sublet_clock_fn)(void *user);
 void sublet_clock_set(sublet_allocator *a, sublet_clock_fn fn, void *user);

@@ -131,11 +131,12 @@ typedef enum sublet_trace_format {
     SUBLET_FORMAT_RMM_CSV,        /* RMM logging_resource_adaptor log
                                    * (`Thread,Time,Action,Pointer,Size,Stream`) */
     SUBLET_FORMAT_KINETO_JSON,    /* PyTorch profiler chrome trace, profile_memory=True */
+    SUBLET_FORMAT_EVENT_LOG,      /* sublet's continuous event log (sublet/log.h) */
     SUBLET_FORMAT_COUNT
 } sublet_trace_format;
 
 /* "events-csv", "snapshot-pickle", "snapshot-json", "rmm-csv", "kineto-json",
- * "unknown". */
+ * "sublet-log", "unknown". */
 const char *sublet_trace_format_name(sublet_trace_format f);
 
 /* Guess the format of buf from its first bytes (a gzip input is inflated as far
@@ -201,6 +202,17 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
  * messages start with the path. */
 sublet_status sublet_trace_load(const char *path, const sublet_trace_load_options *opt,
                                 sublet_trace **out, char *err, size_t err_cap);
+/* sublet's event log alone (sublet/log.h; magic "SUBLETLG" required): every
+ * event of every intact block, in order, with its time, stream and stack
+ * (sublet_trace_stack); the settings and device memory it recorded.  A log
+ * cut short (kill -9, a full disk) reads up to its last whole block, and
+ * sublet_trace_notice says "torn tail at byte N, K bytes ignored"; events
+ * the writer had no room for are counted there too.  A bad block followed
+ * by an intact one, a block out of sequence, or a malformed record inside a
+ * block whose checksum holds is SUBLET_ERR_PARSE.  The log has no prelude:
+ * it holds what happened after sublet_log_open. */
+sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace **out, char *err,
+                                     size_t err_cap);
 /* RMM's CSV log alone (header required). */
 sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace **out, char *err,
                                      size_t err_cap);
@@ -222,6 +234,9 @@ int64_t sublet_trace_device(const sublet_trace *t);
  * garbage_collection_threshold, expandable_segments, ...); "" when every
  * setting is the default; NULL when the source recorded none. */
 const char *sublet_trace_settings(const sublet_trace *t);
+/* What the reader warns about while it succeeded (an event log's torn tail
+ * or lost events), NULL when nothing. */
+const char *sublet_trace_notice(const sublet_trace *t);
 /* The device's total memory in bytes when the source knew it, else 0. */
 uint64_t sublet_trace_device_memory(const sublet_trace *t);
 

@@ -7,6 +7,8 @@
     stats = sublet.torch.memory_stats()          # torch.cuda.memory_stats() keys
     sublet.torch.snapshot("run.pickle")          # pytorch.org/memory_viz reads it
     sublet.torch.max_allocatable()               # largest request served from cache
+    sublet.torch.log_open("run.slog")            # every event from now on, to a file
+                                                 # `sublet replay run.slog` reads
 
 install() loads libsublet_torch.so (built by CMake next to the `sublet`
 CLI) through torch.cuda.memory.CUDAPluggableAllocator with the entry points
@@ -189,6 +191,13 @@ class Library:
         d.sublet_torch_last_error.restype = c.c_size_t
         d.sublet_torch_version.argtypes = []
         d.sublet_torch_version.restype = c.c_char_p
+        d.sublet_torch_log_open.argtypes = [c.c_int, c.c_char_p]
+        d.sublet_torch_log_open.restype = c.c_int
+        for name in ("sublet_torch_log_flush", "sublet_torch_log_close"):
+            getattr(d, name).argtypes = [c.c_int]
+            getattr(d, name).restype = c.c_int
+        d.sublet_torch_log_status.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
+        d.sublet_torch_log_status.restype = c.c_longlong
 
     # -- raw access
     def address(self, name: str) -> int:
@@ -253,6 +262,31 @@ class Library:
                               max_entries: int = 0) -> None:
         if self._dll.sublet_torch_record_history(device, 1 if enabled else 0, max_entries) != 0:
             self._fail("record_memory_history")
+
+    # -- the event log (sublet/log.h)
+    def log_open(self, path: str, device: int = 0) -> None:
+        if self._dll.sublet_torch_log_open(device, os.fsencode(path)) != 0:
+            self._fail("log_open")
+
+    def log_flush(self, device: int = 0) -> None:
+        if self._dll.sublet_torch_log_flush(device) != 0:
+            self._fail("log_flush")
+
+    def log_close(self, device: int = 0) -> None:
+        if self._dll.sublet_torch_log_close(device) != 0:
+            self._fail("log_close")
+
+    def log_status(self, device: int = 0) -> Dict[str, Union[int, str]]:
+        """{"events", "lost", "stacks", "blocks", "bytes": int, "status": "ok" or the
+        error that stopped the log}; {} when the device has no log."""
+        text = self._text(self._dll.sublet_torch_log_status, device)
+        if not text:
+            return {}
+        head, _, status = text.partition(" status ")
+        words = head.split()
+        out: Dict[str, Union[int, str]] = {k: int(v) for k, v in zip(words[::2], words[1::2])}
+        out["status"] = status
+        return out
 
 
 _lock = threading.Lock()
@@ -408,6 +442,33 @@ def record_memory_history(enabled: bool = True, device=None, max_entries: int = 
     torch.cuda.memory._record_memory_history(enabled="all") does."""
     lib = _installed()
     lib.record_memory_history(enabled, _device(device), max_entries)
+
+
+def log_open(path: str, device=None) -> None:
+    """Log every allocator event of `device` from now on to `path` (a compact
+    binary log that `sublet replay`, `frag`, `report` and `convert` read;
+    stacks while record_memory_history is on).  Open it before the first
+    allocation for a log that replays from an empty device; SUBLET_LOG=path
+    in the environment does that for every device at start-up.  A full disk
+    stops the log, not the program: log_status() and last_error() say so."""
+    lib = _installed()
+    lib.log_open(path, _device(device))
+
+
+def log_flush(device=None) -> None:
+    """Write out what the log holds in memory (at most ~200 ms of events)."""
+    lib = _installed()
+    lib.log_flush(_device(device))
+
+
+def log_close(device=None) -> None:
+    lib = _installed()
+    lib.log_close(_device(device))
+
+
+def log_status(device=None) -> Dict[str, Union[int, str]]:
+    lib = _installed()
+    return lib.log_status(_device(device))
 
 
 def last_error() -> str:

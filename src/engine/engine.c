@@ -17,7 +17,11 @@
 /* ---- small helpers ------------------------------------------------------------- */
 
 void sl_lock(sublet_allocator *a) { pthread_mutex_lock(&a->lock); }
-void sl_unlock(sublet_allocator *a) { pthread_mutex_unlock(&a->lock); }
+void sl_unlock(sublet_allocator *a)
+{
+    a->now_cache = 0; /* the next locked call reads the clock again */
+    pthread_mutex_unlock(&a->lock);
+}
 
 static inline void stat_inc(sublet_stat *s, int64_t x)
 {
@@ -61,7 +65,7 @@ void sl_arr_dec(sublet_stat *arr, int kind, int64_t x) { arr_dec(arr, kind, x); 
 static inline void emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
                         sublet_stream stream, uint32_t stack)
 {
-    if (a->history)
+    if (a->history || a->event_fn)
         sl_history_event(a, act, addr, size, stream, stack);
     if (a->trace_fn)
         a->trace_fn(a->trace_user, act, addr, size, stream);

@@ -217,6 +217,8 @@ struct sublet_allocator {
     /* callbacks */
     sublet_trace_fn trace_fn;
     void *trace_user;
+    sublet_event_fn event_fn; /* sublet_event_set: time and stack with each event */
+    void *event_user;
     sublet_oom_fn oom_fn;
     void *oom_user;
     char oom_msg[2048];
@@ -229,6 +231,7 @@ struct sublet_allocator {
     void *stack_user;
     sublet_clock_fn clock_fn;
     void *clock_user;
+    uint64_t now_cache; /* the real-time clock read once per locked call, 0 = not yet */
 };
 
 /* Virtual-memory segments in use: expandable_segments:True or policy:stitch. */

@@ -56,9 +56,14 @@ uint64_t sl_now_us(sublet_allocator *a)
 {
     if (a->clock_fn)
         return a->clock_fn(a->clock_user);
+    /* the events of one call (a free's free_requested and free_completed,
+     * empty_cache's segment_frees) share one reading: a clock read is a
+     * good part of an event's cost on the hot path */
+    if (a->now_cache)
+        return a->now_cache;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return a->now_cache = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* ---- interned stacks ----------------------------------------------------------------- */
@@ -203,12 +208,11 @@ uint32_t sl_stack_capture(sublet_allocator *a)
     return intern(a->stacks, pcs, NULL, (uint32_t)(n - skip));
 }
 
-size_t sublet_stack_frames(sublet_allocator *a, uint32_t id, const sublet_frame **frames)
+size_t sublet_stack_frames_locked(sublet_allocator *a, uint32_t id, const sublet_frame **frames)
 {
     *frames = NULL;
     if (!a)
         return 0;
-    sl_lock(a);
     size_t n = 0;
     struct sl_stacks *st = a->stacks;
     if (st && id >= 1 && id <= st->n) {
@@ -229,6 +233,16 @@ size_t sublet_stack_frames(sublet_allocator *a, uint32_t id, const sublet_frame 
             n = s->n;
         }
     }
+    return n;
+}
+
+size_t sublet_stack_frames(sublet_allocator *a, uint32_t id, const sublet_frame **frames)
+{
+    *frames = NULL;
+    if (!a)
+        return 0;
+    sl_lock(a);
+    size_t n = sublet_stack_frames_locked(a, id, frames);
     sl_unlock(a);
     return n;
 }
@@ -260,12 +274,9 @@ sublet_context sl_history_context(const sublet_allocator *a)
     return a->history ? a->history->context : SUBLET_CONTEXT_NONE;
 }
 
-void sl_history_event(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
-                      sublet_stream stream, uint32_t stack)
+static void history_append(struct sl_history *h, sublet_action act, uint64_t addr, uint64_t size,
+                           sublet_stream stream, uint32_t stack, uint64_t now)
 {
-    struct sl_history *h = a->history;
-    if (h->enabled != SUBLET_RECORD_ALL)
-        return;
     if (h->context < SUBLET_CONTEXT_ALLOC)
         stack = 0;
     if (h->count == h->cap && h->cap < h->max) {
@@ -286,7 +297,7 @@ void sl_history_event(sublet_allocator *a, sublet_action act, uint64_t addr, uin
         h->dropped++;
         return;
     }
-    sublet_trace_entry e = {act, addr, size, stream, sl_now_us(a), stack};
+    sublet_trace_entry e = {act, addr, size, stream, now, stack};
     if (h->count == h->cap) { /* full: overwrite the oldest */
         h->ring[h->head] = e;
         h->head = (h->head + 1) % h->cap;
@@ -295,6 +306,30 @@ void sl_history_event(sublet_allocator *a, sublet_action act, uint64_t addr, uin
         h->ring[(h->head + h->count) % h->cap] = e;
         h->count++;
     }
+}
+
+void sl_history_event(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
+                      sublet_stream stream, uint32_t stack)
+{
+    struct sl_history *h = a->history;
+    bool hist = h && h->enabled == SUBLET_RECORD_ALL;
+    if (!hist && !a->event_fn)
+        return;
+    uint64_t now = sl_now_us(a); /* one reading for both: they agree */
+    if (hist)
+        history_append(h, act, addr, size, stream, stack, now);
+    if (a->event_fn) {
+        sublet_event_record ev = {act, addr, size, stream, now, stack};
+        a->event_fn(a->event_user, a, &ev);
+    }
+}
+
+void sublet_event_set(sublet_allocator *a, sublet_event_fn fn, void *user)
+{
+    sl_lock(a);
+    a->event_fn = fn;
+    a->event_user = user;
+    sl_unlock(a);
 }
 
 static void history_free(struct sl_history *h)
@@ -389,7 +424,7 @@ uint32_t sublet_block_stack(sublet_allocator *a, uint64_t addr)
 void sl_history_snapshot_marker(sublet_allocator *a)
 {
     sl_lock(a);
-    if (a->history)
+    if (a->history || a->event_fn)
         sl_history_event(a, SUBLET_ACT_SNAPSHOT, 0,
                          (uint64_t)a->stats.active_bytes[SUBLET_POOL_ALL].current, 0, 0);
     if (a->trace_fn)

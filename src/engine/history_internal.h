@@ -7,7 +7,8 @@
 struct sl_history;
 struct sl_stacks;
 
-/* Append a trace entry (a->history must be non-NULL; lock held). */
+/* Append a trace entry to the history when it records one, and hand the
+ * event to the event callback when one is set (lock held). */
 void sl_history_event(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
                       sublet_stream stream, uint32_t stack);
 /* Current stack capture level (NONE when not recording). */

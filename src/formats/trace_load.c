@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "formats/event_log_format.h"
 #include "formats/gz.h"
 #include "formats/json_codec.h"
 #include "formats/pickle.h"
@@ -45,7 +46,8 @@ void trace_show(const void *p, size_t n, char *out, size_t cap)
 }
 
 static const char *const k_format_names[SUBLET_FORMAT_COUNT] = {
-    "unknown", "events-csv", "snapshot-pickle", "snapshot-json", "rmm-csv", "kineto-json"};
+    "unknown", "events-csv", "snapshot-pickle", "snapshot-json", "rmm-csv", "kineto-json",
+    "sublet-log"};
 
 const char *sublet_trace_format_name(sublet_trace_format f)
 {
@@ -348,6 +350,7 @@ struct trace_extras {
     int64_t device;
     uint64_t memory;
     char *settings;
+    char *notice; /* what the reader warns about (the event log's torn tail) */
     /* strings: pool + entries + open-addressing index (0 = empty, else id+1) */
     char *pool;
     size_t pool_len, pool_cap;
@@ -380,6 +383,7 @@ void trace_extras_destroy(trace_extras *x)
     if (!x)
         return;
     free(x->settings);
+    free(x->notice);
     free(x->pool);
     free(x->strs);
     free(x->str_idx);
@@ -407,6 +411,18 @@ sublet_status trace_extras_set_settings(trace_extras *x, const char *s, size_t n
     x->settings = c;
     return SUBLET_OK;
 }
+
+sublet_status trace_extras_set_notice(trace_extras *x, const char *s)
+{
+    char *c = strdup(s);
+    if (!c)
+        return SUBLET_ERR_NO_MEMORY;
+    free(x->notice);
+    x->notice = c;
+    return SUBLET_OK;
+}
+
+const char *trace_extras_notice(const trace_extras *x) { return x->notice; }
 
 /* Grow *p (of *cap elements of size sz) to hold at least need elements. */
 static int grow(void **p, size_t *cap, size_t need, size_t sz)
@@ -618,6 +634,13 @@ const char *sublet_trace_settings(const sublet_trace *t)
     return s;
 }
 
+const char *sublet_trace_notice(const sublet_trace *t)
+{
+    const char *s = NULL;
+    WITH_EXTRAS(t, if (x) s = x->notice);
+    return s;
+}
+
 uint64_t sublet_trace_device_memory(const sublet_trace *t)
 {
     uint64_t m = 0;
@@ -680,11 +703,13 @@ static bool contains(const uint8_t *p, size_t n, const char *s)
 }
 
 /* Kind of the plain (not gzip) data: 'p' pickle, 'j' JSON, 'e' events CSV,
- * 'r' RMM CSV, 0 unknown. */
+ * 'r' RMM CSV, 'l' event log, 0 unknown. */
 static int sniff(const uint8_t *p, size_t n)
 {
     if (n == 0)
         return 0;
+    if (n >= 8 && memcmp(p, SL_LOG_MAGIC, 8) == 0)
+        return 'l'; /* the event log (trace_log.c) */
     if (p[0] == 0x80 || p[0] == '(' || p[0] == '}' || p[0] == ']')
         return 'p'; /* PROTO (protocol 2+), or MARK / EMPTY_DICT / EMPTY_LIST */
     size_t i = (n >= 3 && !memcmp(p, "\xef\xbb\xbf", 3)) ? 3 : 0;
@@ -742,6 +767,7 @@ sublet_trace_format sublet_trace_detect(const void *buf, size_t len)
     }
     sublet_trace_format f = SUBLET_FORMAT_UNKNOWN;
     switch (sniff(p, len)) {
+    case 'l': f = SUBLET_FORMAT_EVENT_LOG; break;
     case 'p': f = SUBLET_FORMAT_SNAPSHOT_PICKLE; break;
     case 'e': f = SUBLET_FORMAT_EVENTS_CSV; break;
     case 'r': f = SUBLET_FORMAT_RMM_CSV; break;
@@ -858,6 +884,7 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
         st = sublet_trace_parse_csv((const char *)p, n, out, err, cap);
         break;
     case 'r': st = sublet_trace_parse_rmm((const char *)p, n, out, err, cap); break;
+    case 'l': st = sublet_trace_parse_log(p, n, out, err, cap); break;
     default: {
         char shown[200];
         trace_show(p, n < 16 ? n : 16, shown, sizeof shown);

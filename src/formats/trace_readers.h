@@ -30,6 +30,9 @@ void trace_extras_destroy(trace_extras *x);
 void trace_extras_set_format(trace_extras *x, sublet_trace_format f);
 void trace_extras_set_device(trace_extras *x, int64_t device);
 void trace_extras_set_memory(trace_extras *x, uint64_t bytes);
+/* A copy of s as the trace's notice (sublet_trace_notice); the current one. */
+sublet_status trace_extras_set_notice(trace_extras *x, const char *s);
+const char *trace_extras_notice(const trace_extras *x);
 /* Copy n bytes as the settings string (SUBLET_ERR_NO_MEMORY). */
 sublet_status trace_extras_set_settings(trace_extras *x, const char *s, size_t n);
 

@@ -1,0 +1,506 @@
+/* sublet — reading the event log (sublet/log.h) as a trace.
+ *
+ * The layout is in event_log_format.h and docs/replay.md.  The codec of
+ * headers, blocks and records here is incremental: sl_log_block_next hands
+ * out one intact block at a time and sl_log_record_next one record of it,
+ * so a reader can follow a log as it grows; sublet_trace_parse_log fills an
+ * in-memory trace with them.
+ *
+ * Crash safety: the writer appends whole blocks, each with a checksum of its
+ * header and one of its payload.  A log cut anywhere (kill -9, a full disk)
+ * reads up to its last whole block; the cut block is reported as a torn
+ * tail ("torn tail at byte N, K bytes ignored", sublet_trace_notice), never
+ * read.  A bad block followed by a good one is corruption, an error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "base/errmsg.h"
+#include "formats/event_log_format.h"
+#include "formats/trace_readers.h"
+#include "sublet/config.h"
+#include "sublet/trace.h"
+
+/* ---- headers and blocks ------------------------------------------------------------------ */
+
+static uint32_t crc(const uint8_t *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n) {
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)c;
+}
+
+void sl_log_header_encode(const sl_log_header *h, uint8_t out[SL_LOG_HEADER_SIZE])
+{
+    memset(out, 0, SL_LOG_HEADER_SIZE);
+    memcpy(out, SL_LOG_MAGIC, 8);
+    out[8] = h->version;
+    out[9] = h->flags;
+    sl_put_u32(out + 12, (uint32_t)h->device);
+    sl_put_u64(out + 16, h->start_us);
+    sl_put_u32(out + 28, crc(out, 28));
+}
+
+int sl_log_header_decode(const uint8_t *p, size_t n, sl_log_header *h, char *err, size_t cap)
+{
+    if (n < 8 || memcmp(p, SL_LOG_MAGIC, 8) != 0) {
+        sl_msg(err, cap, "not a sublet event log (no SUBLETLG magic)");
+        return -1;
+    }
+    if (n < SL_LOG_HEADER_SIZE) {
+        sl_msg(err, cap, "event log header cut short (%zu of %d bytes)", n, SL_LOG_HEADER_SIZE);
+        return -1;
+    }
+    if (sl_get_u32(p + 28) != crc(p, 28)) {
+        sl_msg(err, cap, "event log header: bad checksum");
+        return -1;
+    }
+    if (p[8] != SL_LOG_VERSION) {
+        sl_msg(err, cap, "event log version %u: this sublet reads version %d", p[8],
+               SL_LOG_VERSION);
+        return -1;
+    }
+    h->version = p[8];
+    h->flags = p[9];
+    h->device = (int32_t)sl_get_u32(p + 12);
+    h->start_us = sl_get_u64(p + 16);
+    return 0;
+}
+
+void sl_log_block_seal(uint8_t hdr[SL_LOG_BLOCK_HEADER_SIZE], const uint8_t *payload, size_t len,
+                       uint64_t seq)
+{
+    memcpy(hdr, SL_LOG_BLOCK_MAGIC, 4);
+    sl_put_u32(hdr + 4, (uint32_t)len);
+    sl_put_u64(hdr + 8, seq);
+    sl_put_u32(hdr + 16, crc(payload, len));
+    sl_put_u32(hdr + 20, crc(hdr, 20));
+}
+
+/* 1 when buf[off..n) starts with a block header that checks out. */
+static int header_ok(const uint8_t *buf, size_t n, size_t off)
+{
+    if (n - off < SL_LOG_BLOCK_HEADER_SIZE)
+        return 0;
+    const uint8_t *h = buf + off;
+    return memcmp(h, SL_LOG_BLOCK_MAGIC, 4) == 0 && sl_get_u32(h + 20) == crc(h, 20) &&
+           sl_get_u32(h + 4) <= SL_LOG_MAX_PAYLOAD;
+}
+
+int sl_log_block_next(const uint8_t *buf, size_t n, size_t *off, const uint8_t **payload,
+                      size_t *len, uint64_t *seq, char *err, size_t cap)
+{
+    size_t o = *off;
+    if (o >= n)
+        return 0;
+    if (n - o < SL_LOG_BLOCK_HEADER_SIZE) {
+        sl_msg(err, cap, "block header cut short (%zu of %d bytes)", n - o,
+               SL_LOG_BLOCK_HEADER_SIZE);
+        return -1;
+    }
+    if (!header_ok(buf, n, o)) {
+        sl_msg(err, cap, "not a block header (bad magic, checksum or length)");
+        return -1;
+    }
+    size_t l = sl_get_u32(buf + o + 4);
+    if (n - o - SL_LOG_BLOCK_HEADER_SIZE < l) {
+        sl_msg(err, cap, "block payload cut short (%zu of %zu bytes)",
+               n - o - SL_LOG_BLOCK_HEADER_SIZE, l);
+        return -1;
+    }
+    const uint8_t *p = buf + o + SL_LOG_BLOCK_HEADER_SIZE;
+    if (sl_get_u32(buf + o + 16) != crc(p, l)) {
+        sl_msg(err, cap, "block payload: bad checksum");
+        return -1;
+    }
+    *payload = p;
+    *len = l;
+    *seq = sl_get_u64(buf + o + 8);
+    *off = o + SL_LOG_BLOCK_HEADER_SIZE + l;
+    return 1;
+}
+
+size_t sl_log_block_scan(const uint8_t *buf, size_t n, size_t from)
+{
+    for (size_t o = from; o + SL_LOG_BLOCK_HEADER_SIZE <= n; o++) {
+        const void *m = memchr(buf + o, 'S', n - o);
+        if (!m)
+            break;
+        o = (size_t)((const uint8_t *)m - buf);
+        if (n - o < SL_LOG_BLOCK_HEADER_SIZE)
+            break;
+        if (header_ok(buf, n, o)) {
+            size_t l = sl_get_u32(buf + o + 4);
+            if (n - o - SL_LOG_BLOCK_HEADER_SIZE >= l &&
+                sl_get_u32(buf + o + 16) == crc(buf + o + SL_LOG_BLOCK_HEADER_SIZE, l))
+                return o;
+        }
+    }
+    return n;
+}
+
+/* ---- records -------------------------------------------------------------------------------- */
+
+static int varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*pos >= n)
+            return -1;
+        uint8_t b = p[(*pos)++];
+        if (shift == 63 && b > 1)
+            return -1; /* more than 64 bits */
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int bytes(const uint8_t *p, size_t n, size_t *pos, size_t max, const uint8_t **s,
+                 size_t *len)
+{
+    uint64_t l;
+    if (varint(p, n, pos, &l) || l > max || l > n - *pos)
+        return -1;
+    *s = p + *pos;
+    *len = (size_t)l;
+    *pos += (size_t)l;
+    return 0;
+}
+
+int sl_log_record_next(const uint8_t *p, size_t n, size_t *pos, sl_log_rec *r, char *err,
+                       size_t cap)
+{
+    size_t start = *pos, q = *pos;
+    if (q >= n)
+        return 0;
+    uint8_t type = p[q++];
+    const char *why = "truncated or malformed field";
+    uint64_t v[5];
+    int bad = 0;
+    sl_log_frame *frames = r->frames;
+    memset(r, 0, sizeof *r);
+    r->frames = frames;
+    if (type >= SL_LOG_REC_EVENT && type < SL_LOG_REC_EVENT + SUBLET_ACT_COUNT) {
+        r->type = SL_LOG_REC_EVENT;
+        r->action = (sublet_action)(type - SL_LOG_REC_EVENT);
+        for (int i = 0; i < 5 && !bad; i++)
+            bad = varint(p, n, &q, &v[i]);
+        if (!bad && v[4] > UINT32_MAX) {
+            bad = 1;
+            why = "stack id above 2^32";
+        }
+        if (!bad) {
+            r->dt = sl_unzigzag(v[0]);
+            r->addr = v[1];
+            r->size = v[2];
+            r->stream = v[3];
+            r->stack = (uint32_t)v[4];
+        }
+    } else if (type == SL_LOG_REC_INFO) {
+        r->type = type;
+        bad = varint(p, n, &q, &r->count) || bytes(p, n, &q, 1 << 16, &r->text, &r->text_len);
+    } else if (type == SL_LOG_REC_LOST) {
+        r->type = type;
+        bad = varint(p, n, &q, &r->count);
+    } else if (type == SL_LOG_REC_STACK) {
+        r->type = type;
+        bad = varint(p, n, &q, &v[0]) || varint(p, n, &q, &v[1]);
+        if (!bad && (v[0] == 0 || v[0] > UINT32_MAX)) {
+            bad = 1;
+            why = "stack id 0 or above 2^32";
+        } else if (!bad && v[1] > SL_LOG_MAX_FRAMES) {
+            bad = 1;
+            why = "more than 256 frames";
+        }
+        for (uint64_t i = 0; !bad && i < v[1]; i++) {
+            sl_log_frame *f = &r->frames[i];
+            uint64_t line;
+            bad = bytes(p, n, &q, SL_LOG_MAX_STRING, &f->file, &f->file_len) ||
+                  bytes(p, n, &q, SL_LOG_MAX_STRING, &f->name, &f->name_len) ||
+                  varint(p, n, &q, &line);
+            if (!bad)
+                f->line = sl_unzigzag(line);
+        }
+        if (!bad) {
+            r->stack = (uint32_t)v[0];
+            r->nframes = (size_t)v[1];
+        }
+    } else {
+        sl_msg(err, cap, "unknown record type 0x%02x", type);
+        return -1;
+    }
+    if (bad) {
+        sl_msg(err, cap, "record type 0x%02x: %s", type, why);
+        *pos = start;
+        return -1;
+    }
+    *pos = q;
+    return 1;
+}
+
+/* ---- the log as a trace ----------------------------------------------------------------------- */
+
+/* log stack id -> trace stack id (EMPTY: a stack of no frames), open addressing */
+#define EMPTY UINT32_MAX
+typedef struct idmap {
+    uint32_t *keys, *vals;
+    size_t cap, n;
+} idmap;
+
+static uint32_t idmap_get(const idmap *m, uint32_t k)
+{
+    if (!m->cap)
+        return 0;
+    for (size_t j = (k * 0x9E3779B1u) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1))
+        if (m->keys[j] == k)
+            return m->vals[j];
+    return 0;
+}
+
+static int idmap_put(idmap *m, uint32_t k, uint32_t v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        uint32_t *nk = calloc(nc, sizeof *nk), *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t j = (m->keys[i] * 0x9E3779B1u) & (nc - 1);
+            while (nk[j])
+                j = (j + 1) & (nc - 1);
+            nk[j] = m->keys[i];
+            nv[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = nc;
+    }
+    size_t j = (k * 0x9E3779B1u) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != k)
+        j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j])
+        m->n++;
+    m->keys[j] = k;
+    m->vals[j] = v;
+    return 0;
+}
+
+static void idmap_free(idmap *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+typedef struct log_reader {
+    sl_log_header h;
+    trace_vec events;
+    trace_extras *x;
+    idmap stacks;
+    uint64_t lost, records;
+    bool info_seen;
+    sl_log_frame frames[SL_LOG_MAX_FRAMES];
+    trace_frame_in fin[SL_LOG_MAX_FRAMES];
+} log_reader;
+
+/* Every record of one block. */
+static sublet_status read_block(log_reader *lr, const uint8_t *p, size_t n, size_t block_off,
+                                char *err, size_t cap)
+{
+    size_t pos = 0;
+    sl_log_rec r;
+    r.frames = lr->frames;
+    for (;;) {
+        char why[200];
+        int got = sl_log_record_next(p, n, &pos, &r, why, sizeof why);
+        if (got == 0)
+            return SUBLET_OK;
+        if (got < 0) {
+            sl_msg(err, cap, "block at byte %zu, record at byte %zu: %s", block_off,
+                   block_off + SL_LOG_BLOCK_HEADER_SIZE + pos, why);
+            return SUBLET_ERR_PARSE;
+        }
+        lr->records++;
+        sublet_status st = SUBLET_OK;
+        switch (r.type) {
+        case SL_LOG_REC_EVENT: {
+            uint32_t sid = 0;
+            if (r.stack && !(sid = idmap_get(&lr->stacks, r.stack))) {
+                /* not recorded before its first use: the writer never does that */
+                sl_msg(err, cap, "block at byte %zu, record at byte %zu: stack %u used before "
+                                 "its record", block_off,
+                       block_off + SL_LOG_BLOCK_HEADER_SIZE + pos, r.stack);
+                return SUBLET_ERR_PARSE;
+            }
+            sublet_trace_event e;
+            memset(&e, 0, sizeof e);
+            e.kind = (uint32_t)r.action;
+            e.flags = SUBLET_TRACE_HAS_TIME;
+            e.addr = r.addr;
+            e.size = r.size;
+            e.stream = r.stream;
+            e.time_us = lr->h.start_us + (uint64_t)r.dt;
+            e.line = lr->records;
+            e.frames = sid == EMPTY ? 0 : sid;
+            st = trace_vec_push(&lr->events, &e);
+            break;
+        }
+        case SL_LOG_REC_STACK: {
+            for (size_t i = 0; i < r.nframes; i++) {
+                lr->fin[i].file = (const char *)r.frames[i].file;
+                lr->fin[i].file_len = r.frames[i].file_len;
+                lr->fin[i].name = (const char *)r.frames[i].name;
+                lr->fin[i].name_len = r.frames[i].name_len;
+                lr->fin[i].line = r.frames[i].line;
+            }
+            uint32_t id = 0;
+            st = trace_extras_intern_stack(lr->x, lr->fin, r.nframes, &id);
+            /* an empty stack (no frames) maps to EMPTY: events naming it carry none */
+            if (st == SUBLET_OK && idmap_put(&lr->stacks, r.stack, id ? id : EMPTY))
+                st = SUBLET_ERR_NO_MEMORY;
+            break;
+        }
+        case SL_LOG_REC_INFO: {
+            /* the settings must be ones the engine takes (the writer checks) */
+            char conf[1024];
+            sublet_settings ss;
+            sublet_settings_default(&ss);
+            if (r.text_len >= sizeof conf || memchr(r.text, '\0', r.text_len) ||
+                (memcpy(conf, r.text, r.text_len), conf[r.text_len] = '\0',
+                 sublet_settings_parse(&ss, conf, NULL, 0) != SUBLET_OK)) {
+                sl_msg(err, cap, "block at byte %zu: INFO record: settings that do not parse",
+                       block_off);
+                return SUBLET_ERR_PARSE;
+            }
+            trace_extras_set_memory(lr->x, r.count);
+            st = trace_extras_set_settings(lr->x, (const char *)r.text, r.text_len);
+            lr->info_seen = true;
+            break;
+        }
+        case SL_LOG_REC_LOST:
+            lr->lost = lr->lost + r.count < lr->lost ? UINT64_MAX : lr->lost + r.count;
+            break;
+        }
+        if (st != SUBLET_OK) {
+            sl_msg(err, cap, "out of memory");
+            return st;
+        }
+    }
+}
+
+sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace **out, char *err,
+                                     size_t cap)
+{
+    if (err && cap)
+        err[0] = '\0';
+    if (!out || (!buf && len)) {
+        sl_msg(err, cap, "invalid argument");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    const uint8_t *p = buf;
+    log_reader *lr = calloc(1, sizeof *lr);
+    if (!lr || !(lr->x = trace_extras_new())) {
+        free(lr);
+        sl_msg(err, cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sublet_status st = SUBLET_OK;
+    if (sl_log_header_decode(p, len, &lr->h, err, cap) != 0) {
+        st = SUBLET_ERR_PARSE;
+        goto done;
+    }
+    size_t off = SL_LOG_HEADER_SIZE;
+    uint64_t want_seq = 0;
+    char why[200] = "";
+    for (;;) {
+        const uint8_t *pl;
+        size_t pn;
+        uint64_t seq;
+        size_t at = off;
+        int got = sl_log_block_next(p, len, &off, &pl, &pn, &seq, why, sizeof why);
+        if (got == 0)
+            break;
+        if (got < 0) {
+            /* an intact block after this one means corruption; look past
+             * what this block's header claims when the header holds */
+            size_t from = at + 1;
+            if (header_ok(p, len, at)) {
+                size_t l = sl_get_u32(p + at + 4);
+                from = len - at - SL_LOG_BLOCK_HEADER_SIZE < l
+                           ? len
+                           : at + SL_LOG_BLOCK_HEADER_SIZE + l;
+            }
+            size_t next = sl_log_block_scan(p, len, from);
+            if (next < len) {
+                sl_msg(err, cap, "block at byte %zu: %s (an intact block follows at byte %zu: "
+                                 "the log is corrupt, not cut short)", at, why, next);
+                st = SUBLET_ERR_PARSE;
+                goto done;
+            }
+            char note[300];
+            snprintf(note, sizeof note, "torn tail at byte %zu, %zu bytes ignored (%s)", at,
+                     len - at, why);
+            st = trace_extras_set_notice(lr->x, note);
+            break;
+        }
+        if (seq != want_seq) {
+            sl_msg(err, cap, "block at byte %zu: sequence number %llu, expected %llu", at,
+                   (unsigned long long)seq, (unsigned long long)want_seq);
+            st = SUBLET_ERR_PARSE;
+            goto done;
+        }
+        want_seq++;
+        if ((st = read_block(lr, pl, pn, at, err, cap)) != SUBLET_OK)
+            goto done;
+    }
+    if (st == SUBLET_OK && lr->lost) {
+        const char *prev = trace_extras_notice(lr->x);
+        char note[400];
+        snprintf(note, sizeof note, "%s%s%llu events were lost while logging (the writer had no "
+                 "room): the trace has gaps", prev ? prev : "", prev ? "; " : "",
+                 (unsigned long long)lr->lost);
+        st = trace_extras_set_notice(lr->x, note);
+    }
+    if (st != SUBLET_OK) {
+        sl_msg(err, cap, "out of memory");
+        goto done;
+    }
+    trace_extras_set_format(lr->x, SUBLET_FORMAT_EVENT_LOG);
+    trace_extras_set_device(lr->x, lr->h.device);
+    trace_vec none1 = {0}, none2 = {0};
+    st = trace_assemble(&none1, &none2, &lr->events, out);
+    if (st == SUBLET_OK) {
+        st = trace_extras_attach(*out, lr->x);
+        lr->x = NULL;
+        if (st != SUBLET_OK) {
+            sublet_trace_free(*out);
+            *out = NULL;
+        }
+    }
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, "out of memory");
+done:
+    trace_extras_destroy(lr->x);
+    trace_vec_free(&lr->events);
+    idmap_free(&lr->stacks);
+    free(lr);
+    return st;
+}
