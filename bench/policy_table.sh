@@ -23,7 +23,7 @@ if [ ! -d "$traces" ]; then
     exit 0
 fi
 traces=$(cd "$traces" && pwd)
-cmake -S "$root" -B "$build" -DSUBLET_BUILD_TESTS=OFF -DSUBLET_BUILD_DROPINS=OFF >/dev/null
+cmake -S "$root" -B "$build" -DSUBLET_BUILD_TESTS=OFF -DSUBLET_BUILD_DROPINS=OFF -DSUBLET_WERROR=ON >/dev/null
 cmake --build "$build" --target bench_policies -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
 mkdir -p "$root/bench/results"
 out=$root/bench/results/policies.md

@@ -337,8 +337,10 @@ static void m_remove_block(mseg *g, size_t at)
     g->nb--;
 }
 
+/* The segment and block holding addr; 0 (and both indices 0) when none does. */
 static int m_find(mmodel *m, uint64_t addr, size_t *gi, size_t *bi)
 {
+    *gi = *bi = 0;
     for (size_t i = 0; i < m->nsegs; i++) {
         mseg *g = &m->segs[i];
         if (addr < g->addr || addr >= g->addr + g->size)

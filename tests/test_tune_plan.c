@@ -30,7 +30,9 @@
 static sublet_trace *load(const char *dir, const char *name)
 {
     char path[4096], err[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof path)
+        fail_msg("path too long: %s/%s", dir, name);
     sublet_trace *t = NULL;
     if (sublet_trace_load(path, NULL, &t, err, sizeof err) != SUBLET_OK)
         fail_msg("cannot load %s: %s", path, err);
