@@ -89,6 +89,7 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
     a->settings = settings;
     a->small = (sl_pool){.is_small = true, .kind = SUBLET_POOL_SMALL};
     a->large = (sl_pool){.is_small = false, .kind = SUBLET_POOL_LARGE};
+    a->next_pool_id[0] = a->next_pool_id[1] = 1; /* (0, 0) is the default pools */
     a->stats.version = SUBLET_STATS_VERSION;
     a->stats.struct_size = sizeof(sublet_stats);
     a->stats.max_split_size =
@@ -128,6 +129,8 @@ void sublet_allocator_destroy(sublet_allocator *a)
         sl_segment *seg = a->segs[i];
         if (seg->expandable)
             sl_exp_destroy_segment(a, seg);
+        else if (seg->pool->owner && seg->pool->owner->free_fn)
+            seg->pool->owner->free_fn(seg->pool->owner->alloc_user, seg->addr, seg->size);
         else
             a->backend->ops->segment_free(a->backend, seg->addr, seg->size);
         for (sl_block *b = seg->head; b;) {
@@ -142,6 +145,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
     sl_stitch_fini(a);
     sl_pool_fini(&a->small);
     sl_pool_fini(&a->large);
+    sl_pools_fini(a);
     sl_slab_fini(&a->slab);
     sl_ptrmap_fini(&a->ptrs);
     sl_history_fini(a);
@@ -212,34 +216,49 @@ void sublet_stats_read(sublet_allocator *a, sublet_stats *out)
 static void reset_peak(sublet_stat *s) { s->peak = s->current; }
 static void reset_acc(sublet_stat *s) { s->allocated = s->freed = 0; }
 
+static void stats_reset_peak(sublet_stats *s)
+{
+#define SUBLET_X_RP(key, title, bytes)        \
+    for (int k = 0; k < SUBLET_POOL_KINDS; k++) \
+        reset_peak(&s->key[k]);
+    SUBLET_STAT_ARRAYS(SUBLET_X_RP)
+#undef SUBLET_X_RP
+#define SUBLET_X_RP1(key, title) reset_peak(&s->key);
+    SUBLET_STAT_SINGLES(SUBLET_X_RP1)
+#undef SUBLET_X_RP1
+}
+
+static void stats_reset_accumulated(sublet_stats *s)
+{
+#define SUBLET_X_RA(key, title, bytes)        \
+    for (int k = 0; k < SUBLET_POOL_KINDS; k++) \
+        reset_acc(&s->key[k]);
+    SUBLET_STAT_ARRAYS(SUBLET_X_RA)
+#undef SUBLET_X_RA
+#define SUBLET_X_RA1(key, title) reset_acc(&s->key);
+    SUBLET_STAT_SINGLES(SUBLET_X_RA1)
+#undef SUBLET_X_RA1
+#define SUBLET_X_RC(key) s->key = 0;
+    SUBLET_STAT_COUNTERS(SUBLET_X_RC)
+#undef SUBLET_X_RC
+}
+
+/* Both resets reach the private pools' own statistics too. */
 void sublet_stats_reset_peak(sublet_allocator *a)
 {
     sl_lock(a);
-#define SUBLET_X_RP(key, title, bytes)        \
-    for (int k = 0; k < SUBLET_POOL_KINDS; k++) \
-        reset_peak(&a->stats.key[k]);
-    SUBLET_STAT_ARRAYS(SUBLET_X_RP)
-#undef SUBLET_X_RP
-#define SUBLET_X_RP1(key, title) reset_peak(&a->stats.key);
-    SUBLET_STAT_SINGLES(SUBLET_X_RP1)
-#undef SUBLET_X_RP1
+    stats_reset_peak(&a->stats);
+    for (size_t i = 0; i < a->nprivs; i++)
+        stats_reset_peak(&a->privs[i]->stats);
     sl_unlock(a);
 }
 
 void sublet_stats_reset_accumulated(sublet_allocator *a)
 {
     sl_lock(a);
-#define SUBLET_X_RA(key, title, bytes)        \
-    for (int k = 0; k < SUBLET_POOL_KINDS; k++) \
-        reset_acc(&a->stats.key[k]);
-    SUBLET_STAT_ARRAYS(SUBLET_X_RA)
-#undef SUBLET_X_RA
-#define SUBLET_X_RA1(key, title) reset_acc(&a->stats.key);
-    SUBLET_STAT_SINGLES(SUBLET_X_RA1)
-#undef SUBLET_X_RA1
-#define SUBLET_X_RC(key) a->stats.key = 0;
-    SUBLET_STAT_COUNTERS(SUBLET_X_RC)
-#undef SUBLET_X_RC
+    stats_reset_accumulated(&a->stats);
+    for (size_t i = 0; i < a->nprivs; i++)
+        stats_reset_accumulated(&a->privs[i]->stats);
     sl_unlock(a);
 }
 

@@ -58,6 +58,26 @@ static inline void arr_net(sublet_stat *arr, int kind, int64_t x)
         arr_dec(arr, kind, -x);
 }
 
+/* The same on a pool's own statistics too when the pool is private. */
+#define P_INC(field, pool, x)                                           \
+    do {                                                                \
+        arr_inc(a->stats.field, (pool)->kind, (x));                     \
+        if ((pool)->owner)                                              \
+            arr_inc((pool)->owner->stats.field, (pool)->kind, (x));     \
+    } while (0)
+#define P_DEC(field, pool, x)                                           \
+    do {                                                                \
+        arr_dec(a->stats.field, (pool)->kind, (x));                     \
+        if ((pool)->owner)                                              \
+            arr_dec((pool)->owner->stats.field, (pool)->kind, (x));     \
+    } while (0)
+#define P_NET(field, pool, x)                                           \
+    do {                                                                \
+        arr_net(a->stats.field, (pool)->kind, (x));                     \
+        if ((pool)->owner)                                              \
+            arr_net((pool)->owner->stats.field, (pool)->kind, (x));     \
+    } while (0)
+
 void sl_stat_inc(sublet_stat *s, int64_t x) { stat_inc(s, x); }
 void sl_arr_inc(sublet_stat *arr, int kind, int64_t x) { arr_inc(arr, kind, x); }
 void sl_arr_dec(sublet_stat *arr, int kind, int64_t x) { arr_dec(arr, kind, x); }
@@ -84,8 +104,15 @@ bool sl_block_active(const sl_block *b)
 
 static inline bool is_split(const sl_block *b) { return b->prev || b->next; }
 
-static inline sl_pool *pool_for(sublet_allocator *a, uint64_t rounded)
+/* get_pool (§1.4): a redirection's private pool, else the default pool of
+ * the size. */
+static inline sl_pool *pool_for(sublet_allocator *a, uint64_t rounded, sublet_stream stream)
 {
+    if (a->nredirects) {
+        sl_pool *p = sl_redirect_pool(a, rounded, stream);
+        if (p)
+            return p;
+    }
     /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
      * page, not a segment, so the small pool's separation buys nothing and
      * costs a partly used page of its own */
@@ -117,7 +144,12 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
         return SUBLET_ERR_NO_MEMORY;
     }
     uint64_t addr = 0;
-    sublet_status st = a->backend->ops->segment_alloc(a->backend, size, hint, &addr);
+    sl_private *owner = pool->owner;
+    sublet_status st = owner && owner->alloc_fn ? owner->alloc_fn(owner->alloc_user, size, &addr)
+                                                : a->backend->ops->segment_alloc(a->backend, size,
+                                                                                 hint, &addr);
+    if (st != SUBLET_OK && owner && owner->alloc_fn)
+        st = SUBLET_ERR_DEVICE_OOM; /* a failing pool allocator is an OOM (§3.3) */
     if (st == SUBLET_OK && seeded && addr != hint) {
         /* a seeded segment must sit where the trace recorded it */
         a->backend->ops->segment_free(a->backend, addr, size);
@@ -136,11 +168,17 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
     b->pool = pool;
     sl_segs_insert(a, seg);
     a->total_allocated_memory += size;
-    arr_inc(a->stats.segment, pool->kind, 1);
-    arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)size);
+    P_INC(segment, pool, 1);
+    P_INC(reserved_bytes, pool, (int64_t)size);
     seg->oversize = size >= a->settings.max_split_size;
     if (seg->oversize)
         stat_inc(&a->stats.oversize_segments, 1);
+    if (owner) {
+        owner->malloc_count++;
+        if (seg->oversize)
+            stat_inc(&owner->stats.oversize_segments, 1);
+        owner->stats.num_device_alloc++;
+    }
     if (!seeded) { /* seeds are not part of the recorded run */
         a->stats.num_device_alloc++;
         seg->stack = a->cur_stack;
@@ -163,15 +201,26 @@ static sublet_status release_block(sublet_allocator *a, sl_block *b)
     sl_segment *seg = b->seg;
     sl_pool *pool = b->pool;
     emit(a, SUBLET_ACT_SEGMENT_FREE, b->addr, b->size, b->stream, a->op_stack ? a->op_stack : seg->stack);
-    sublet_status st = a->backend->ops->segment_free(a->backend, b->addr, b->size);
+    sl_private *owner = pool->owner;
+    sublet_status st = SUBLET_OK;
+    if (owner && owner->free_fn)
+        owner->free_fn(owner->alloc_user, b->addr, b->size);
+    else
+        st = a->backend->ops->segment_free(a->backend, b->addr, b->size);
     if (st != SUBLET_OK)
         return st; /* the segment stays cached and counted */
     a->stats.num_device_free++;
     a->total_allocated_memory -= b->size;
-    arr_dec(a->stats.segment, pool->kind, 1);
-    arr_dec(a->stats.reserved_bytes, pool->kind, (int64_t)b->size);
+    P_DEC(segment, pool, 1);
+    P_DEC(reserved_bytes, pool, (int64_t)b->size);
     if (seg->oversize)
         stat_dec(&a->stats.oversize_segments, 1);
+    if (owner) {
+        owner->malloc_count--;
+        owner->stats.num_device_free++;
+        if (seg->oversize)
+            stat_dec(&owner->stats.oversize_segments, 1);
+    }
     if (b->in_free)
         sl_free_remove(pool, b);
     sl_segs_remove(a, seg);
@@ -244,12 +293,12 @@ static void free_block(sublet_allocator *a, sl_block *b)
         net_bytes += (int64_t)b->size;
     }
     if (!b->seg->expandable) { /* §4.4: expandable blocks are never inactive_split */
-        arr_net(a->stats.inactive_split, pool->kind, net_n);
-        arr_net(a->stats.inactive_split_bytes, pool->kind, net_bytes);
+        P_NET(inactive_split, pool, net_n);
+        P_NET(inactive_split_bytes, pool, net_bytes);
     }
-    arr_dec(a->stats.active, pool->kind, 1);
-    arr_dec(a->stats.active_bytes, pool->kind, (int64_t)orig);
-    arr_dec(a->stats.requested_bytes, pool->kind, (int64_t)req);
+    P_DEC(active, pool, 1);
+    P_DEC(active_bytes, pool, (int64_t)orig);
+    P_DEC(requested_bytes, pool, (int64_t)req);
 }
 
 static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream, bool create)
@@ -327,6 +376,8 @@ static void event_put(sublet_allocator *a, sublet_event *ev)
     a->event_pool[a->nevent_pool++] = ev;
 }
 
+static void forget_capture_uses(sublet_allocator *a, sl_block *b);
+
 /* insert_events (§4.2).  Events are obtained and recorded before anything
  * changes, so a failing backend leaves the block allocated and intact. */
 static sublet_status insert_events(sublet_allocator *a, sl_block *b)
@@ -364,6 +415,8 @@ static sublet_status insert_events(sublet_allocator *a, sl_block *b)
         b->event_count += b->nuses;
         a->pending_events += b->nuses;
         b->nuses = 0;
+        if (a->ncapture_uses)
+            forget_capture_uses(a, b);
     }
     if (evs != evs_inline)
         free(evs);
@@ -378,9 +431,86 @@ static void event_done(sublet_allocator *a, sl_evq_entry e)
         free_block(a, e.block);
 }
 
+/* Room for one more deferred free (sublet_free, lock held). */
+static bool deferred_reserve(sublet_allocator *a)
+{
+    if (a->ndeferred < a->deferred_cap)
+        return true;
+    size_t nc = a->deferred_cap ? a->deferred_cap * 2 : 8;
+    sl_block **n = realloc(a->deferred, nc * sizeof *n);
+    if (!n)
+        return false;
+    a->deferred = n;
+    a->deferred_cap = nc;
+    return true;
+}
+
+bool sl_capture_use_add(sublet_allocator *a, sl_block *b, sublet_stream s)
+{
+    if (a->ncapture_uses == a->capture_uses_cap) {
+        size_t nc = a->capture_uses_cap ? a->capture_uses_cap * 2 : 8;
+        sl_capture_use *n = realloc(a->capture_uses, nc * sizeof *n);
+        if (!n)
+            return false;
+        a->capture_uses = n;
+        a->capture_uses_cap = nc;
+    }
+    a->capture_uses[a->ncapture_uses++] = (sl_capture_use){b, s};
+    return true;
+}
+
+/* remove_cudagraph_stream_uses: the streams recorded during a capture need
+ * no event (the capture orders them); forget them and the records. */
+static void drop_capture_uses(sublet_allocator *a, sl_block *b)
+{
+    for (size_t i = 0; i < a->ncapture_uses;) {
+        if (a->capture_uses[i].block != b) {
+            i++;
+            continue;
+        }
+        for (uint32_t k = 0; k < b->nuses; k++)
+            if (b->uses[k] == a->capture_uses[i].stream) {
+                b->uses[k] = b->uses[--b->nuses];
+                break;
+            }
+        a->capture_uses[i] = a->capture_uses[--a->ncapture_uses];
+    }
+}
+
+/* Forget a block's capture-time records once its uses became events. */
+static void forget_capture_uses(sublet_allocator *a, sl_block *b)
+{
+    for (size_t i = 0; i < a->ncapture_uses;)
+        if (a->capture_uses[i].block == b)
+            a->capture_uses[i] = a->capture_uses[--a->ncapture_uses];
+        else
+            i++;
+}
+
+/* insert_events_deferred_until_no_capture (§4.5). */
+static sublet_status insert_deferred(sublet_allocator *a)
+{
+    while (a->ndeferred) {
+        sl_block *b = a->deferred[0];
+        drop_capture_uses(a, b);
+        sublet_status st = insert_events(a, b);
+        if (st != SUBLET_OK)
+            return st;
+        memmove(a->deferred, a->deferred + 1, --a->ndeferred * sizeof *a->deferred);
+        if (b->event_count == 0)
+            free_block(a, b);
+    }
+    return SUBLET_OK;
+}
+
 /* process_events (§4.3): complete frees whose events have completed. */
 static sublet_status process_events(sublet_allocator *a)
 {
+    if (a->ndeferred) {
+        sublet_status st = insert_deferred(a);
+        if (st != SUBLET_OK)
+            return st;
+    }
     if (!a->pending_events)
         return SUBLET_OK;
     for (size_t i = 0; i < a->nevqs;) {
@@ -404,10 +534,47 @@ static sublet_status process_events(sublet_allocator *a)
     return SUBLET_OK;
 }
 
+/* synchronize_and_free_events(pool): only the events of `only`'s blocks. */
+static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *only)
+{
+    for (size_t i = 0; i < a->nevqs;) {
+        sl_evq *q = &a->evqs[i];
+        size_t keep = 0, n = q->count;
+        for (size_t k = 0; k < n; k++) {
+            sl_evq_entry e = q->items[(q->head + k) % q->cap];
+            if (e.block->pool->owner != only) {
+                q->items[(q->head + keep++) % q->cap] = e;
+                continue;
+            }
+            sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
+            if (st != SUBLET_OK) { /* keep the rest queued, in order */
+                for (; k < n; k++)
+                    q->items[(q->head + keep++) % q->cap] = q->items[(q->head + k) % q->cap];
+                q->count = keep;
+                return st;
+            }
+            event_done(a, e);
+        }
+        q->count = keep;
+        if (keep == 0)
+            evq_drop(a, i);
+        else
+            i++;
+    }
+    return SUBLET_OK;
+}
+
 /* synchronize_and_free_events (§3.5 step 1). */
-static sublet_status synchronize_and_free_events(sublet_allocator *a)
+static sublet_status synchronize_and_free_events(sublet_allocator *a, sl_private *only)
 {
     a->stats.num_sync_all_streams++;
+    if (a->ndeferred) {
+        sublet_status st = insert_deferred(a);
+        if (st != SUBLET_OK)
+            return st;
+    }
+    if (only)
+        return synchronize_pool_events(a, only);
     while (a->nevqs) {
         sl_evq *q = &a->evqs[0];
         while (q->count) {
@@ -455,17 +622,48 @@ static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
  * become wholly free there are unmapped too. */
 static sublet_status release_cached_blocks(sublet_allocator *a)
 {
-    sublet_status st = synchronize_and_free_events(a);
-    if (st == SUBLET_OK)
-        st = release_blocks(a, &a->large);
-    if (st == SUBLET_OK)
-        st = release_blocks(a, &a->small);
-    if (st == SUBLET_OK && a->naliases) {
-        st = sl_stitch_return_all(a);
+    return sl_release_cached(a, NULL);
+}
+
+/* release_cached_blocks (§3.5) for the default id (`only` NULL) or for one
+ * private pool (a MemPool's: only when it is freeable).  The default pools
+ * are left alone while a redirection is active (PyTorch 2.6 asserts there;
+ * no event may be queried during a capture), and so are the events. */
+sublet_status sl_release_cached(sublet_allocator *a, sl_private *only)
+{
+    sublet_status st = SUBLET_OK;
+    if (!only && !a->nredirects) {
+        st = synchronize_and_free_events(a, NULL);
         if (st == SUBLET_OK)
             st = release_blocks(a, &a->large);
         if (st == SUBLET_OK)
             st = release_blocks(a, &a->small);
+        if (st == SUBLET_OK && a->naliases) {
+            st = sl_stitch_return_all(a);
+            if (st == SUBLET_OK)
+                st = release_blocks(a, &a->large);
+            if (st == SUBLET_OK)
+                st = release_blocks(a, &a->small);
+        }
+    }
+    /* the freeable private pools, in creation order (PyTorch: its hash
+     * map's order; only the order of the segment_free events can differ) */
+    for (size_t i = 0; i < a->nprivs && st == SUBLET_OK;) {
+        sl_private *p = a->privs[i];
+        if (!p->freeable || (only && p != only)) {
+            i++;
+            continue;
+        }
+        if (only && !a->nredirects)
+            st = synchronize_and_free_events(a, p);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &p->small);
+        if (st == SUBLET_OK)
+            st = release_blocks(a, &p->large);
+        if (st == SUBLET_OK && p->malloc_count == 0)
+            sl_private_delete(a, p); /* moves the last pool into slot i */
+        else
+            i++;
     }
     return st;
 }
@@ -585,6 +783,28 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
     return b;
 }
 
+/* The MemPool fallback (§3.2 step 4c, PyTorch after 2.6): a cached block
+ * of a pool flagged use_on_oom, first hit in creation order.  The block
+ * stays in its pool. */
+static sublet_status use_on_oom_block(sublet_allocator *a, sublet_stream stream, uint64_t size,
+                                      sl_block **out)
+{
+    for (size_t i = 0; i < a->nprivs; i++) {
+        sl_private *p = a->privs[i];
+        if (!p->use_on_oom)
+            continue;
+        sl_pool *pool = size <= SL_SMALL_SIZE ? &p->small : &p->large;
+        if (!sl_pool_tree(pool, stream, true))
+            return SUBLET_ERR_NO_MEMORY;
+        sl_block *b = get_free_block(a, pool, stream, size);
+        if (b) {
+            *out = b;
+            return SUBLET_OK;
+        }
+    }
+    return SUBLET_ERR_DEVICE_OOM;
+}
+
 /* alloc_block (§3.3). */
 static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                  uint64_t size, uint64_t alloc_size, bool is_retry,
@@ -594,7 +814,8 @@ static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stre
         a->stats.num_alloc_retries++;
     if (a->limit_in_effect && a->total_allocated_memory + alloc_size > a->allowed_memory_maximum)
         return SUBLET_ERR_DEVICE_OOM;
-    if (sl_virtual(a))
+    /* a pool with its own allocator never maps pages (PyTorch after 2.6) */
+    if (sl_virtual(a) && !(pool->owner && pool->owner->alloc_fn))
         return sl_exp_allocate(a, pool, stream, size, out);
     return segment_create(a, pool, stream, alloc_size, 0, false, out);
 }
@@ -602,6 +823,9 @@ static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stre
 static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
+    if (b->pool->owner && b->pool->owner->no_split &&
+        sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9)))
+        return false;
     if (b->pool->is_small || sl_virtual(a))
         return remaining >= SL_MIN_BLOCK;
     return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
@@ -612,7 +836,6 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
                                        uint64_t orig, sublet_stream stream, sl_block **out)
 {
     sl_pool *pool = b->pool;
-    int kind = pool->kind;
     bool already_split = is_split(b);
     bool exp = b->seg->expandable; /* never counted as inactive_split (§6.5) */
     sl_block *blk = b;
@@ -636,26 +859,29 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
         b->size -= size;
         sl_free_insert(pool, b);
         if (!exp && already_split) {
-            arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)size);
+            P_DEC(inactive_split_bytes, pool, (int64_t)size);
         } else if (!exp) {
-            arr_inc(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
-            arr_inc(a->stats.inactive_split, kind, 1);
+            P_INC(inactive_split_bytes, pool, (int64_t)b->size);
+            P_INC(inactive_split, pool, 1);
         }
         blk = nb;
     } else if (already_split && !exp) {
-        arr_dec(a->stats.inactive_split_bytes, kind, (int64_t)b->size);
-        arr_dec(a->stats.inactive_split, kind, 1);
+        P_DEC(inactive_split_bytes, pool, (int64_t)b->size);
+        P_DEC(inactive_split, pool, 1);
     }
     blk->allocated = true;
     blk->requested = orig;
-    arr_inc(a->stats.allocation, kind, 1);
-    arr_inc(a->stats.allocated_bytes, kind, (int64_t)blk->size);
-    arr_inc(a->stats.active, kind, 1);
-    arr_inc(a->stats.active_bytes, kind, (int64_t)blk->size);
-    arr_inc(a->stats.requested_bytes, kind, (int64_t)orig);
+    P_INC(allocation, pool, 1);
+    P_INC(allocated_bytes, pool, (int64_t)blk->size);
+    P_INC(active, pool, 1);
+    P_INC(active_bytes, pool, (int64_t)blk->size);
+    P_INC(requested_bytes, pool, (int64_t)orig);
     blk->oversize = blk->size >= a->settings.max_split_size;
-    if (blk->oversize)
+    if (blk->oversize) {
         stat_inc(&a->stats.oversize_allocations, 1);
+        if (pool->owner)
+            stat_inc(&pool->owner->stats.oversize_allocations, 1);
+    }
     blk->stack = a->cur_stack;
     emit(a, SUBLET_ACT_ALLOC, blk->addr, orig, stream, blk->stack);
     *out = blk;
@@ -683,13 +909,14 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         sl_unlock(a);
         return SUBLET_ERR_OOM;
     }
-    sublet_status st = process_events(a);
+    /* no event may be queried while a capture may be under way (§3.2) */
+    sublet_status st = a->nredirects ? SUBLET_OK : process_events(a);
     if (st != SUBLET_OK)
         goto out;
     a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
     a->op_stack = a->cur_stack; /* PyTorch passes malloc's context to what it frees */
     uint64_t size = sublet_round_size(&a->settings, n);
-    sl_pool *pool = pool_for(a, size);
+    sl_pool *pool = pool_for(a, size, stream);
     uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
     if (!sl_pool_tree(pool, stream, true) || !sl_ptrmap_reserve(&a->ptrs)) {
         st = SUBLET_ERR_NO_MEMORY;
@@ -701,6 +928,9 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         if (gc_active(a))
             garbage_collect(a);
         st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
+        if (st == SUBLET_ERR_DEVICE_OOM && !pool->owner && a->nprivs &&
+            sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9)))
+            st = use_on_oom_block(a, stream, size, &b);
         if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         /* policy:stitch: move whole free pages, then stitch partly free
@@ -712,7 +942,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             if (st == SUBLET_ERR_DEVICE_OOM)
                 st = sl_stitch_alloc(a, pool, stream, size, &b);
         }
-        if (st == SUBLET_ERR_DEVICE_OOM) {
+        if (st == SUBLET_ERR_DEVICE_OOM && !a->nredirects) {
             st = release_cached_blocks(a);
             if (st == SUBLET_OK)
                 st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
@@ -782,25 +1012,34 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
         return st;
     }
     sl_block *b = a->ptrs.slots[slot].b;
-    if (b->nuses) {
+    if (b->nuses && !a->nredirects) {
         sublet_status st = insert_events(a, b); /* leaves the pointer map alone */
         if (st != SUBLET_OK) {
             sl_unlock(a);
             return st;
         }
     }
-    int kind = b->pool->kind;
+    sl_pool *pool = b->pool;
+    if (b->nuses && a->nredirects && !deferred_reserve(a)) {
+        sl_unlock(a);
+        return SUBLET_ERR_NO_MEMORY;
+    }
     b->allocated = false;
     sl_ptrmap_del_at(&a->ptrs, slot);
-    arr_dec(a->stats.allocation, kind, 1);
-    arr_dec(a->stats.allocated_bytes, kind, (int64_t)b->size);
-    if (b->oversize)
+    P_DEC(allocation, pool, 1);
+    P_DEC(allocated_bytes, pool, (int64_t)b->size);
+    if (b->oversize) {
         stat_dec(&a->stats.oversize_allocations, 1);
+        if (pool->owner)
+            stat_dec(&pool->owner->stats.oversize_allocations, 1);
+    }
     b->oversize = false;
     a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
     emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream,
          a->op_stack ? a->op_stack : b->stack);
-    if (b->event_count == 0)
+    if (b->nuses) /* during a capture: events wait until none is active (§4.5) */
+        a->deferred[a->ndeferred++] = b;
+    else if (b->event_count == 0)
         free_block(a, b);
     a->op_stack = 0;
     sl_unlock(a);
@@ -836,8 +1075,11 @@ sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream
     if (stream == b->stream)
         goto out;
     for (uint32_t i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream)
+        if (b->uses[i] == stream) {
+            if (a->nredirects && !sl_capture_use_add(a, b, stream))
+                st = SUBLET_ERR_NO_MEMORY;
             goto out;
+        }
     if (b->nuses == b->uses_cap) {
         uint32_t nc = b->uses_cap * 2;
         sublet_stream *n = malloc(nc * sizeof *n);
@@ -851,6 +1093,10 @@ sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream
         b->uses = n;
         b->uses_cap = nc;
     }
+    if (a->nredirects && !sl_capture_use_add(a, b, stream)) {
+        st = SUBLET_ERR_NO_MEMORY;
+        goto out;
+    }
     b->uses[b->nuses++] = stream;
 out:
     sl_unlock(a);
@@ -862,7 +1108,7 @@ sublet_status sublet_process_events(sublet_allocator *a)
     if (!a)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
-    sublet_status st = process_events(a);
+    sublet_status st = a->nredirects ? SUBLET_OK : process_events(a);
     sl_unlock(a);
     return st;
 }
@@ -873,7 +1119,8 @@ sublet_status sublet_empty_cache(sublet_allocator *a)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
     a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
-    sublet_status st = release_cached_blocks(a);
+    /* under use_mem_pool the thread's pool only (§3.5) */
+    sublet_status st = sl_release_cached(a, a->nredirects ? sl_thread_pool(a) : NULL);
     a->op_stack = 0;
     sl_unlock(a);
     return st;
@@ -922,12 +1169,28 @@ static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounde
 
     int64_t allocated = a->stats.allocated_bytes[SUBLET_POOL_ALL].current;
     int64_t reserved = a->stats.reserved_bytes[SUBLET_POOL_ALL].current;
+    /* §3.7: the free cached bytes of every private pool, freeable or not */
+    int64_t private_bytes = 0;
+    for (size_t i = 0; i < a->nprivs; i++)
+        for (int k = 0; k < 2; k++) {
+            sl_pool *p = k ? &a->privs[i]->large : &a->privs[i]->small;
+            for (size_t t = 0; t < p->ntrees; t++)
+                private_bytes += (int64_t)p->trees[t].bytes;
+        }
+    char private_msg[112] = "";
+    if (private_bytes > 0) {
+        char fs_private[48];
+        sublet_format_size((uint64_t)private_bytes, fs_private, sizeof fs_private);
+        snprintf(private_msg, sizeof private_msg,
+                 "with %s allocated in private pools (e.g., CUDA Graphs), ", fs_private);
+    }
     char fs_alloc[48], fs_total[48], fs_free[48], fs_limit[48], fs_used[48], fs_unalloc[48];
     sublet_format_size(alloc_size, fs_alloc, sizeof fs_alloc);
     sublet_format_size(dev_total, fs_total, sizeof fs_total);
     sublet_format_size(dev_free, fs_free, sizeof fs_free);
-    sublet_format_size((uint64_t)allocated, fs_used, sizeof fs_used);
-    sublet_format_size((uint64_t)(reserved - allocated), fs_unalloc, sizeof fs_unalloc);
+    sublet_format_size((uint64_t)(allocated + private_bytes), fs_used, sizeof fs_used);
+    sublet_format_size((uint64_t)(reserved - allocated - private_bytes), fs_unalloc,
+                       sizeof fs_unalloc);
     char allowed[80] = "";
     if (a->limit_in_effect) {
         sublet_format_size(a->allowed_memory_maximum, fs_limit, sizeof fs_limit);
@@ -937,7 +1200,7 @@ static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounde
     /* sublet's diagnosis: the free blocks of the request's pool and stream,
      * and the headroom the device (or the fraction) still grants. */
     uint64_t largest = 0, nfree = 0, free_bytes = 0;
-    sl_pool *pool = pool_for(a, rounded);
+    sl_pool *pool = pool_for(a, rounded, stream);
     sl_tree *t = sl_pool_tree(pool, stream, false);
     if (t) {
         sl_block *mx = sl_free_max(pool, stream);
@@ -961,7 +1224,7 @@ static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounde
 
     snprintf(a->oom_msg, sizeof a->oom_msg,
              "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
-             "which %s is free. %sOf the allocated memory %s is allocated by PyTorch, and %s "
+             "which %s is free. %sOf the allocated memory %s is allocated by PyTorch, %sand %s "
              "is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
              "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
              "fragmentation.  See documentation for Memory Management  "
@@ -970,7 +1233,7 @@ static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounde
              "sublet: %s. The request needs %s in one block; the largest free block of its "
              "pool and stream is %s (%llu free blocks there); %s is reserved but unallocated "
              "in all pools.",
-             fs_alloc, a->device, fs_total, fs_free, allowed, fs_used, fs_unalloc,
+             fs_alloc, a->device, fs_total, fs_free, allowed, fs_used, private_msg, fs_unalloc,
              fragmentation ? "fragmentation: the free bytes would suffice, but no free block "
                              "or device allocation is big enough"
                            : "exhaustion: the free bytes would not suffice even if they were "

@@ -10,6 +10,7 @@
 
 #include "base/rtree.h"
 #include "sublet/history.h"
+#include "sublet/pool.h"
 #include "sublet/sublet.h"
 
 #define SL_MIN_BLOCK ((uint64_t)512)
@@ -19,6 +20,7 @@
 
 typedef struct sl_segment sl_segment;
 typedef struct sl_pool sl_pool;
+typedef struct sl_private sl_private;
 
 /* One contiguous byte range of a segment (PyTorch's Block). */
 typedef struct sl_block {
@@ -94,6 +96,7 @@ typedef struct sl_tree {
 struct sl_pool {
     bool is_small;
     int kind; /* SUBLET_POOL_SMALL or SUBLET_POOL_LARGE */
+    sl_private *owner; /* NULL for the default pools */
     sl_tree *trees;
     size_t ntrees, trees_cap;
     size_t last_tree; /* index of the last tree used (hot path hint) */
@@ -102,6 +105,37 @@ struct sl_pool {
     sl_block **unmapped;
     size_t nunmapped, unmapped_cap;
 };
+
+/* A private pool (PyTorch's PrivatePool, pools.c): a graph's pool or a
+ * MemPool's.  Its BlockPools point back to it; blocks never migrate. */
+struct sl_private {
+    sublet_pool_id id;
+    sl_pool small, large;
+    int use_count;    /* live users; 0 = freeable */
+    int malloc_count; /* cudaMalloc_count: segments / mapped ranges held */
+    bool freeable;
+    bool use_on_oom, no_split; /* honoured from pytorch_version 2.9 */
+    sublet_pool_alloc_fn alloc_fn; /* pool-specific allocator, or NULL */
+    sublet_pool_free_fn free_fn;
+    void *alloc_user;
+    sublet_stats stats; /* this pool's share of the allocator's statistics */
+    size_t slot;        /* index in the allocator's privs[] */
+};
+
+/* An active redirection (captures_underway's entry). */
+typedef struct sl_redirect {
+    sl_private *pool;
+    int filter; /* SUBLET_POOL_FILTER_STREAM or _THREAD */
+    sublet_stream stream;
+    pthread_t thread;
+} sl_redirect;
+
+/* A stream recorded with record_stream while a redirection was active
+ * (block_to_cudagraph_stream_uses). */
+typedef struct sl_capture_use {
+    struct sl_block *block;
+    sublet_stream stream;
+} sl_capture_use;
 
 /* ---- index.c: free index, pointer map, block slab --------------------------- */
 sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
@@ -187,6 +221,17 @@ struct sublet_allocator {
     int device;
     sublet_settings settings;
     sl_pool small, large;
+    /* private pools (pools.c), in creation order; redirections in the order
+     * they began; frees deferred while one is active */
+    sl_private **privs;
+    size_t nprivs, privs_cap;
+    sl_redirect *redirects;
+    size_t nredirects, redirects_cap;
+    struct sl_block **deferred;
+    size_t ndeferred, deferred_cap;
+    sl_capture_use *capture_uses;
+    size_t ncapture_uses, capture_uses_cap;
+    uint64_t next_pool_id[2]; /* graph space, user space */
     sl_slab slab;
     sl_ptrmap ptrs; /* allocated blocks by address */
     /* every segment (segs.c): segs[] in no set order (O(1) to add or
@@ -265,6 +310,25 @@ void sl_segs_fini(sublet_allocator *a);
 sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                              uint64_t size, sl_block **out);
 sublet_status sl_segment_release(sublet_allocator *a, sl_block *b);
+
+/* ---- pools.c ----------------------------------------------------------------------- */
+/* The private pool a request of rounded size `size` on `stream` is
+ * redirected to (call only when a->nredirects), or NULL. */
+sl_pool *sl_redirect_pool(sublet_allocator *a, uint64_t size, sublet_stream stream);
+sl_private *sl_private_find(const sublet_allocator *a, sublet_pool_id id);
+/* The pool the calling thread is allocating to (use_mem_pool), or NULL. */
+sl_private *sl_thread_pool(const sublet_allocator *a);
+/* Forget a freeable pool that holds no segment. */
+void sl_private_delete(sublet_allocator *a, sl_private *p);
+void sl_pools_fini(sublet_allocator *a);
+/* engine.c: release_cached_blocks(id) with `only` the pool (or NULL: all). */
+sublet_status sl_release_cached(sublet_allocator *a, sl_private *only);
+/* engine.c: a new-capture-use record for record_stream. */
+bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
+static inline sublet_pool_id sl_pool_id_of(const sl_pool *p)
+{
+    return p->owner ? p->owner->id : (sublet_pool_id){0, 0};
+}
 
 /* ---- reserve.c ---------------------------------------------------------------------- */
 /* Make sure the allocator holds the warm-up plan of a->settings (lock held):

@@ -239,6 +239,11 @@ static bool map_block(sublet_allocator *a, sl_block *b, uint64_t size)
     a->total_allocated_memory += mapped;
     sl_arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)mapped);
     a->stats.num_device_alloc++;
+    if (pool->owner) { /* one more cudaMalloc_count per mapping (§3.3 step 4) */
+        sl_arr_inc(pool->owner->stats.reserved_bytes, pool->kind, (int64_t)mapped);
+        pool->owner->stats.num_device_alloc++;
+        pool->owner->malloc_count++;
+    }
     sl_emit(a, SUBLET_ACT_SEGMENT_MAP, at, mapped, b->stream, a->cur_stack);
     if (!b->prev && !seg->stack) {
         seg->stack = a->cur_stack;
@@ -328,6 +333,11 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b)
     a->total_allocated_memory -= end - begin;
     sl_arr_dec(a->stats.reserved_bytes, pool->kind, (int64_t)(end - begin));
     a->stats.num_device_free++;
+    if (pool->owner) { /* and one fewer per unmapping (§6.6) */
+        sl_arr_dec(pool->owner->stats.reserved_bytes, pool->kind, (int64_t)(end - begin));
+        pool->owner->stats.num_device_free++;
+        pool->owner->malloc_count--;
+    }
     sl_emit(a, SUBLET_ACT_SEGMENT_UNMAP, begin, end - begin, b->stream,
             a->op_stack ? a->op_stack : seg->stack);
     return SUBLET_OK;

@@ -38,12 +38,150 @@ static sublet_status fail(char *msg, size_t cap, const char *fmt, ...)
                         (long long)(want));                                                \
     } while (0)
 
+/* Index of a BlockPool in the per-pool tallies: the default small and
+ * large pools, then each private pool's small and large. */
+static size_t pool_slot(const sl_pool *p)
+{
+    if (!p->owner)
+        return p->is_small ? 0 : 1;
+    return 2 + 2 * p->owner->slot + (p->is_small ? 0 : 1);
+}
+
+static void recount_block(recount *r, const sl_segment *seg, const sl_block *b)
+{
+    if (!b->mapped || b->shadow)
+        return;
+    if (seg->expandable)
+        r->reserved_bytes += (int64_t)b->size;
+    if (b->allocated) {
+        r->allocation++;
+        r->allocated_bytes += (int64_t)b->size;
+    }
+    if (sl_block_active(b)) {
+        r->active++;
+        r->active_bytes += (int64_t)b->size;
+        r->requested_bytes += (int64_t)b->requested;
+    } else if (!seg->expandable && (seg->head != b || b->next)) {
+        r->inactive_split++;
+        r->inactive_split_bytes += (int64_t)b->size;
+    }
+}
+
+#define CHECK_PSTAT(name, kind, want)                                                     \
+    do {                                                                                   \
+        if (p->stats.name[kind].current != (want))                                         \
+            return fail(msg, cap,                                                          \
+                        "pool (%llu,%llu) stat %s[%d].current = %lld but a recount gives " \
+                        "%lld",                                                            \
+                        (unsigned long long)p->id.first, (unsigned long long)p->id.second, \
+                        #name, kind, (long long)p->stats.name[kind].current,               \
+                        (long long)(want));                                                \
+    } while (0)
+
+/* The private pools: their blocks only in their own index, their counts
+ * and statistics against a recount. */
+static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
+{
+    for (size_t i = 0; i < a->nprivs; i++) {
+        sl_private *p = a->privs[i];
+        if (p->slot != i || p->small.owner != p || p->large.owner != p)
+            return fail(msg, cap, "private pool %zu is misfiled", i);
+        if (p->use_count < 0 || p->freeable != (p->use_count == 0))
+            return fail(msg, cap, "pool (%llu,%llu): use count %d, freeable %d",
+                        (unsigned long long)p->id.first, (unsigned long long)p->id.second,
+                        p->use_count, (int)p->freeable);
+        for (size_t j = 0; j < i; j++)
+            if (a->privs[j]->id.first == p->id.first && a->privs[j]->id.second == p->id.second)
+                return fail(msg, cap, "two pools share an id");
+        recount rc[SUBLET_POOL_KINDS];
+        memset(rc, 0, sizeof rc);
+        int64_t segs = 0, oa = 0, os = 0;
+        bool expandable = false;
+        for (size_t s = 0; s < a->nsegs; s++) {
+            sl_segment *seg = a->segs[s];
+            if (seg->pool->owner != p)
+                continue;
+            recount *r = &rc[seg->pool->kind];
+            if (seg->expandable) {
+                expandable = true;
+            } else {
+                segs++;
+                r->segment++;
+                r->reserved_bytes += (int64_t)seg->size;
+                os += seg->oversize;
+            }
+            for (sl_block *b = seg->head; b; b = b->next) {
+                recount_block(r, seg, b);
+                oa += b->allocated && b->oversize;
+            }
+        }
+        if (!expandable && p->malloc_count != segs)
+            return fail(msg, cap, "pool (%llu,%llu): cudaMalloc_count %d for %lld segments",
+                        (unsigned long long)p->id.first, (unsigned long long)p->id.second,
+                        p->malloc_count, (long long)segs);
+        for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
+            rc[0].allocation += rc[k].allocation;
+            rc[0].allocated_bytes += rc[k].allocated_bytes;
+            rc[0].active += rc[k].active;
+            rc[0].active_bytes += rc[k].active_bytes;
+            rc[0].requested_bytes += rc[k].requested_bytes;
+            rc[0].segment += rc[k].segment;
+            rc[0].reserved_bytes += rc[k].reserved_bytes;
+            rc[0].inactive_split += rc[k].inactive_split;
+            rc[0].inactive_split_bytes += rc[k].inactive_split_bytes;
+        }
+        for (int k = 0; k < SUBLET_POOL_KINDS; k++) {
+            CHECK_PSTAT(allocation, k, rc[k].allocation);
+            CHECK_PSTAT(allocated_bytes, k, rc[k].allocated_bytes);
+            CHECK_PSTAT(active, k, rc[k].active);
+            CHECK_PSTAT(active_bytes, k, rc[k].active_bytes);
+            CHECK_PSTAT(requested_bytes, k, rc[k].requested_bytes);
+            CHECK_PSTAT(segment, k, rc[k].segment);
+            CHECK_PSTAT(reserved_bytes, k, rc[k].reserved_bytes);
+            CHECK_PSTAT(inactive_split, k, rc[k].inactive_split);
+            CHECK_PSTAT(inactive_split_bytes, k, rc[k].inactive_split_bytes);
+        }
+        if (p->stats.oversize_allocations.current != oa ||
+            p->stats.oversize_segments.current != os)
+            return fail(msg, cap, "pool (%llu,%llu): oversize stats disagree with a recount",
+                        (unsigned long long)p->id.first, (unsigned long long)p->id.second);
+    }
+    for (size_t k = 0; k < a->nredirects; k++) {
+        sl_private *p = a->redirects[k].pool;
+        if (p->slot >= a->nprivs || a->privs[p->slot] != p || p->use_count <= 0)
+            return fail(msg, cap, "redirection %zu names a pool that is not live", k);
+    }
+    for (size_t k = 0; k < a->ndeferred; k++)
+        if (a->deferred[k]->allocated || !a->deferred[k]->nuses)
+            return fail(msg, cap, "deferred free %zu is allocated or has no stream use", k);
+    return SUBLET_OK;
+}
+
+static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t *unmapped,
+                                char *msg, size_t cap);
+
 static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
+{
+    size_t npools = 2 + 2 * a->nprivs;
+    size_t *free_blocks = calloc(2 * npools, sizeof *free_blocks);
+    if (!free_blocks)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = check_core(a, free_blocks, free_blocks + npools, msg, cap);
+    free(free_blocks);
+    if (st == SUBLET_OK)
+        st = check_private(a, msg, cap);
+    if (st == SUBLET_OK && msg && cap)
+        msg[0] = '\0';
+    return st;
+}
+
+/* free_blocks[] and unmapped[] tally per BlockPool (pool_slot). */
+static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t *unmapped,
+                                char *msg, size_t cap)
 {
     recount rc[SUBLET_POOL_KINDS];
     memset(rc, 0, sizeof rc);
     int64_t oversize_allocs = 0, oversize_segs = 0;
-    size_t free_blocks[SUBLET_POOL_KINDS] = {0}, unmapped[SUBLET_POOL_KINDS] = {0};
     size_t allocated = 0, pending = 0, shadows = 0;
     uint64_t reserved = 0;
 
@@ -84,7 +222,7 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                 if (prev && !prev->mapped)
                     return fail(msg, cap, "adjacent unmapped blocks 0x%llx and 0x%llx",
                                 (unsigned long long)prev->addr, (unsigned long long)b->addr);
-                unmapped[k]++;
+                unmapped[pool_slot(seg->pool)]++;
                 continue;
             }
             if (seg->expandable) {
@@ -126,7 +264,7 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                 r->active_bytes += (int64_t)b->size;
                 r->requested_bytes += (int64_t)b->requested;
             } else {
-                free_blocks[k]++;
+                free_blocks[pool_slot(seg->pool)]++;
                 if (!seg->expandable && (seg->head != b || b->next)) {
                     r->inactive_split++;
                     r->inactive_split_bytes += (int64_t)b->size;
@@ -140,17 +278,19 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
                         (unsigned long long)(seg->addr + seg->size));
     }
 
-    sl_pool *pools[2] = {&a->small, &a->large};
-    for (int p = 0; p < 2; p++) {
+    for (size_t p = 0; p < 2 + 2 * a->nprivs; p++) {
+        sl_pool *pool = p < 2 ? (p ? &a->large : &a->small)
+                              : (p % 2 ? &a->privs[(p - 2) / 2]->large
+                                       : &a->privs[(p - 2) / 2]->small);
         size_t n;
-        if (!sl_free_verify(pools[p], &n, msg, cap))
+        if (!sl_free_verify(pool, &n, msg, cap))
             return SUBLET_ERR_CORRUPT;
-        if (n != free_blocks[pools[p]->kind])
-            return fail(msg, cap, "%s pool free index holds %zu blocks, segments hold %zu free",
-                        p ? "large" : "small", n, free_blocks[pools[p]->kind]);
-        if (pools[p]->nunmapped != unmapped[pools[p]->kind])
-            return fail(msg, cap, "%s pool unmapped index holds %zu blocks, segments hold %zu",
-                        p ? "large" : "small", pools[p]->nunmapped, unmapped[pools[p]->kind]);
+        if (n != free_blocks[p])
+            return fail(msg, cap, "%s pool %zu's free index holds %zu blocks, segments hold %zu free",
+                        pool->is_small ? "small" : "large", p, n, free_blocks[p]);
+        if (pool->nunmapped != unmapped[p])
+            return fail(msg, cap, "%s pool %zu's unmapped index holds %zu blocks, segments hold %zu",
+                        pool->is_small ? "small" : "large", p, pool->nunmapped, unmapped[p]);
     }
     /* alias pages map physical pages their owners count */
     for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {

@@ -39,4 +39,5 @@ cmake -S "$HERE" -B "$OUT/build" -DPT="$OUT/src/pytorch" -DCUDA_INCLUDE="$cuda_i
 cmake --build "$OUT/build" -j"${SUBLET_ORACLE_JOBS:-2}" >>"$OUT/build.log" 2>&1 ||
   die "build failed (see $OUT/build.log)"
 ln -sf "$OUT/build/replay_torch" "$OUT/replay_torch"
+ln -sf "$OUT/build/pools_torch" "$OUT/pools_torch"
 echo "$OUT/replay_torch"

@@ -1,0 +1,109 @@
+/* sublet — private pools: CUDA graphs' pools and torch.cuda.MemPool
+ * (reference §2.3, §3.5, §4.5; docs/pools.md).
+ *
+ * A private pool holds its own small and large free blocks; blocks never
+ * migrate between pools.  While a pool is being allocated to
+ * (sublet_pool_begin_allocate), every allocation its filter accepts (a
+ * stream: a graph capture; the calling thread: use_mem_pool) is served from
+ * it.  A pool whose use count drops to 0 becomes freeable: its free whole
+ * segments go back by the next empty_cache or OOM path, and the pool itself
+ * is forgotten once it holds no segment.  Every call takes the allocator's
+ * lock. */
+#ifndef SUBLET_POOL_H
+#define SUBLET_POOL_H
+
+#include <stdint.h>
+
+#include "sublet/sublet.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PyTorch's MempoolId_t: (0, 0) is the default pools.  Graph pools made by a
+ * capture are (n, 0); user-created ones (MemPool, graph_pool_handle()) are
+ * (0, n); n counts from 1 in each space, per allocator. */
+typedef struct sublet_pool_id {
+    uint64_t first, second;
+} sublet_pool_id;
+
+enum { SUBLET_POOL_ID_GRAPH = 0, SUBLET_POOL_ID_USER = 1 };
+
+/* A pool-specific allocator (PyTorch: a MemPool's CUDAPluggableAllocator):
+ * replaces the backend's segment allocation for this pool's segments.
+ * alloc returns SUBLET_OK and *addr, or any error for "out of memory" (the
+ * allocator then goes on down its OOM ladder). */
+typedef sublet_status (*sublet_pool_alloc_fn)(void *user, uint64_t size, uint64_t *addr);
+typedef void (*sublet_pool_free_fn)(void *user, uint64_t addr, uint64_t size);
+
+typedef struct sublet_pool_options {
+    /* PyTorch after 2.6 (pytorch_version 2.9 and later here): */
+    int use_on_oom; /* the default pools may take this pool's cached blocks
+                     * when a device allocation fails (§3.2 step 4c) */
+    int no_split;   /* this pool's blocks are never split */
+    sublet_pool_alloc_fn alloc; /* both or neither */
+    sublet_pool_free_fn free;
+    void *user;
+} sublet_pool_options;
+
+/* A new id in space `space` (SUBLET_POOL_ID_GRAPH or _USER) without creating
+ * the pool: torch.cuda.graph_pool_handle(). */
+sublet_status sublet_pool_handle(sublet_allocator *a, int space, sublet_pool_id *out);
+/* torch.cuda.MemPool(...): a new user id, its pool created with use count 1
+ * (opts may be NULL). */
+sublet_status sublet_pool_create(sublet_allocator *a, const sublet_pool_options *opts,
+                                 sublet_pool_id *out);
+/* ensureExistsAndIncrefPool: create `id`'s pool (use count 1) or add a use. */
+sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id);
+
+/* The redirection filter of sublet_pool_begin_allocate. */
+enum {
+    SUBLET_POOL_FILTER_STREAM = 0, /* allocations on `stream` (graph capture) */
+    SUBLET_POOL_FILTER_THREAD = 1  /* allocations by the calling thread (use_mem_pool) */
+};
+
+/* beginAllocateToPool: create the pool or add a use, then redirect the
+ * allocations the filter accepts to it.  SUBLET_ERR_BUSY when `id` is
+ * already being allocated to (the use count stays raised, as PyTorch's);
+ * SUBLET_ERR_UNSUPPORTED under policy:stitch.  Several redirections may be
+ * active at once: PyTorch 2.6-2.8 asks the oldest first, later releases the
+ * most recent first. */
+sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
+                                         sublet_stream stream);
+/* endAllocateToPool (the use count is unchanged: see sublet_pool_release). */
+sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id);
+/* releasePool (graph reset, end of use_mem_pool, MemPool destruction): one
+ * use fewer; at 0 the pool is freeable. */
+sublet_status sublet_pool_release(sublet_allocator *a, sublet_pool_id id);
+/* release_cached_blocks(id): what torch.cuda.empty_cache() does under
+ * use_mem_pool(pool) and what MemPool's destructor does after releasePool:
+ * when `id` is freeable, its events are synchronised and its free whole
+ * segments released (the pool forgotten when none is left); the default
+ * pools are untouched.  sublet_empty_cache() called by a thread that is
+ * allocating to a pool (SUBLET_POOL_FILTER_THREAD) does the same for it. */
+sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
+
+typedef struct sublet_pool_info {
+    int exists;          /* the allocator knows the pool */
+    int use_count;       /* PyTorch's use_count */
+    int device_segments; /* cudaMalloc_count: segments (mapped ranges) held */
+    int freeable;
+    int allocating;      /* being allocated to */
+    uint64_t free_bytes; /* cached free blocks of the pool */
+} sublet_pool_info;
+/* SUBLET_OK with exists = 0 for an unknown id. */
+sublet_status sublet_pool_info_read(sublet_allocator *a, sublet_pool_id id,
+                                    sublet_pool_info *out);
+/* The pool's own statistics: the stat arrays (all/small/large), the
+ * oversize stats and num_device_alloc / num_device_free, counted as in the
+ * allocator's but for this pool's blocks and segments only (the rest are 0).
+ * SUBLET_ERR_INVALID_ARGUMENT for an unknown id. */
+sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sublet_stats *out);
+
+/* The pool of the segment holding `ptr` ((0, 0): a default pool). */
+sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# sublet — private pools against PyTorch's own allocator (tests/oracle/README.md): random
+# scenarios of two graph pools (tests/oracle/pools_gen.py: captures on streams, default-pool
+# traffic in between, frees across pools, graph resets, empty_cache, OOMs on a small device) run
+# through sublet's engine under pytorch_version:2.6 (pools_sublet, beside the CLI) and through
+# PyTorch 2.6's c10 caching allocator built on the CPU (pools_torch): every step's result must be
+# equal — the address, the aggregate statistics, each pool's reserved and allocated bytes and
+# segments, the OOM message's figures.  $1 is the CLI.
+#   SUBLET_ORACLE=DIR          the oracle's build folder (default: oracle/ beside the CLI); built
+#                              there by tests/oracle/build.sh when it holds no libc10.a
+#   SUBLET_NO_ORACLE=1         skip this test (exit 77)
+#   SUBLET_ORACLE_POOL_SEEDS=N scenarios to run (default 40)
+set -u
+cli=${1:?usage: cli_oracle_pools.sh PATH_TO_SUBLET}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "${SUBLET_NO_ORACLE:-0}" = 1 ]; then
+    echo "SUBLET_NO_ORACLE=1: the private-pool differential test against PyTorch is skipped"
+    exit 77
+fi
+bindir=$(cd "$(dirname "$cli")" && pwd)
+driver=$bindir/pools_sublet
+[ -x "$driver" ] || { echo "FAIL: no pools_sublet at $driver" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL: python3 is needed" >&2; exit 1; }
+oracle=${SUBLET_ORACLE:-$bindir/oracle}
+if [ ! -f "$oracle/build/libc10.a" ]; then
+    echo "building the oracle into $oracle (tests/oracle/build.sh)"
+    "$here/oracle/build.sh" "$oracle" ||
+        { echo "FAIL: PyTorch's allocator (the oracle) cannot be built: see above;" \
+               "SUBLET_NO_ORACLE=1 skips this test" >&2; exit 1; }
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+torch=$oracle/pools_torch
+if [ ! -x "$torch" ]; then   # an oracle built before pools_torch existed: build it here
+    cuda_inc=$(sed -n 's/^CUDA_INCLUDE:[A-Z]*=//p' "$oracle/build/CMakeCache.txt")
+    pt=$(sed -n 's/^PT:[A-Z]*=//p' "$oracle/build/CMakeCache.txt")
+    torch=$work/pools_torch
+    c++ -O2 -std=gnu++17 -DPYTORCH_C10_DRIVER_API_SUPPORTED -I"$oracle/build/gen" -I"$pt" \
+        -I"${cuda_inc:-/usr/local/cuda/include}" -I"$here/oracle" -I"$here/oracle/include" \
+        "$here/oracle/pools_torch.cpp" -o "$torch" -Wl,-rpath,"$oracle/build" \
+        "$oracle/build/libc10.a" "$oracle/build/libcuda.so.1" -lfmt -lpthread -ldl ||
+        { echo "FAIL: cannot build pools_torch against $oracle/build" >&2; exit 1; }
+fi
+seeds=${SUBLET_ORACLE_POOL_SEEDS:-40}
+fails=0 steps=0 ooms=0
+for seed in $(seq 1 "$seeds"); do
+    python3 "$here/oracle/pools_gen.py" "$seed" >"$work/s.txt"
+    "$driver" "$work/s.txt" >"$work/sublet.out" || { echo "FAIL: seed $seed: pools_sublet failed" >&2; fails=$((fails + 1)); continue; }
+    "$torch" "$work/s.txt" >"$work/torch.out" || { echo "FAIL: seed $seed: pools_torch failed" >&2; fails=$((fails + 1)); continue; }
+    if ! cmp -s "$work/sublet.out" "$work/torch.out"; then
+        echo "FAIL: seed $seed (python3 tests/oracle/pools_gen.py $seed): first difference" >&2
+        diff "$work/sublet.out" "$work/torch.out" | head -4 >&2
+        fails=$((fails + 1))
+        continue
+    fi
+    steps=$((steps + $(wc -l <"$work/sublet.out")))
+    ooms=$((ooms + $(grep -c '"oom":' "$work/sublet.out")))
+done
+echo "$seeds scenarios, $steps steps, $ooms OOMs: $((seeds - fails)) equal to PyTorch 2.6"
+[ "$fails" = 0 ]

@@ -1,0 +1,645 @@
+/* sublet — engine tests: private pools (CUDA graphs' pools and MemPools,
+ * reference §2.3, §3.5, §4.5; sublet/pool.h).
+ *
+ * Ports of test_graph_memory_stats_and_use_result_after_destroy_graph,
+ * test_graph_two_successive, test_graph_capture_oom and the allocator side
+ * of TestMemPool (with_allocator, no_split, use_on_oom, nested,
+ * ctx_multithread, empty_cache inside use_mem_pool) (reference §10), plus
+ * capture-time frees with stream uses and misuse.  A graph capture on
+ * stream s is sublet_pool_begin_allocate(id, STREAM, s) ...  end_allocate;
+ * deleting the graph is sublet_pool_release; use_mem_pool is begin with the
+ * THREAD filter, then end and release; a MemPool's destruction is release
+ * followed by sublet_pool_empty_cache.  sublet_check() runs after every
+ * allocator operation (support/harness.c) and checks each pool's index,
+ * counts and statistics. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/pool.h"
+#include "support/harness.h"
+
+#define SIM_BIG (80 * GiB)
+
+static sublet_pool_id graph_id(sublet_allocator *a)
+{
+    sublet_pool_id id;
+    assert_int_equal(sublet_pool_handle(a, SUBLET_POOL_ID_GRAPH, &id), SUBLET_OK);
+    return id;
+}
+
+static void begin_capture(sublet_allocator *a, sublet_pool_id id, sublet_stream s)
+{
+    assert_int_equal(sublet_pool_begin_allocate(a, id, SUBLET_POOL_FILTER_STREAM, s), SUBLET_OK);
+    CHECK(a);
+}
+
+static void end_capture(sublet_allocator *a, sublet_pool_id id)
+{
+    assert_int_equal(sublet_pool_end_allocate(a, id), SUBLET_OK);
+    CHECK(a);
+}
+
+static void release(sublet_allocator *a, sublet_pool_id id)
+{
+    assert_int_equal(sublet_pool_release(a, id), SUBLET_OK);
+    CHECK(a);
+}
+
+static sublet_pool_info info(sublet_allocator *a, sublet_pool_id id)
+{
+    sublet_pool_info i;
+    assert_int_equal(sublet_pool_info_read(a, id, &i), SUBLET_OK);
+    return i;
+}
+
+static int64_t pool_stat(sublet_allocator *a, sublet_pool_id id, const char *key)
+{
+    sublet_stats s;
+    assert_int_equal(sublet_pool_stats_read(a, id, &s), SUBLET_OK);
+    int64_t v = 0;
+    assert_int_equal(sublet_stats_lookup(&s, key, &v), 0);
+    return v;
+}
+
+static const char *oom_text(sublet_allocator *a)
+{
+    static char buf[4096];
+    assert_true(sublet_oom_message(a, buf, sizeof buf) < sizeof buf);
+    return buf;
+}
+
+/* ---- test_graph_memory_stats_and_use_result_after_destroy_graph ----------------------- */
+
+typedef struct graph_case {
+    uint64_t bytes;        /* numel * 4 */
+    int64_t segments;      /* delta of segment.<pool>.current after capture */
+    int64_t reserved;      /* delta of reserved_bytes */
+    int64_t reserved_post; /* after the graph is deleted and the cache emptied */
+    const char *pool;      /* "small_pool" or "large_pool" */
+} graph_case;
+
+static int64_t delta(sublet_allocator *a, const char *stat, const char *pool, int64_t before)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s.current", stat, pool);
+    return h_stat(a, key) - before;
+}
+
+static int64_t now(sublet_allocator *a, const char *stat, const char *pool)
+{
+    return delta(a, stat, pool, 0);
+}
+
+static void test_graph_memory_stats(void **state)
+{
+    (void)state;
+    const uint64_t small_size = 1 * MiB, small_buffer = 2 * MiB, large_buffer = 20 * MiB;
+    const uint64_t min_large = 10 * MiB, round_large = 2 * MiB;
+    const uint64_t r5 = round_large * ((min_large + 512 + round_large - 1) / round_large);
+    const graph_case cases[] = {
+        {512, 1, (int64_t)small_buffer, (int64_t)small_buffer, "small_pool"},
+        {small_size, 2, 2 * (int64_t)small_buffer, (int64_t)small_buffer, "small_pool"},
+        {small_size + 512, 1, (int64_t)large_buffer, (int64_t)large_buffer, "large_pool"},
+        {min_large - 512, 2, 2 * (int64_t)large_buffer, (int64_t)large_buffer, "large_pool"},
+        {min_large + 512, 3, 3 * (int64_t)r5, (int64_t)r5, "large_pool"},
+    };
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    const sublet_stream s = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const graph_case *k = &cases[c];
+        bool small = strcmp(k->pool, "small_pool") == 0;
+        /* small: b plus the graph's two one-element RNG holders (512 B each) */
+        int64_t d_active = small ? 3 : 1;
+        int64_t d_active_bytes = (int64_t)k->bytes + (small ? 1024 : 0);
+
+        void *x = h_malloc(a, k->bytes, s); /* a = torch.ones(...) on s */
+        int64_t pre_seg = now(a, "segment", k->pool), pre_res = now(a, "reserved_bytes", k->pool);
+        int64_t pre_act = now(a, "active", k->pool), pre_ab = now(a, "active_bytes", k->pool);
+
+        sublet_pool_id g = graph_id(a);
+        begin_capture(a, g, s);
+        void *seed = h_malloc(a, 8, s), *offset = h_malloc(a, 8, s);
+        void *b = h_malloc(a, k->bytes, s); /* b = a.clone() */
+        for (int i = 0; i < 5; i++) {       /* b = b.clone() + 1 */
+            void *t = h_malloc(a, k->bytes, s);
+            void *r = h_malloc(a, k->bytes, s);
+            h_free(a, t);
+            h_free(a, b);
+            b = r;
+        }
+        end_capture(a, g);
+        for (int i = 0; i < 2; i++) { /* before and after an empty_cache */
+            assert_int_equal(delta(a, "segment", k->pool, pre_seg), k->segments);
+            assert_int_equal(delta(a, "reserved_bytes", k->pool, pre_res), k->reserved);
+            assert_int_equal(delta(a, "active", k->pool, pre_act), d_active);
+            assert_int_equal(delta(a, "active_bytes", k->pool, pre_ab), d_active_bytes);
+            /* the pool's own statistics hold exactly the capture's share */
+            char key[96];
+            snprintf(key, sizeof key, "reserved_bytes.%s.current", k->pool);
+            assert_int_equal(pool_stat(a, g, key), k->reserved);
+            assert_int_equal(info(a, g).device_segments, (small ? 0 : 1) + k->segments);
+            if (i == 0)
+                h_empty_cache(a);
+        }
+        /* del g: the RNG holders go with it, then the pool is released */
+        h_free(a, seed);
+        h_free(a, offset);
+        release(a, g);
+        assert_true(info(a, g).freeable);
+        h_empty_cache(a);
+        /* b is the only live block of the graph's pool */
+        assert_int_equal(delta(a, "segment", k->pool, pre_seg), 1);
+        assert_int_equal(delta(a, "reserved_bytes", k->pool, pre_res), k->reserved_post);
+        assert_int_equal(delta(a, "active", k->pool, pre_act), 1);
+        assert_int_equal(delta(a, "active_bytes", k->pool, pre_ab), (int64_t)k->bytes);
+        sublet_pool_id owner;
+        assert_int_equal(sublet_pool_of(a, b, &owner), SUBLET_OK);
+        assert_true(owner.first == g.first && owner.second == g.second);
+        assert_true(info(a, g).exists);
+        h_free(a, x);
+        h_free(a, b);
+        h_empty_cache(a);
+        assert_false(info(a, g).exists); /* its last segment went: the pool is forgotten */
+        assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    }
+    h_env_fini(&e);
+}
+
+/* ---- test_graph_two_successive ----------------------------------------------------------- */
+
+/* func_with_temps(t, val): x = t.clone() + val; y = t.clone() + val; x + y */
+static void *func_with_temps(sublet_allocator *a, void *t, uint64_t n, sublet_stream s)
+{
+    (void)t;
+    void *c1 = h_malloc(a, n, s), *x = h_malloc(a, n, s);
+    h_free(a, c1);
+    void *c2 = h_malloc(a, n, s), *y = h_malloc(a, n, s);
+    h_free(a, c2);
+    void *r = h_malloc(a, n, s);
+    h_free(a, x);
+    h_free(a, y);
+    return r;
+}
+
+static void test_graph_two_successive(void **state)
+{
+    (void)state;
+    const uint64_t n = 1000 * 4;
+    const sublet_stream s = 5, main_stream = 0;
+    int64_t reserved_no_sharing = 0;
+    for (int share = 0; share < 3; share++) { /* don't, via pool(), via graph_pool_handle() */
+        h_env e;
+        h_env_init(&e, H_SIM, SIM_BIG, "");
+        sublet_allocator *a = e.a;
+        void *x = h_malloc(a, n, main_stream);
+        sublet_pool_id g0, g1;
+        if (share == 2)
+            assert_int_equal(sublet_pool_handle(a, SUBLET_POOL_ID_USER, &g0), SUBLET_OK);
+        else
+            g0 = graph_id(a);
+        begin_capture(a, g0, s);
+        void *b = h_malloc(a, n, s);
+        for (int i = 0; i < 5; i++) {
+            void *r = func_with_temps(a, b, n, s);
+            h_free(a, b);
+            b = r;
+        }
+        end_capture(a, g0);
+        g1 = share == 0 ? graph_id(a) : g0;
+        begin_capture(a, g1, s);
+        for (int i = 0; i < 5; i++) {
+            void *r = func_with_temps(a, b, n, s);
+            h_free(a, b);
+            b = r;
+        }
+        end_capture(a, g1);
+        assert_int_equal(info(a, g0).use_count, share == 0 ? 1 : 2);
+        void *c = h_malloc(a, n, main_stream);
+        for (int i = 0; i < 6; i++) {
+            void *r = func_with_temps(a, c, n, main_stream);
+            h_free(a, c);
+            c = r;
+        }
+        int64_t reserved = h_stat(a, "reserved_bytes.all.current");
+        if (share == 0)
+            reserved_no_sharing = reserved;
+        else
+            assert_int_equal(reserved_no_sharing - reserved, (int64_t)(2 * MiB));
+        h_free(a, x);
+        h_free(a, b);
+        h_free(a, c);
+        release(a, g0);
+        release(a, g1);
+        h_empty_cache(a);
+        assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+        assert_false(info(a, g0).exists);
+        h_env_fini(&e);
+    }
+}
+
+/* ---- test_graph_capture_oom and the OOM message's private-pool figure ------------------ */
+
+static void test_graph_capture_oom(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, 40 * MiB, "");
+    sublet_allocator *a = e.a;
+    const sublet_stream s = 3;
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, s);
+    void *p = h_malloc(a, 10 * MiB + 512, s); /* a 12 MiB segment of the pool */
+    h_free(a, p);
+    void *q = NULL;
+    assert_int_equal(h_try_malloc(a, 30 * MiB, s, &q), SUBLET_ERR_OOM);
+    assert_null(q);
+    const char *m = oom_text(a);
+    assert_non_null(strstr(m, "CUDA out of memory. Tried to allocate 30.00 MiB."));
+    assert_non_null(strstr(m, "Of the allocated memory 12.00 MiB is allocated by PyTorch, with "
+                              "12.00 MiB allocated in private pools (e.g., CUDA Graphs), and 0 "
+                              "bytes is reserved by PyTorch but unallocated."));
+    /* no full release during a capture: no retry, the pool keeps its segment */
+    assert_int_equal(h_stat(a, "num_alloc_retries"), 0);
+    assert_int_equal(h_stat(a, "num_sync_all_streams"), 0);
+    assert_int_equal(info(a, g).device_segments, 1);
+    end_capture(a, g);
+    /* the graph is gone: the OOM path releases its freeable pool and retries */
+    release(a, g);
+    q = h_malloc(a, 30 * MiB, s);
+    assert_int_equal(h_stat(a, "num_alloc_retries"), 1);
+    assert_false(info(a, g).exists);
+    h_free(a, q);
+    h_env_fini(&e);
+}
+
+/* ---- MemPool ------------------------------------------------------------------------------ */
+
+typedef struct bump {
+    uint64_t next;
+    int allocs, frees;
+    uint64_t live;
+} bump;
+
+static sublet_status bump_alloc(void *user, uint64_t size, uint64_t *addr)
+{
+    bump *b = user;
+    *addr = b->next;
+    b->next += size;
+    b->allocs++;
+    b->live += size;
+    return SUBLET_OK;
+}
+
+static void bump_free(void *user, uint64_t addr, uint64_t size)
+{
+    (void)addr;
+    bump *b = user;
+    b->frees++;
+    b->live -= size;
+}
+
+static void use_mem_pool_begin(sublet_allocator *a, sublet_pool_id id)
+{
+    assert_int_equal(sublet_pool_begin_allocate(a, id, SUBLET_POOL_FILTER_THREAD, 0), SUBLET_OK);
+    CHECK(a);
+}
+
+static void use_mem_pool_end(sublet_allocator *a, sublet_pool_id id)
+{
+    assert_int_equal(sublet_pool_end_allocate(a, id), SUBLET_OK);
+    release(a, id);
+}
+
+static void mempool_destroy(sublet_allocator *a, sublet_pool_id id)
+{
+    assert_int_equal(info(a, id).use_count, 1);
+    release(a, id);
+    assert_int_equal(sublet_pool_empty_cache(a, id), SUBLET_OK);
+    CHECK(a);
+}
+
+static void test_mempool_with_allocator(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    bump bp = {.next = UINT64_C(0x500000000000)};
+    sublet_pool_options o = {.alloc = bump_alloc, .free = bump_free, .user = &bp};
+    sublet_pool_id id;
+    assert_int_equal(sublet_pool_create(a, &o, &id), SUBLET_OK);
+    assert_int_equal(id.first, 0);
+    assert_int_equal(id.second, 1);
+    assert_int_equal(info(a, id).use_count, 1);
+    use_mem_pool_begin(a, id);
+    assert_int_equal(info(a, id).use_count, 2);
+    void *t1 = h_malloc(a, 1 * MiB, 0), *t2 = h_malloc(a, 1 * MiB, 0);
+    assert_int_equal(bp.allocs, 1); /* two 1 MiB tensors share a 2 MiB segment */
+    void *t3 = h_malloc(a, 1 * MiB, 0);
+    assert_int_equal(bp.allocs, 2);
+    assert_true(h_addr(t1) >= UINT64_C(0x500000000000));
+    use_mem_pool_end(a, id);
+    assert_int_equal(info(a, id).use_count, 1);
+    assert_int_equal(info(a, id).device_segments, 2);
+    assert_int_equal(pool_stat(a, id, "segment.small_pool.current"), 2);
+    assert_int_equal(pool_stat(a, id, "allocation.all.current"), 3);
+    /* outside the context: the default pool, the backend's memory */
+    void *d = h_malloc(a, 1 * MiB, 0);
+    assert_true(h_addr(d) < UINT64_C(0x500000000000) || h_addr(d) >= bp.next);
+    h_free(a, t1);
+    h_free(a, t2);
+    h_free(a, t3);
+    h_empty_cache(a); /* not freeable: the pool keeps its segments */
+    assert_int_equal(bp.frees, 0);
+    mempool_destroy(a, id);
+    assert_int_equal(bp.frees, 2);
+    assert_int_equal(bp.live, 0);
+    assert_false(info(a, id).exists);
+    assert_int_equal(h_stat(a, "segment.all.current"), 1); /* d's, untouched */
+    h_free(a, d);
+    h_env_fini(&e);
+}
+
+static void test_mempool_no_split(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        h_env e;
+        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        sublet_allocator *a = e.a;
+        sublet_pool_options o = {.no_split = 1};
+        sublet_pool_id id;
+        assert_int_equal(sublet_pool_create(a, &o, &id), SUBLET_OK);
+        use_mem_pool_begin(a, id);
+        void *p[3];
+        for (int i = 0; i < 3; i++)
+            p[i] = h_malloc(a, 1 * KiB, 0);
+        use_mem_pool_end(a, id);
+        /* newest: one block per segment; 2.6 has no no_split and splits */
+        assert_int_equal(info(a, id).device_segments, v ? 3 : 1);
+        assert_int_equal(h_block_size(a, p[0]), v ? 2 * MiB : 1 * KiB);
+        for (int i = 0; i < 3; i++)
+            h_free(a, p[i]);
+        mempool_destroy(a, id);
+        assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+        h_env_fini(&e);
+    }
+}
+
+static void test_mempool_use_on_oom(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        h_env e;
+        h_env_init(&e, H_SIM, 64 * MiB, v ? "" : "pytorch_version:2.6");
+        sublet_allocator *a = e.a;
+        sublet_pool_options o = {.use_on_oom = 1};
+        sublet_pool_id id;
+        assert_int_equal(sublet_pool_create(a, &o, &id), SUBLET_OK);
+        use_mem_pool_begin(a, id);
+        void *p = h_malloc(a, 40 * MiB, 0);
+        uint64_t at = h_addr(p);
+        h_free(a, p);
+        use_mem_pool_end(a, id);
+        void *q = NULL;
+        sublet_status st = h_try_malloc(a, 40 * MiB, 0, &q);
+        if (v) { /* the pool's cached block serves the default pool, and stays the pool's */
+            assert_int_equal(st, SUBLET_OK);
+            assert_int_equal(h_addr(q), at);
+            sublet_pool_id owner;
+            assert_int_equal(sublet_pool_of(a, q, &owner), SUBLET_OK);
+            assert_int_equal(owner.second, id.second);
+            assert_int_equal(pool_stat(a, id, "allocation.all.current"), 1);
+            h_free(a, q);
+        } else { /* 2.6: no fallback; the live pool is not released */
+            assert_int_equal(st, SUBLET_ERR_OOM);
+            assert_non_null(strstr(oom_text(a), "with 40.00 MiB allocated in private pools"));
+        }
+        mempool_destroy(a, id);
+        assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+        h_env_fini(&e);
+    }
+}
+
+static void test_nested_mempool(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        h_env e;
+        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        sublet_allocator *a = e.a;
+        sublet_pool_id p1, p2, owner;
+        assert_int_equal(sublet_pool_create(a, NULL, &p1), SUBLET_OK);
+        assert_int_equal(sublet_pool_create(a, NULL, &p2), SUBLET_OK);
+        assert_int_equal(p2.second, p1.second + 1);
+        use_mem_pool_begin(a, p1);
+        void *x = h_malloc(a, 4 * MiB, 0);
+        use_mem_pool_begin(a, p2);
+        void *y = h_malloc(a, 4 * MiB, 0);
+        /* newest asks the most recent redirection first, 2.6 the oldest */
+        assert_int_equal(sublet_pool_of(a, y, &owner), SUBLET_OK);
+        assert_int_equal(owner.second, v ? p2.second : p1.second);
+        use_mem_pool_end(a, p2);
+        void *z = h_malloc(a, 4 * MiB, 0);
+        assert_int_equal(sublet_pool_of(a, z, &owner), SUBLET_OK);
+        assert_int_equal(owner.second, p1.second);
+        use_mem_pool_end(a, p1);
+        void *w = h_malloc(a, 4 * MiB, 0);
+        assert_int_equal(sublet_pool_of(a, w, &owner), SUBLET_OK);
+        assert_int_equal(owner.second, 0);
+        h_free(a, x);
+        h_free(a, y);
+        h_free(a, z);
+        h_free(a, w);
+        mempool_destroy(a, p2);
+        mempool_destroy(a, p1);
+        h_empty_cache(a);
+        assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+        h_env_fini(&e);
+    }
+}
+
+typedef struct thread_arg {
+    sublet_allocator *a;
+    void *p;
+} thread_arg;
+
+static void *other_thread(void *arg)
+{
+    thread_arg *t = arg;
+    if (sublet_malloc(t->a, 2 * MiB, 0, &t->p) != SUBLET_OK)
+        t->p = NULL;
+    return NULL;
+}
+
+static void test_mempool_ctx_multithread(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    sublet_pool_id id, owner;
+    assert_int_equal(sublet_pool_create(a, NULL, &id), SUBLET_OK);
+    use_mem_pool_begin(a, id);
+    thread_arg t = {a, NULL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, other_thread, &t), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    CHECK(a);
+    assert_non_null(t.p);
+    assert_int_equal(sublet_pool_of(a, t.p, &owner), SUBLET_OK);
+    assert_int_equal(owner.second, 0); /* another thread: the default pool */
+    assert_int_equal(h_stat(a, "active_bytes.all.current"), (int64_t)(2 * MiB));
+    assert_int_equal(pool_stat(a, id, "active_bytes.all.current"), 0);
+    /* empty_cache inside use_mem_pool acts on that pool only */
+    h_free(a, t.p);
+    int64_t syncs = h_stat(a, "num_sync_all_streams");
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), (int64_t)(20 * MiB));
+    assert_int_equal(h_stat(a, "num_sync_all_streams"), syncs);
+    use_mem_pool_end(a, id);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    mempool_destroy(a, id);
+    h_env_fini(&e);
+}
+
+/* ---- frees with stream uses during a capture (§4.5) ---------------------------------------- */
+
+static void test_capture_deferred_free(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    const sublet_stream s = 1, other = 2, during = 3;
+    void *x = h_malloc(a, 4 * MiB, s); /* a default-pool block */
+    h_record(a, x, other);             /* used on `other` before the capture */
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, s);
+    void *y = h_malloc(a, 4 * MiB, s); /* the pool's */
+    h_record(a, y, during);            /* used on `during` inside the capture */
+    h_free(a, x);
+    h_free(a, y);
+    /* no events during a capture: both stay active, nothing is queried */
+    assert_int_equal(h_stat(a, "active.all.current"), 2);
+    assert_int_equal(h_stat(a, "allocation.all.current"), 0);
+    void *z = h_malloc(a, 4 * MiB, s); /* cannot reuse either */
+    assert_true(h_addr(z) != h_addr(x) && h_addr(z) != h_addr(y));
+    h_free(a, z);
+    end_capture(a, g);
+    /* the next process_events: y's capture-time use needs no event (freed at
+     * once), x waits on an event recorded on `other` */
+    h_process_events(a);
+    assert_int_equal(h_stat(a, "active.all.current"), 1);
+    h_empty_cache(a); /* synchronises x's event */
+    assert_int_equal(h_stat(a, "active.all.current"), 0);
+    release(a, g);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+}
+
+/* ---- blocks never migrate; misuse ------------------------------------------------------------ */
+
+static void test_pool_isolation_and_misuse(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a);
+    assert_int_equal(g.first, 1);
+    assert_int_equal(g.second, 0);
+    assert_false(info(a, g).exists); /* a handle creates nothing */
+    begin_capture(a, g, 1);
+    void *p = h_malloc(a, 1000, 1);
+    h_free(a, p); /* cached in the pool */
+    /* refused: a second redirection to the same pool (the use stays, as PyTorch's) */
+    assert_int_equal(sublet_pool_begin_allocate(a, g, SUBLET_POOL_FILTER_STREAM, 2),
+                     SUBLET_ERR_BUSY);
+    assert_int_equal(info(a, g).use_count, 2);
+    void *q = h_malloc(a, 1000, 2); /* stream 2 is not captured: the default pool */
+    assert_true(h_addr(q) != h_addr(p));
+    end_capture(a, g);
+    assert_int_equal(sublet_pool_end_allocate(a, g), SUBLET_ERR_INVALID_ARGUMENT);
+    void *r = h_malloc(a, 1000, 1); /* same stream, after the capture: not the pool's block */
+    assert_true(h_addr(r) != h_addr(p));
+    sublet_pool_id zero = {0, 0}, unknown = {0, 99};
+    assert_int_equal(sublet_pool_begin_allocate(a, zero, SUBLET_POOL_FILTER_STREAM, 1),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sublet_pool_release(a, unknown), SUBLET_ERR_INVALID_ARGUMENT);
+    sublet_stats st;
+    assert_int_equal(sublet_pool_stats_read(a, unknown, &st), SUBLET_ERR_INVALID_ARGUMENT);
+    release(a, g);
+    release(a, g);
+    assert_int_equal(sublet_pool_release(a, g), SUBLET_ERR_INVALID_ARGUMENT); /* freeable */
+    assert_int_equal(sublet_pool_begin_allocate(a, g, SUBLET_POOL_FILTER_STREAM, 1),
+                     SUBLET_ERR_INVALID_ARGUMENT); /* no longer live */
+    h_free(a, q);
+    h_free(a, r);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+
+    h_env_init(&e, H_SIM, SIM_BIG, "expandable_segments:True,policy:stitch");
+    assert_int_equal(sublet_pool_begin_allocate(e.a, graph_id(e.a), SUBLET_POOL_FILTER_STREAM, 1),
+                     SUBLET_ERR_UNSUPPORTED);
+    h_env_fini(&e);
+}
+
+/* ---- expandable segments: a graph's pool maps its own pages ---------------------------------- */
+
+static void test_pool_expandable(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "expandable_segments:True");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a), owner;
+    void *d = h_malloc(a, 30 * MiB, 1);
+    begin_capture(a, g, 1);
+    void *p = h_malloc(a, 30 * MiB, 1);
+    end_capture(a, g);
+    assert_int_equal(sublet_pool_of(a, p, &owner), SUBLET_OK);
+    assert_int_equal(owner.first, g.first);
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.large_pool.current"), (int64_t)(40 * MiB));
+    assert_int_equal(info(a, g).device_segments, 1);
+    h_free(a, p);
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    h_free(a, d);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graph_memory_stats),
+        cmocka_unit_test(test_graph_two_successive),
+        cmocka_unit_test(test_graph_capture_oom),
+        cmocka_unit_test(test_mempool_with_allocator),
+        cmocka_unit_test(test_mempool_no_split),
+        cmocka_unit_test(test_mempool_use_on_oom),
+        cmocka_unit_test(test_nested_mempool),
+        cmocka_unit_test(test_mempool_ctx_multithread),
+        cmocka_unit_test(test_capture_deferred_free),
+        cmocka_unit_test(test_pool_isolation_and_misuse),
+        cmocka_unit_test(test_pool_expandable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
