@@ -51,6 +51,11 @@ sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load
  * stream).  Bounded, in the sense that it holds nothing of its own. */
 sublet_status sublet_trace_stream_from_trace(const sublet_trace *t, sublet_trace_stream **out);
 void sublet_trace_stream_close(sublet_trace_stream *s);
+/* The format of the file at `path` ("-" is not looked at), as
+ * sublet_trace_detect gives it for its first 64 KiB (inflated when gzip'd);
+ * SUBLET_FORMAT_UNKNOWN when it cannot be read.  Whether
+ * sublet_trace_stream_open would stream it: EVENTS_CSV and EVENT_LOG. */
+sublet_trace_format sublet_trace_detect_path(const char *path);
 
 /* The next recorded events (after the prelude): up to cap into ev, *n of
  * them; *n == 0 at the end.  SUBLET_ERR_PARSE / _IO / _NO_MEMORY with the

@@ -1053,5 +1053,9 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
 sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
                                    sublet_replay_result *r, char *err, size_t err_cap)
 {
-    return replay(ts, NULL, o, r, err, err_cap);
+    /* a stream over an in-memory trace, not read yet: its array is the window */
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
+        t = NULL;
+    return replay(ts, t, o, r, err, err_cap);
 }

@@ -232,7 +232,9 @@ static sublet_status start(sublet_trace_stream *s)
         return fail(s, SUBLET_ERR_IO, why);
     }
     s->src.chunk = s->opt.read_chunk ? s->opt.read_chunk : DEFAULT_CHUNK;
-    gzbuffer((gzFile)s->src.gz, s->src.chunk < 8192 ? 8192 : (unsigned)(s->src.chunk > (1u << 20) ? (1u << 20) : s->src.chunk));
+    size_t zbuf = s->src.chunk < 8192 ? 8192 : s->src.chunk > DEFAULT_CHUNK ? DEFAULT_CHUNK
+                                                                             : s->src.chunk;
+    gzbuffer((gzFile)s->src.gz, (unsigned)zbuf);
     s->rows = 0;
     s->lineno = 0;
     if (sl_src_fill(&s->src, DETECT_BYTES) != 0)
@@ -290,6 +292,22 @@ sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load
     }
     *out = s;
     return SUBLET_OK;
+}
+
+sublet_trace_format sublet_trace_detect_path(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return SUBLET_FORMAT_UNKNOWN;
+    gzFile g = gzopen(path, "rb");
+    if (!g)
+        return SUBLET_FORMAT_UNKNOWN;
+    uint8_t *head = malloc(DETECT_BYTES);
+    int got = head ? gzread(g, head, (unsigned)DETECT_BYTES) : -1;
+    gzclose(g);
+    sublet_trace_format f =
+        got > 0 ? sublet_trace_detect(head, (size_t)got) : SUBLET_FORMAT_UNKNOWN;
+    free(head);
+    return f;
 }
 
 sublet_status sublet_trace_stream_from_trace(const sublet_trace *t, sublet_trace_stream **out)
