@@ -84,6 +84,8 @@ sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *
  * settings the trace recorded (*from_trace = 1), else ""; under
  * --pytorch-version X the latter two begin with "pytorch_version:X,". */
 const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace);
+/* The same from the recorded settings string (NULL: none), e.g. a stream's. */
+const char *cli_conf_for_settings(const char *recorded, const char *given, int *from_trace);
 /* `--pytorch-version X` (or =X), for every command that takes --conf: takes
  * it out of argv (argc shrinks) and puts "pytorch_version:X," before each
  * --conf value, and cli_conf_for before the others.  Returns 0, or CLI_USAGE

@@ -281,10 +281,14 @@ int cli_take_pytorch_version(const char *cmd, int *argc, char **argv)
 
 const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace)
 {
+    return cli_conf_for_settings(sublet_trace_settings(t), given, from_trace);
+}
+
+const char *cli_conf_for_settings(const char *rec, const char *given, int *from_trace)
+{
     *from_trace = 0;
     if (given)
         return given; /* --conf: cli_take_pytorch_version put the version in */
-    const char *rec = sublet_trace_settings(t);
     const char *conf = "";
     if (rec && *rec) {
         *from_trace = 1;

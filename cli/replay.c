@@ -56,6 +56,7 @@ typedef struct oom_rec {
 
 typedef struct cli_ctx {
     int json;
+    int defer; /* text: keep the OOM lines for after the header (a streamed replay) */
     oom_rec *ooms;
     size_t nooms, cap;
     int oom_nomem;
@@ -79,7 +80,7 @@ static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sub
                    const char *message)
 {
     cli_ctx *c = user;
-    if (!c->json) {
+    if (!c->json && !c->defer) {
         printf("event %" PRIu64 ": alloc of %" PRIu64 " bytes on stream %" PRIu64 " failed: ",
                event, size, stream);
         print_indented(stdout, message);
@@ -123,11 +124,74 @@ static const char *fmt_size(uint64_t n, char *buf, size_t cap)
     return buf;
 }
 
+/* The deferred OOM lines, as on_oom prints them. */
+static void print_deferred_ooms(const cli_ctx *c)
+{
+    for (size_t i = 0; i < c->nooms; i++) {
+        const oom_rec *x = &c->ooms[i];
+        printf("event %" PRIu64 ": alloc of %" PRIu64 " bytes on stream %" PRIu64 " failed: ",
+               x->event, x->size, x->stream);
+        print_indented(stdout, x->message);
+        fputc('\n', stdout);
+    }
+}
+
+/* What the report says about the trace: from the trace loaded whole, or
+ * gathered while a stream was replayed (the rows the report names kept as
+ * they were driven, by keep_named_rows). */
+typedef struct trace_facts {
+    const sublet_trace *t; /* NULL: streamed */
+    uint64_t rows, prelude, pre_segments, pre_allocs;
+    sublet_trace_format format;
+    const sublet_replay_result *r; /* streamed: the result being filled */
+    uint64_t kept_idx[4];
+    sublet_trace_event kept[4];
+    int nkept;
+} trace_facts;
+
+static void facts_of(const sublet_trace *t, trace_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    f->t = t;
+    f->rows = sublet_trace_count(t);
+    f->prelude = sublet_trace_prelude_count(t);
+    f->pre_segments = sublet_trace_count_kind(t, SUBLET_TRACE_PRE_SEGMENT);
+    f->pre_allocs = sublet_trace_count_kind(t, SUBLET_TRACE_PRE_ALLOC);
+    f->format = sublet_trace_source_format(t);
+}
+
+static const sublet_trace_event *facts_at(const trace_facts *f, uint64_t idx)
+{
+    if (f->t)
+        return sublet_trace_at(f->t, (size_t)idx);
+    for (int k = 0; k < f->nkept; k++)
+        if (f->kept_idx[k] == idx)
+            return &f->kept[k];
+    return NULL;
+}
+
+/* after_event of a streamed replay: keep the rows the report will name. */
+static void keep_named_rows(void *user, sublet_allocator *a, uint64_t index,
+                            const sublet_trace_event *ev)
+{
+    (void)a;
+    trace_facts *f = user;
+    const sublet_replay_fidelity *x = &f->r->fidelity;
+    const uint64_t named[4] = {x->first_decision_mismatch, x->first_address_mismatch,
+                               x->first_size_mismatch, x->first_empty_cache_mismatch};
+    for (int k = 0; k < 4; k++) {
+        if (named[k] != index || facts_at(f, index) || f->nkept == 4)
+            continue;
+        f->kept_idx[f->nkept] = index;
+        f->kept[f->nkept++] = *ev;
+    }
+}
+
 /* ---- the text report -------------------------------------------------------------- */
 
-static void print_event_ref(const sublet_trace *t, uint64_t idx)
+static void print_event_ref(const trace_facts *t, uint64_t idx)
 {
-    const sublet_trace_event *e = sublet_trace_at(t, (size_t)idx);
+    const sublet_trace_event *e = facts_at(t, idx);
     if (!e) {
         printf("none\n");
         return;
@@ -145,7 +209,7 @@ static void print_release(const sublet_replay_release *x)
            sublet_action_name((sublet_action)x->kind), x->size, x->addr);
 }
 
-static void print_text(const char *path, const sublet_trace *t, const sublet_replay_options *o,
+static void print_text(const char *path, const trace_facts *t, const sublet_replay_options *o,
                        const sublet_replay_result *r)
 {
     const sublet_replay_fidelity *f = &r->fidelity;
@@ -164,7 +228,7 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
     fputs(r->summary_end ? r->summary_end : "", stdout);
 
     printf("\nreplay of %s\n", path);
-    uint64_t npre = sublet_trace_prelude_count(t);
+    uint64_t npre = t->prelude;
     printf("  events driven:          %" PRIu64 " (%" PRIu64 " prelude rows, %" PRIu64
            " allocs, %" PRIu64 " frees, %" PRIu64 " deferred by stream use, %" PRIu64
            " empty_cache)\n",
@@ -234,7 +298,7 @@ static void print_text(const char *path, const sublet_trace *t, const sublet_rep
     }
     if (f->first_empty_cache_mismatch != SUBLET_REPLAY_NONE) {
         const sublet_replay_release_diff *x = &f->empty_cache_mismatch;
-        const sublet_trace_event *e = sublet_trace_at(t, (size_t)f->first_empty_cache_mismatch);
+        const sublet_trace_event *e = facts_at(t, f->first_empty_cache_mismatch);
         printf("  first release mismatch: event %" PRIu64 " (line %" PRIu64 "): recorded %" PRIu64
                ", engine %" PRIu64 "; %" PRIu64 " only recorded",
                f->first_empty_cache_mismatch, e ? e->line : 0, x->recorded, x->engine,
@@ -285,7 +349,7 @@ static void json_release(json_writer *w, const char *key, const sublet_replay_re
     json_object_end(w);
 }
 
-static void print_json(const char *path, const sublet_trace *t, const sublet_replay_options *o,
+static void print_json(const char *path, const trace_facts *t, const sublet_replay_options *o,
                        const sublet_replay_result *r, const cli_ctx *c, const char *error,
                        const char *snapshot_out)
 {
@@ -294,13 +358,13 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
     json_init(&w, stdout);
     json_object_begin(&w);
     json_kv_string(&w, "trace", path);
-    json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_source_format(t)));
+    json_kv_string(&w, "format", sublet_trace_format_name(t->format));
     json_kv_string(&w, "conf", o->conf);
     json_kv_u64(&w, "device_memory_bytes", o->device_memory);
     json_index(&w, "stop_after", o->stop_after);
     json_kv_bool(&w, "placement_hints", o->placement_hints);
     json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
-    json_kv_u64(&w, "trace_events", sublet_trace_count(t));
+    json_kv_u64(&w, "trace_events", t->rows);
     json_kv_u64(&w, "events", r->events);
     json_index(&w, "last_event", r->last_event);
     json_kv_u64(&w, "prelude_segments", r->pre_segments);
@@ -365,7 +429,7 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
         json_null(&w);
     } else {
         const sublet_replay_release_diff *d = &f->empty_cache_mismatch;
-        const sublet_trace_event *e = sublet_trace_at(t, (size_t)f->first_empty_cache_mismatch);
+        const sublet_trace_event *e = facts_at(t, f->first_empty_cache_mismatch);
         json_object_begin(&w);
         json_kv_u64(&w, "event", f->first_empty_cache_mismatch);
         json_kv_u64(&w, "line", e ? e->line : 0);
@@ -396,6 +460,131 @@ static void print_json(const char *path, const sublet_trace *t, const sublet_rep
         json_null(&w);
     json_object_end(&w);
     json_finish(&w);
+}
+
+static void print_header(const char *path, const trace_facts *t, const sublet_replay_options *o,
+                         int conf_from_trace)
+{
+    printf("sublet replay %s\n", path);
+    printf("  trace:          %" PRIu64 " rows (%" PRIu64 " prelude: %" PRIu64 " pre_segment, %" PRIu64
+           " pre_alloc), %s\n", t->rows, t->prelude, t->pre_segments, t->pre_allocs,
+           sublet_trace_format_name(t->format));
+    printf("  settings:       %s%s\n", o->conf[0] ? o->conf : "(PyTorch defaults)",
+           conf_from_trace ? " (recorded in the trace)" : "");
+    char b[48];
+    sublet_format_size(o->device_memory, b, sizeof b);
+    printf("  device memory:  %s (%" PRIu64 " bytes), sim backend%s\n", b, o->device_memory,
+           o->placement_hints ? ", segments placed as recorded when free" : "");
+    if (o->stop_after != SUBLET_REPLAY_ALL)
+        printf("  stopping after: event %" PRIu64 "\n", o->stop_after);
+    fflush(stdout);
+}
+
+/* The fragmentation picture and the OOM diagnosis, as text. */
+static void print_frag_text(const cli_ctx *c)
+{
+    if (c->frag) {
+        size_t n = sublet_frag_format_text(c->frag, NULL, NULL, 0);
+        char *txt = malloc(n + 1);
+        if (txt) {
+            sublet_frag_format_text(c->frag, NULL, txt, n + 1);
+            printf("\n%s", txt);
+            free(txt);
+        }
+    }
+    if (c->have_diag)
+        cli_print_diagnosis(stdout, &c->diag);
+}
+
+/* ---- the streamed replay ------------------------------------------------------------------ */
+
+/* The stream's error, when it has one (a malformed row, a read error). */
+static int stream_failed(sublet_trace_stream *ts, char *err, size_t cap)
+{
+    size_t n;
+    return sublet_trace_stream_next(ts, NULL, 0, &n, err, cap) != SUBLET_OK;
+}
+
+/* `sublet replay` over a stream (an events CSV or an event log, without
+ * --snapshot-out or --min-capacity): the same report, byte for byte, as
+ * from the trace loaded whole, in memory that grows with the live blocks.
+ * A malformed row is reported as when loading (nothing on stdout): the rows
+ * after the replay's last are read too, to count and check them. */
+static int replay_streamed(const char *path, const char *conf, sublet_replay_options o, int json)
+{
+    char err[1024];
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_open(path, NULL, &ts, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
+        return CLI_ERROR;
+    }
+    int conf_from_trace;
+    o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &conf_from_trace);
+    trace_facts tf = {.format = sublet_trace_stream_format(ts)};
+    const sublet_trace_event *pre;
+    tf.prelude = sublet_trace_stream_prelude(ts, &pre);
+    for (uint64_t i = 0; i < tf.prelude; i++) {
+        tf.pre_segments += pre[i].kind == SUBLET_TRACE_PRE_SEGMENT;
+        tf.pre_allocs += pre[i].kind == SUBLET_TRACE_PRE_ALLOC;
+    }
+    cli_ctx c = {.json = json, .defer = 1};
+    sublet_replay_result r;
+    tf.r = &r;
+    o.on_oom = on_oom;
+    o.oom_user = &c;
+    o.capture_summary = !json;
+    o.after_event = keep_named_rows;
+    o.observer_user = &tf;
+    char rerr[1024] = "";
+    st = sublet_replay_stream(ts, &o, &r, rerr, sizeof rerr);
+    o.after_event = NULL;
+    o.observer_user = NULL;
+    /* the rest of the rows: counted and checked, as loading does */
+    static sublet_trace_event rest[4096];
+    size_t got = 1;
+    while (!stream_failed(ts, err, sizeof err) && got)
+        if (sublet_trace_stream_next(ts, rest, 4096, &got, err, sizeof err) != SUBLET_OK)
+            break;
+    if (stream_failed(ts, err, sizeof err)) {
+        fprintf(stderr, "sublet replay: %s\n", err);
+        sublet_replay_result_free(&r);
+        ctx_free(&c);
+        sublet_trace_stream_close(ts);
+        return CLI_ERROR;
+    }
+    tf.rows = sublet_trace_stream_rows(ts);
+    if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
+        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+    const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
+    if (!failure) {
+        char ferr[512];
+        sublet_replay_options fo = o;
+        fo.on_oom = NULL;
+        fo.oom_user = NULL;
+        if (sublet_frag_state_at_stream(ts, &fo, o.stop_after, &c.frag, NULL, ferr,
+                                        sizeof ferr) != SUBLET_OK)
+            c.frag = NULL;
+        if (r.ooms && sublet_frag_diagnose_stream(ts, &o, NULL, &c.diag, ferr, sizeof ferr) ==
+                          SUBLET_OK)
+            c.have_diag = 1;
+    }
+    if (json) {
+        print_json(path, &tf, &o, &r, &c, failure, NULL);
+    } else {
+        print_header(path, &tf, &o, conf_from_trace);
+        print_deferred_ooms(&c);
+        print_text(path, &tf, &o, &r);
+        print_frag_text(&c);
+    }
+    if (c.oom_nomem)
+        fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
+    if (failure)
+        fprintf(stderr, "sublet replay: %s\n", failure);
+    sublet_replay_result_free(&r);
+    ctx_free(&c);
+    sublet_trace_stream_close(ts);
+    return failure ? CLI_ERROR : CLI_OK;
 }
 
 /* ---- arguments ------------------------------------------------------------------------ */
@@ -481,6 +670,14 @@ int cli_replay(int argc, char **argv)
         return CLI_USAGE;
     }
 
+    /* an events CSV or an event log streams (SUBLET_REPLAY_WHOLE=1: loaded
+     * whole, as every other format is) */
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (!snap_out && !min_capacity && !(whole && *whole && strcmp(whole, "0") != 0)) {
+        sublet_trace_format f = sublet_trace_detect_path(path);
+        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
+            return replay_streamed(path, conf, o, json);
+    }
     sublet_trace *t = NULL;
     sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
     if (st != SUBLET_OK) {
@@ -500,23 +697,10 @@ int cli_replay(int argc, char **argv)
     o.on_oom = on_oom;
     o.oom_user = &c;
     o.capture_summary = !json;
-    if (!json) {
-        printf("sublet replay %s\n", path);
-        printf("  trace:          %zu rows (%zu prelude: %zu pre_segment, %zu pre_alloc), %s\n",
-               sublet_trace_count(t), sublet_trace_prelude_count(t),
-               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_SEGMENT),
-               sublet_trace_count_kind(t, SUBLET_TRACE_PRE_ALLOC),
-               sublet_trace_format_name(sublet_trace_source_format(t)));
-        printf("  settings:       %s%s\n", o.conf[0] ? o.conf : "(PyTorch defaults)",
-               conf_from_trace ? " (recorded in the trace)" : "");
-        char b[48];
-        sublet_format_size(o.device_memory, b, sizeof b);
-        printf("  device memory:  %s (%" PRIu64 " bytes), sim backend%s\n", b, o.device_memory,
-               o.placement_hints ? ", segments placed as recorded when free" : "");
-        if (o.stop_after != SUBLET_REPLAY_ALL)
-            printf("  stopping after: event %" PRIu64 "\n", o.stop_after);
-        fflush(stdout);
-    }
+    trace_facts tf;
+    facts_of(t, &tf);
+    if (!json)
+        print_header(path, &tf, &o, conf_from_trace);
     sublet_replay_result r;
     char rerr[1024] = "";
     sublet_snapshot *snap = NULL;
@@ -550,20 +734,10 @@ int cli_replay(int argc, char **argv)
             c.have_diag = 1;
     }
     if (json)
-        print_json(path, t, &o, &r, &c, failure, wrote ? snap_out : NULL);
+        print_json(path, &tf, &o, &r, &c, failure, wrote ? snap_out : NULL);
     else {
-        print_text(path, t, &o, &r);
-        if (c.frag) {
-            size_t n = sublet_frag_format_text(c.frag, NULL, NULL, 0);
-            char *txt = malloc(n + 1);
-            if (txt) {
-                sublet_frag_format_text(c.frag, NULL, txt, n + 1);
-                printf("\n%s", txt);
-                free(txt);
-            }
-        }
-        if (c.have_diag)
-            cli_print_diagnosis(stdout, &c.diag);
+        print_text(path, &tf, &o, &r);
+        print_frag_text(&c);
         if (wrote)
             printf("snapshot of the replayed allocator: %s (%zu segments, %zu trace entries)\n",
                    snap_out, sublet_snapshot_segment_count(snap),

@@ -61,6 +61,12 @@ sublet_status sublet_frag_state_at(const sublet_trace *t, const sublet_replay_op
                                    uint64_t event, sublet_frag_state **out,
                                    sublet_replay_result *r, char *err, size_t err_cap);
 
+/* The same over a stream (sublet/trace_stream.h), replayed from its first
+ * row (it is rewound first): memory bounded by the live state. */
+sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          uint64_t event, sublet_frag_state **out,
+                                          sublet_replay_result *r, char *err, size_t err_cap);
+
 /* Series measured after every event, in SUBLET_FRAG_SERIES_* order. */
 enum {
     SUBLET_FRAG_SERIES_ALLOCATED = 0, /* allocated_bytes (rounded blocks) */
@@ -154,6 +160,10 @@ typedef struct sublet_frag_diagnose_options {
 sublet_status sublet_frag_diagnose_trace(const sublet_trace *t, const sublet_replay_options *o,
                                          const sublet_frag_diagnose_options *dopt,
                                          sublet_frag_diagnosis *d, char *err, size_t err_cap);
+/* The same over a stream, rewound before each of its replays. */
+sublet_status sublet_frag_diagnose_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          sublet_frag_diagnosis *d, char *err, size_t err_cap);
 /* Does candidate c avoid OOM number k of d (its event has no OOM there)? */
 int sublet_frag_candidate_avoids(const sublet_frag_candidate *c, uint64_t event);
 /* The report: each OOM (message, diagnosis), then a table of the candidates

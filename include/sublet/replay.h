@@ -52,6 +52,7 @@
 #include "sublet/stats.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -229,6 +230,24 @@ typedef struct sublet_replay_result {
  * measured so far.  Release *r with sublet_replay_result_free. */
 sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
                                 sublet_replay_result *r, char *err, size_t err_cap);
+/* The same replay over a stream (sublet/trace_stream.h), reading it in
+ * bounded chunks: the same result, byte for byte, as sublet_replay_run on
+ * the trace loaded whole (sublet_replay_run is this driver over the
+ * in-memory array).  Memory: the prelude, the engine's state, the address
+ * map (the live allocations) and a window of rows (a few thousand, more
+ * only while one release run or segment_map run is longer), whatever the
+ * length of the trace.  Rows are read up to the last one driven (and the
+ * ones it looks ahead at: the row after a free_requested, the rest of a
+ * release run): the caller may read the rest (sublet_trace_stream_next) to
+ * count or check it.  Differences, all about errors: a malformed row stops
+ * the replay when it is reached (the error as the whole-trace reader gives
+ * it, in err, with *r as measured so far), and a trace recorded mid-run
+ * under expandable segments is refused at the first row that shows it,
+ * after the observers (on_oom, before_event, ...) saw the rows before it;
+ * *r is then reset as if refused before the first row.  Stacks (recording
+ * with SUBLET_CONTEXT_*) come from sublet_trace_stream_stack. */
+sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                   sublet_replay_result *r, char *err, size_t err_cap);
 /* Free the summary texts (the struct itself belongs to the caller). */
 void sublet_replay_result_free(sublet_replay_result *r);
 

@@ -157,6 +157,8 @@ typedef struct sublet_trace_load_options {
     /* Refuse a pickle/JSON source whose parsed value tree needs more host
      * memory than this (0: no limit). */
     size_t max_tree_bytes;
+    /* Streams (sublet/trace_stream.h): bytes per read of the file (0: 1 MiB). */
+    size_t read_chunk;
 } sublet_trace_load_options;
 
 /* Parse a trace of any supported format from memory (opt may be NULL).

@@ -15,6 +15,18 @@
 #include "engine/frag_internal.h"
 #include "sublet/frag.h"
 
+/* Every replay here starts the stream from its first row again. */
+static sublet_status run_from_start(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                    sublet_replay_result *r, char *err, size_t cap)
+{
+    sublet_status st = sublet_trace_stream_rewind(ts, err, cap);
+    if (st != SUBLET_OK) {
+        memset(r, 0, sizeof *r);
+        return st;
+    }
+    return sublet_replay_stream(ts, o, r, err, cap);
+}
+
 static const char *const default_candidates[] = {
     "max_split_size_mb:128",
     "max_split_size_mb:256",
@@ -95,20 +107,21 @@ static void one_finish(void *user, sublet_allocator *a, uint64_t last, sublet_st
         sublet_oom_diagnose(a, c->oom->size, c->oom->stream, c->text, n + 1);
 }
 
-static void diagnose_one(const sublet_trace *t, const sublet_replay_options *o,
+static void diagnose_one(sublet_trace_stream *t, const sublet_replay_options *o,
                          sublet_frag_oom *oom)
 {
     sublet_replay_options ro = *o;
     ro.stop_after = oom->event;
     ro.record = SUBLET_RECORD_STATE;
-    ro.record_context = sublet_trace_stack_count(t) ? SUBLET_CONTEXT_STATE : SUBLET_CONTEXT_NONE;
+    ro.record_context =
+        sublet_trace_stream_stack_count(t) ? SUBLET_CONTEXT_STATE : SUBLET_CONTEXT_NONE;
     ro.record_max_entries = 0;
     one_ctx c = {oom, NULL};
     ro.on_finish = one_finish;
     ro.finish_user = &c;
     sublet_replay_result r;
     char err[256];
-    (void)sublet_replay_run(t, &ro, &r, err, sizeof err);
+    (void)run_from_start(t, &ro, &r, err, sizeof err);
     sublet_replay_result_free(&r);
     oom->diagnosis = c.text;
     if (c.text)
@@ -143,7 +156,7 @@ static void cand_oom(void *user, uint64_t event, uint64_t line, uint64_t size, s
     c->oom_events[c->noom_events++] = event;
 }
 
-static void run_candidate(const sublet_trace *t, const sublet_replay_options *o, const char *base,
+static void run_candidate(sublet_trace_stream *t, const sublet_replay_options *o, const char *base,
                           sublet_frag_candidate *c)
 {
     c->first_oom_event = SUBLET_REPLAY_NONE;
@@ -175,7 +188,7 @@ static void run_candidate(const sublet_trace *t, const sublet_replay_options *o,
     ro.on_oom = cand_oom;
     ro.oom_user = &x;
     sublet_replay_result r;
-    c->status = sublet_replay_run(t, &ro, &r, c->error, sizeof c->error);
+    c->status = run_from_start(t, &ro, &r, c->error, sizeof c->error);
     c->peak_reserved_bytes = r.peak_reserved_bytes;
     c->first_oom_event = r.first_oom_event;
     sublet_replay_result_free(&r);
@@ -196,6 +209,22 @@ int sublet_frag_candidate_avoids(const sublet_frag_candidate *c, uint64_t event)
 sublet_status sublet_frag_diagnose_trace(const sublet_trace *t, const sublet_replay_options *o,
                                          const sublet_frag_diagnose_options *dopt,
                                          sublet_frag_diagnosis *d, char *err, size_t err_cap)
+{
+    if (!t || !d)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK) {
+        memset(d, 0, sizeof *d);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sublet_status st = sublet_frag_diagnose_stream(ts, o, dopt, d, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_frag_diagnose_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          sublet_frag_diagnosis *d, char *err, size_t err_cap)
 {
     if (!t || !d)
         return SUBLET_ERR_INVALID_ARGUMENT;
@@ -224,7 +253,7 @@ sublet_status sublet_frag_diagnose_trace(const sublet_trace *t, const sublet_rep
     ro.on_oom = base_oom;
     ro.oom_user = &bc;
     sublet_replay_result r;
-    sublet_status st = sublet_replay_run(t, &ro, &r, err, err_cap);
+    sublet_status st = run_from_start(t, &ro, &r, err, err_cap);
     d->peak_reserved_bytes = r.peak_reserved_bytes;
     sublet_replay_result_free(&r);
     if (st == SUBLET_OK && bc.nomem)

@@ -88,6 +88,22 @@ sublet_status sublet_frag_state_at(const sublet_trace *t, const sublet_replay_op
 {
     if (!t || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK) {
+        *out = NULL;
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sublet_status st = sublet_frag_state_at_stream(ts, o, event, out, r, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          uint64_t event, sublet_frag_state **out,
+                                          sublet_replay_result *r, char *err, size_t err_cap)
+{
+    if (!t || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
     *out = NULL;
     sublet_replay_options ro;
     if (o)
@@ -96,14 +112,20 @@ sublet_status sublet_frag_state_at(const sublet_trace *t, const sublet_replay_op
         sublet_replay_options_init(&ro);
     ro.stop_after = event;
     ro.record = SUBLET_RECORD_STATE;
-    ro.record_context = sublet_trace_stack_count(t) ? SUBLET_CONTEXT_STATE : SUBLET_CONTEXT_NONE;
+    ro.record_context =
+        sublet_trace_stream_stack_count(t) ? SUBLET_CONTEXT_STATE : SUBLET_CONTEXT_NONE;
     ro.record_max_entries = 0;
     at_ctx c = {NULL, SUBLET_OK};
     ro.on_finish = at_finish;
     ro.finish_user = &c;
     sublet_replay_result local;
     sublet_replay_result *rr = r ? r : &local;
-    sublet_status st = sublet_replay_run(t, &ro, rr, err, err_cap);
+    sublet_status st = sublet_trace_stream_rewind(t, err, err_cap);
+    if (st != SUBLET_OK) {
+        memset(rr, 0, sizeof *rr);
+        return st;
+    }
+    st = sublet_replay_stream(t, &ro, rr, err, err_cap);
     if (!r)
         sublet_replay_result_free(&local);
     if (st == SUBLET_OK && c.st_status != SUBLET_OK) {

@@ -169,8 +169,28 @@ static int map_take(u64map *m, uint64_t key, uint64_t *val)
 /* ---- the replay state ---------------------------------------------------------- */
 
 typedef struct rp {
+    /* The rows: the prelude pre[0, npre) and a window of recorded rows,
+     * ev[0, n) being rows [base, base + n).  Over an in-memory trace the
+     * window is the whole array (base 0, prelude included); over a stream it
+     * holds the rows from keep_from on and is refilled by chunks, so that the
+     * rows an event looks at (the segment_alloc or segment_map run before an
+     * alloc, the free_completed after a free_requested, a run of releases)
+     * are there and nothing older is kept. */
+    const sublet_trace_event *pre;
+    size_t npre;
     const sublet_trace_event *ev;
-    size_t n;
+    size_t base, n;
+    int in_place;               /* ev is the trace's own array */
+    int eof;                    /* the stream has no more rows */
+    sublet_trace_event *own;    /* the window's buffer (streams) */
+    size_t own_cap;
+    size_t keep_from;           /* the oldest row still needed */
+    size_t map_run;             /* first row of the run of segment_map rows ending at the last row driven */
+    int in_map_run;
+    sublet_trace_stream *ts;
+    sublet_status rd_st;        /* a read error of the stream */
+    char rd_err[600];
+    rf_xcheck xc;               /* the expandable-prelude check, row by row (streams) */
     const sublet_replay_options *o;
     sublet_replay_result *r;
     char *err;
@@ -193,30 +213,113 @@ typedef struct rp {
     /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
      * the times of the engine events of the current call, in order; stacks
      * come from row `cur` */
-    const sublet_trace *t;
     size_t clk_first, clk_count, clk_pos, cur;
 } rp;
+
+/* ---- the rows -------------------------------------------------------------------------- */
+
+/* Is row i at hand (the prelude, or in the window)? */
+static inline int at_hand(const rp *s, size_t i)
+{
+    return i < s->npre || (i >= s->base && i - s->base < s->n);
+}
+
+/* Row i, which is at hand. */
+static inline const sublet_trace_event *row(const rp *s, size_t i)
+{
+    return i < s->npre ? &s->pre[i] : &s->ev[i - s->base];
+}
+
+#define WINDOW_CHUNK 4096 /* rows read from a stream at a time */
+
+/* Make row i (a recorded row) part of the window, reading from the stream
+ * as needed; rows before keep_from are dropped.  0 when the trace ends
+ * before it, or on a read error (rd_st). */
+static int have(rp *s, size_t i)
+{
+    while (i - s->base >= s->n) {
+        if (s->eof || s->rd_st != SUBLET_OK)
+            return 0;
+        size_t drop = s->keep_from > s->base ? s->keep_from - s->base : 0;
+        if (drop > s->n)
+            drop = s->n;
+        if (drop) {
+            memmove(s->own, s->own + drop, (s->n - drop) * sizeof *s->own);
+            s->n -= drop;
+            s->base += drop;
+        }
+        if (s->own_cap - s->n < WINDOW_CHUNK) {
+            size_t nc = s->own_cap ? s->own_cap * 2 : WINDOW_CHUNK;
+            while (nc - s->n < WINDOW_CHUNK)
+                nc *= 2;
+            sublet_trace_event *nb = realloc(s->own, nc * sizeof *nb);
+            if (!nb) {
+                s->rd_st = SUBLET_ERR_NO_MEMORY;
+                snprintf(s->rd_err, sizeof s->rd_err, "out of memory");
+                return 0;
+            }
+            s->own = nb;
+            s->own_cap = nc;
+            s->ev = nb;
+        }
+        size_t got = 0;
+        s->rd_st = sublet_trace_stream_next(s->ts, s->own + s->n, s->own_cap - s->n, &got,
+                                            s->rd_err, sizeof s->rd_err);
+        if (s->rd_st != SUBLET_OK)
+            return 0;
+        if (!got)
+            s->eof = 1;
+        s->n += got;
+    }
+    return 1;
+}
+
+/* Before row i is driven: the rows after it that it looks at (the next row
+ * of a free_requested, the whole run of a release).  0 on a read error. */
+static int prefetch(rp *s, size_t i)
+{
+    uint32_t k = row(s, i)->kind;
+    if (k == SUBLET_ACT_FREE_REQUESTED)
+        (void)have(s, i + 1);
+    else if (rf_is_release(k) && !(i > 0 && rf_is_release(row(s, i - 1)->kind)))
+        for (size_t j = i + 1; have(s, j) && rf_is_release(row(s, j)->kind); j++)
+            ;
+    return s->rd_st == SUBLET_OK;
+}
+
+/* After row i was driven: what the next rows may look back at. */
+static void retire(rp *s, size_t i)
+{
+    if (row(s, i)->kind == SUBLET_ACT_SEGMENT_MAP) {
+        if (!s->in_map_run)
+            s->map_run = i;
+        s->in_map_run = 1;
+    } else {
+        s->in_map_run = 0;
+    }
+    s->keep_from = s->in_map_run ? s->map_run : i;
+}
 
 /* ---- recording: the trace's clock and stacks -------------------------------------- */
 
 static uint64_t rec_clock(void *user)
 {
     rp *s = user;
-    if (s->clk_first >= s->n)
-        return 0;
     size_t k = s->clk_pos < s->clk_count ? s->clk_pos : (s->clk_count ? s->clk_count - 1 : 0);
     s->clk_pos++;
-    const sublet_trace_event *e = &s->ev[s->clk_first + k];
+    if (!at_hand(s, s->clk_first + k))
+        return 0;
+    const sublet_trace_event *e = row(s, s->clk_first + k);
     return (e->flags & SUBLET_TRACE_HAS_TIME) ? e->time_us : 0;
 }
 
 static size_t rec_stack(void *user, sublet_frame *out, size_t cap)
 {
     rp *s = user;
-    if (s->cur >= s->n)
+    if (!at_hand(s, s->cur))
         return 0;
     const sublet_trace_frame *fr = NULL;
-    size_t n = sublet_trace_stack(s->t, s->ev[s->cur].frames, &fr);
+    size_t n = sublet_trace_stream_stack(s->ts, row(s, s->cur)->frames, &fr);
     if (n > cap)
         n = cap;
     for (size_t i = 0; i < n; i++)
@@ -256,7 +359,7 @@ static void row_error(rp *s, size_t i, const char *fmt, ...)
         vsnprintf(what, sizeof what, fmt, ap);
         va_end(ap);
         snprintf(r->first_error, sizeof r->first_error, "event %zu (line %llu): %s", i,
-                 (unsigned long long)s->ev[i].line, what);
+                 (unsigned long long)row(s, i)->line, what);
     }
 }
 
@@ -273,7 +376,7 @@ static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
     return st;
 }
 
-static const char *kind_of(const rp *s, size_t i) { return sublet_trace_kind_name(s->ev[i].kind); }
+static const char *kind_of(const rp *s, size_t i) { return sublet_trace_kind_name(row(s, i)->kind); }
 
 static sublet_status run_check(rp *s, size_t i, int after_prelude)
 {
@@ -283,7 +386,7 @@ static sublet_status run_check(rp *s, size_t i, int after_prelude)
     if (after_prelude)
         return fatal(s, SUBLET_ERR_CORRUPT, "after seeding the prelude: %s", msg);
     return fatal(s, SUBLET_ERR_CORRUPT, "event %zu (line %llu, %s): %s", i,
-                 (unsigned long long)s->ev[i].line, kind_of(s, i), msg);
+                 (unsigned long long)row(s, i)->line, kind_of(s, i), msg);
 }
 
 /* ---- the prelude ------------------------------------------------------------------ */
@@ -349,17 +452,17 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
     size_t nalloc = 0;
     for (size_t i = 0; i < npre; i++) {
-        if (s->ev[i].kind == SUBLET_TRACE_PRE_ALLOC)
-            allocs[nalloc++] = &s->ev[i];
+        if (s->pre[i].kind == SUBLET_TRACE_PRE_ALLOC)
+            allocs[nalloc++] = &s->pre[i];
         else
-            s->recorded_reserved += s->ev[i].size;
+            s->recorded_reserved += s->pre[i].size;
     }
     if (!evs_sorted(allocs, nalloc))
         qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
-        size_t i = (size_t)(e - s->ev);
+        size_t i = (size_t)(e - s->pre);
         s->cur = i;
         clock_rows(s, i, 1);
         if (s->o->before_event)
@@ -425,7 +528,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
     }
     size_t nseg = 0, nalloc = 0;
     for (size_t i = 0; i < npre; i++) {
-        const sublet_trace_event *e = &s->ev[i];
+        const sublet_trace_event *e = &s->pre[i];
         if (e->kind == SUBLET_TRACE_PRE_ALLOC) {
             allocs[nalloc++] = e;
             continue;
@@ -451,7 +554,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
-        size_t i = (size_t)(e - s->ev);
+        size_t i = (size_t)(e - s->pre);
         const seg_ref *sg = seg_containing(segs, nseg, e->addr);
         if (!sg) {
             row_error(s, i, "pre_alloc at %llu lies in no seeded segment",
@@ -495,11 +598,13 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
 
 static sublet_status do_alloc(rp *s, size_t i)
 {
-    const sublet_trace_event *e = &s->ev[i];
+    const sublet_trace_event *e = row(s, i);
     sublet_replay_result *r = s->r;
     sublet_replay_fidelity *f = &r->fidelity;
-    /* PyTorch's decision: a segment_alloc row, or segment_map rows, before it */
-    rf_oracle rec = rf_oracle_of(s->ev, i);
+    /* PyTorch's decision: a segment_alloc row, or segment_map rows, before it
+     * (the window holds them: keep_from) */
+    rf_oracle rec = rf_oracle_of(s->ev, i - s->base);
+    rec.first_row += s->base;
     if (s->placement_hints)
         sublet_sim_next_hint(s->sim, rec.kind != RF_NONE ? rec.addr : 0);
     if (rec.kind != RF_NONE)
@@ -541,7 +646,7 @@ static sublet_status do_alloc(rp *s, size_t i)
 
 static sublet_status do_free_requested(rp *s, size_t i)
 {
-    const sublet_trace_event *e = &s->ev[i];
+    const sublet_trace_event *e = row(s, i);
     uint64_t ptr;
     if (!map_take(&s->addrs, e->addr, &ptr)) {
         row_error(s, i, "free_requested of %llu, which is not allocated",
@@ -551,8 +656,8 @@ static sublet_status do_free_requested(rp *s, size_t i)
     s->r->frees++;
     if (ptr == 0)
         return SUBLET_OK; /* its alloc failed: nothing to free */
-    int now = i + 1 < s->n && s->ev[i + 1].kind == SUBLET_ACT_FREE_COMPLETED &&
-              s->ev[i + 1].addr == e->addr;
+    int now = at_hand(s, i + 1) && row(s, i + 1)->kind == SUBLET_ACT_FREE_COMPLETED &&
+              row(s, i + 1)->addr == e->addr;
     void *p = (void *)(uintptr_t)ptr;
     if (now)
         clock_rows(s, i, 2);
@@ -577,7 +682,7 @@ static sublet_status do_free_requested(rp *s, size_t i)
 
 static void do_free_completed(rp *s, size_t i)
 {
-    const sublet_trace_event *e = &s->ev[i];
+    const sublet_trace_event *e = row(s, i);
     uint64_t syn;
     if (map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
@@ -585,7 +690,7 @@ static void do_free_completed(rp *s, size_t i)
             (void)sublet_process_events(s->a); /* its entry lands here, as the row */
         return;
     }
-    if (i > 0 && s->ev[i - 1].kind == SUBLET_ACT_FREE_REQUESTED && s->ev[i - 1].addr == e->addr)
+    if (i > 0 && row(s, i - 1)->kind == SUBLET_ACT_FREE_REQUESTED && row(s, i - 1)->addr == e->addr)
         return; /* completed with its request */
     row_error(s, i, "free_completed of %llu without a pending free", (unsigned long long)e->addr);
 }
@@ -595,30 +700,31 @@ static void do_free_completed(rp *s, size_t i)
 static sublet_status do_release(rp *s, size_t i)
 {
     sublet_replay_fidelity *f = &s->r->fidelity;
-    if (s->ev[i].kind == SUBLET_ACT_SEGMENT_FREE)
+    const sublet_trace_event *e = row(s, i);
+    if (e->kind == SUBLET_ACT_SEGMENT_FREE)
         f->recorded_segment_frees++;
     else
         f->recorded_segment_unmaps++;
-    s->recorded_reserved -= s->ev[i].size < s->recorded_reserved ? s->ev[i].size
-                                                                   : s->recorded_reserved;
-    if (i > 0 && rf_is_release(s->ev[i - 1].kind))
+    s->recorded_reserved -= e->size < s->recorded_reserved ? e->size : s->recorded_reserved;
+    if (i > 0 && rf_is_release(row(s, i - 1)->kind))
         return SUBLET_OK; /* the same empty_cache() */
-    size_t run = rf_release_run(s->ev, s->n, i);
+    /* the whole run is in the window (prefetch) */
+    size_t run = rf_release_run(s->ev, s->n, i - s->base);
     clock_rows(s, i, run);
     rf_call_begin(&s->pr, 1);
     sublet_status st = sublet_empty_cache(s->a);
     s->r->empty_caches++;
-    if (rf_judge_release(f, s->ev, i, run, &s->pr) != 0)
+    if (rf_judge_release(f, e, i, run, &s->pr) != 0)
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     if (st != SUBLET_OK)
         return fatal(s, st, "event %zu (line %llu): empty_cache: %s", i,
-                     (unsigned long long)s->ev[i].line, sublet_status_text(st));
+                     (unsigned long long)e->line, sublet_status_text(st));
     return SUBLET_OK;
 }
 
 static sublet_status do_event(rp *s, size_t i)
 {
-    const sublet_trace_event *e = &s->ev[i];
+    const sublet_trace_event *e = row(s, i);
     switch (e->kind) {
     case SUBLET_ACT_ALLOC:
         return do_alloc(s, i);
@@ -707,6 +813,8 @@ static char *summary_text(const sublet_stats *st, int device)
  * several times over. */
 static size_t addrs_capacity(const rp *s)
 {
+    if (!s->in_place)
+        return 1024; /* a stream: it grows with the live blocks */
     size_t live = 0, most = 0;
     for (size_t i = 0; i < s->n; i++) {
         uint32_t k = s->ev[i].kind;
@@ -762,13 +870,8 @@ static void teardown(rp *s)
     rf_call_fini(&s->pr);
 }
 
-sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
-                                sublet_replay_result *r, char *err, size_t err_cap)
+static void result_init(sublet_replay_result *r)
 {
-    if (err && err_cap)
-        err[0] = '\0';
-    if (!r)
-        return SUBLET_ERR_INVALID_ARGUMENT;
     memset(r, 0, sizeof *r);
     r->last_event = r->peak_reserved_event = r->first_oom_event = SUBLET_REPLAY_NONE;
     r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
@@ -776,66 +879,110 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
     r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.empty_cache_mismatch.first_only_recorded.kind = SUBLET_ACT_COUNT;
     r->fidelity.empty_cache_mismatch.first_only_engine.kind = SUBLET_ACT_COUNT;
-    if (!t)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    sublet_replay_options defaults;
-    if (!o) {
-        sublet_replay_options_init(&defaults);
-        o = &defaults;
+}
+
+/* The expandable-prelude check: over an in-memory trace, on the whole trace
+ * before anything is driven; over a stream, its prelude part now and the
+ * rows as they come (check_row). */
+static sublet_status check_expandable(rp *s, const sublet_trace *t)
+{
+    char why[1024];
+    sublet_status st = t ? rf_expandable_prelude(t, s->o->prelude, why, sizeof why)
+                         : rf_xcheck_begin(&s->xc, sublet_trace_stream_settings(s->ts), s->pre,
+                                           s->npre, s->o->prelude, why, sizeof why);
+    if (st != SUBLET_OK)
+        st = fatal(s, st, "%s", st == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
+    return st;
+}
+
+/* The replay of s->ts: one driver for an in-memory trace (t, whose array is
+ * the window) and a stream (t NULL). */
+static sublet_status drive(rp *s, const sublet_trace *t)
+{
+    const sublet_replay_options *o = s->o;
+    sublet_replay_result *r = s->r;
+    s->npre = sublet_trace_stream_prelude(s->ts, &s->pre);
+    if (t) {
+        s->in_place = 1;
+        s->ev = sublet_trace_events(t);
+        s->n = sublet_trace_count(t);
+        s->base = 0;
+        s->eof = 1;
+    } else {
+        s->base = s->keep_from = s->npre;
     }
-    rp s = {.ev = sublet_trace_events(t), .n = sublet_trace_count(t), .o = o, .r = r,
-            .err = err, .err_cap = err_cap, .best_reserved = -1, .t = t};
-    s.stats_best = &s.stats_buf[0];
-    s.stats_read = &s.stats_buf[1];
-    sublet_status st = setup(&s);
-    size_t npre = sublet_trace_prelude_count(t);
-    int mode = st == SUBLET_OK ? prelude_mode(&s) : SUBLET_PRELUDE_ADOPT;
-    if (st == SUBLET_OK) {
-        char why[1024];
-        st = rf_expandable_prelude(t, o->prelude, why, sizeof why);
-        if (st != SUBLET_OK)
-            st = fatal(&s, st, "%s", st == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
-    }
+    s->stats_best = &s->stats_buf[0];
+    s->stats_read = &s->stats_buf[1];
+    size_t npre = s->npre;
+    sublet_status st = setup(s);
+    int mode = st == SUBLET_OK ? prelude_mode(s) : SUBLET_PRELUDE_ADOPT;
     if (st == SUBLET_OK)
-        st = seed_prelude(&s, npre, mode);
+        st = check_expandable(s, t);
+    if (st == SUBLET_OK)
+        st = seed_prelude(s, npre, mode);
     if (st == SUBLET_OK && o->record != SUBLET_RECORD_OFF &&
         !(o->record_prelude && mode == SUBLET_PRELUDE_ALLOCATE)) {
         /* restart: the history holds recorded events only */
-        st = sublet_history_record(s.a, o->record, o->record_context, o->record_max_entries);
+        st = sublet_history_record(s->a, o->record, o->record_context, o->record_max_entries);
         if (st != SUBLET_OK)
-            st = fatal(&s, st, "cannot start recording: %s", sublet_status_text(st));
+            st = fatal(s, st, "cannot start recording: %s", sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
         /* the prelude's rows count as driven once it is seeded, so that
          * every row index reported (an OOM's, last_event) is below events */
         r->events = npre;
-        s.reserved_grew = 1; /* the seeded prelude */
-        observe(&s, npre ? npre - 1 : SIZE_MAX);
+        s->reserved_grew = 1; /* the seeded prelude */
+        observe(s, npre ? npre - 1 : SIZE_MAX);
         if (o->check)
-            st = run_check(&s, 0, 1);
+            st = run_check(s, 0, 1);
     }
     /* an OOM while allocating the prelude stops it there (stop_on_oom) */
-    for (size_t i = npre; st == SUBLET_OK && !r->stopped_on_oom && i < s.n && i <= o->stop_after;
-         i++) {
-        s.cur = i;
-        clock_rows(&s, i, 1);
+    for (size_t i = npre; st == SUBLET_OK && !r->stopped_on_oom && i <= o->stop_after; i++) {
+        if (!have(s, i) || !prefetch(s, i))
+            break;
+        if (s->xc.active) {
+            char why[1024];
+            sublet_status xs = rf_xcheck_row(&s->xc, row(s, i), i, why, sizeof why);
+            if (xs != SUBLET_OK) {
+                /* refused as the whole trace is, before any row: start afresh */
+                teardown(s);
+                result_init(r);
+                s->a = NULL;
+                s->sim = NULL;
+                s->best_reserved = -1;
+                s->recorded_reserved = 0;
+                s->reserved_grew = 0;
+                s->next_stream = 0;
+                s->stats_best = &s->stats_buf[0];
+                s->stats_read = &s->stats_buf[1];
+                st = setup(s);
+                if (st == SUBLET_OK)
+                    st = fatal(s, xs, "%s", xs == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
+                break;
+            }
+        }
+        s->cur = i;
+        clock_rows(s, i, 1);
         if (o->before_event)
-            o->before_event(o->observer_user, s.a, i, &s.ev[i]);
-        st = do_event(&s, i);
+            o->before_event(o->observer_user, s->a, i, row(s, i));
+        st = do_event(s, i);
         if (o->after_event)
-            o->after_event(o->observer_user, s.a, i, &s.ev[i]);
+            o->after_event(o->observer_user, s->a, i, row(s, i));
         r->events++;
         r->last_event = i;
-        observe(&s, i);
+        observe(s, i);
         if (st == SUBLET_OK && o->check)
-            st = run_check(&s, i, 0);
+            st = run_check(s, i, 0);
+        retire(s, i);
         if (r->stopped_on_oom)
             break;
     }
-    if (s.best_reserved >= 0)
-        r->stats_peak = *s.stats_best;
-    if (s.a) {
-        sublet_stats_read(s.a, &r->stats_end);
+    if (st == SUBLET_OK && s->rd_st != SUBLET_OK)
+        st = fatal(s, s->rd_st, "%s", s->rd_err);
+    if (s->best_reserved >= 0)
+        r->stats_peak = *s->stats_best;
+    if (s->a) {
+        sublet_stats_read(s->a, &r->stats_end);
         sublet_stats *e = &r->stats_end;
         r->peak_requested_bytes = (uint64_t)e->requested_bytes[SUBLET_POOL_ALL].peak;
         r->peak_reserved_bytes = (uint64_t)e->reserved_bytes[SUBLET_POOL_ALL].peak;
@@ -843,17 +990,72 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
         r->device_allocs = (uint64_t)e->num_device_alloc;
         r->device_frees = (uint64_t)e->num_device_free;
         r->alloc_retries = (uint64_t)e->num_alloc_retries;
-        sublet_sim_ops_read(s.sim, &r->device_ops);
-        r->fidelity.recorded_final_reserved_bytes = s.recorded_reserved;
+        sublet_sim_ops_read(s->sim, &r->device_ops);
+        r->fidelity.recorded_final_reserved_bytes = s->recorded_reserved;
         if (o->capture_summary) {
             r->summary_peak = summary_text(&r->stats_peak, 0);
             r->summary_end = summary_text(&r->stats_end, 0);
             if ((!r->summary_peak || !r->summary_end) && st == SUBLET_OK)
-                st = fatal(&s, SUBLET_ERR_NO_MEMORY, "out of memory");
+                st = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         }
     }
     if (o->on_finish)
-        o->on_finish(o->finish_user, s.a, r->last_event, st);
-    teardown(&s);
+        o->on_finish(o->finish_user, s->a, r->last_event, st);
+    teardown(s);
+    rf_xcheck_fini(&s->xc);
+    free(s->own);
     return st;
+}
+
+static sublet_status replay(sublet_trace_stream *ts, const sublet_trace *t,
+                            const sublet_replay_options *o, sublet_replay_result *r, char *err,
+                            size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    result_init(r);
+    if (!ts)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_replay_options defaults;
+    if (!o) {
+        sublet_replay_options_init(&defaults);
+        o = &defaults;
+    }
+    rp s = {.o = o, .r = r, .err = err, .err_cap = err_cap, .best_reserved = -1, .ts = ts};
+    return drive(&s, t);
+}
+
+sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap)
+{
+    if (!t) {
+        if (r)
+            result_init(r);
+        if (err && err_cap)
+            err[0] = '\0';
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK) {
+        if (r)
+            result_init(r);
+        if (err && err_cap)
+            snprintf(err, err_cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sublet_status st = replay(ts, t, o, r, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                   sublet_replay_result *r, char *err, size_t err_cap)
+{
+    /* a stream over an in-memory trace, not read yet: its array is the window */
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
+        t = NULL;
+    return replay(ts, t, o, r, err, err_cap);
 }

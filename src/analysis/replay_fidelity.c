@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "analysis/replay_internal.h"
-#include "formats/trace_readers.h" /* sl_ranges */
 #include "sublet/config.h"
 
 /* ---- one call ------------------------------------------------------------------------ */
@@ -168,7 +167,7 @@ static int cmp_release(const void *a, const void *b)
     return x->size < y->size ? -1 : x->size > y->size;
 }
 
-int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, size_t i,
+int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *rows, size_t i,
                      size_t run, rf_call *c)
 {
     f->engine_segment_frees += c->seg_frees;
@@ -180,7 +179,7 @@ int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, si
     if (!rec)
         return -1;
     for (size_t k = 0; k < run; k++)
-        rec[k] = (sublet_replay_release){ev[i + k].kind, ev[i + k].addr, ev[i + k].size};
+        rec[k] = (sublet_replay_release){rows[k].kind, rows[k].addr, rows[k].size};
     qsort(rec, run, sizeof *rec, cmp_release);
     if (c->nrel)
         qsort(c->rel, c->nrel, sizeof *c->rel, cmp_release);
@@ -214,6 +213,20 @@ int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, si
 }
 
 /* ---- can a trace recorded under expandable segments be replayed? -------------------------- */
+
+/* The refusal's text, with what shows that the recording began mid-run. */
+static void refuse(char *why, size_t cap, const char *what)
+{
+    if (why && cap)
+        snprintf(why, cap,
+                 "the trace was recorded mid-run under expandable segments (%s): a snapshot "
+                 "does not record where each expandable segment's virtual reservation begins "
+                 "and ends, and PyTorch maps new pages at the lowest unmapped address of the "
+                 "reservation (reference 6.3), which may lie below every mapped range, so the "
+                 "state its decisions depend on cannot be rebuilt; replay with the prelude "
+                 "allocated (SUBLET_PRELUDE_ALLOCATE, --prelude allocate) for an approximation",
+                 what);
+}
 
 sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, size_t cap)
 {
@@ -274,14 +287,88 @@ sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, 
         if (!what[0])
             return SUBLET_OK; /* recorded from an empty allocator: sound */
     }
-    if (why && cap)
-        snprintf(why, cap,
-                 "the trace was recorded mid-run under expandable segments (%s): a snapshot "
-                 "does not record where each expandable segment's virtual reservation begins "
-                 "and ends, and PyTorch maps new pages at the lowest unmapped address of the "
-                 "reservation (reference 6.3), which may lie below every mapped range, so the "
-                 "state its decisions depend on cannot be rebuilt; replay with the prelude "
-                 "allocated (SUBLET_PRELUDE_ALLOCATE, --prelude allocate) for an approximation",
-                 what);
+    refuse(why, cap, what);
     return SUBLET_ERR_UNSUPPORTED;
 }
+
+/* ---- the same, row by row ---------------------------------------------------------------------- */
+
+static int settings_expandable(const char *rec)
+{
+    if (!rec || !*rec)
+        return 0;
+    sublet_settings set;
+    sublet_settings_default(&set);
+    return sublet_settings_parse(&set, rec, NULL, 0) == SUBLET_OK && set.expandable_segments;
+}
+
+static void prelude_what(const rf_xcheck *x, char *what, size_t cap)
+{
+    snprintf(what, cap,
+             "%llu segment(s) of %llu bytes and %llu live block(s) existed before the first "
+             "recorded event", (unsigned long long)x->pre_segs, (unsigned long long)x->pre_bytes,
+             (unsigned long long)x->pre_allocs);
+}
+
+sublet_status rf_xcheck_begin(rf_xcheck *x, const char *settings, const sublet_trace_event *pre,
+                              size_t npre, int mode, char *why, size_t cap)
+{
+    memset(x, 0, sizeof *x);
+    x->npre = npre;
+    x->expandable = settings_expandable(settings);
+    for (size_t i = 0; i < npre; i++) {
+        if (pre[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
+            x->pre_segs++;
+            x->pre_bytes += pre[i].size;
+            x->expandable |= (pre[i].flags & SUBLET_TRACE_EXPANDABLE) != 0;
+        } else {
+            x->pre_allocs++;
+        }
+    }
+    if (mode == SUBLET_PRELUDE_ALLOCATE)
+        return SUBLET_OK;
+    if (npre && x->expandable) {
+        char what[256];
+        prelude_what(x, what, sizeof what);
+        refuse(why, cap, what);
+        return SUBLET_ERR_UNSUPPORTED;
+    }
+    x->active = 1;
+    return SUBLET_OK;
+}
+
+sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event *e, size_t i, char *why,
+                            size_t cap)
+{
+    if (!x->active || (e->kind != SUBLET_ACT_SEGMENT_MAP && e->kind != SUBLET_ACT_SEGMENT_UNMAP))
+        return SUBLET_OK;
+    char what[256];
+    if (x->npre) { /* a prelude, and the trace maps pages: refused as soon as seen */
+        prelude_what(x, what, sizeof what);
+        refuse(why, cap, what);
+        x->active = 0;
+        return SUBLET_ERR_UNSUPPORTED;
+    }
+    uint64_t hi = e->addr + e->size < e->addr ? UINT64_MAX : e->addr + e->size;
+    int oom = 0;
+    if (e->kind == SUBLET_ACT_SEGMENT_MAP) {
+        oom = sl_ranges_add(&x->mapped, e->addr, hi, e->stream);
+    } else if (!sl_ranges_covers(&x->mapped, e->addr, hi)) {
+        snprintf(what, sizeof what,
+                 "event %zu (line %llu) unmaps %llu bytes at %llu that the trace never mapped", i,
+                 (unsigned long long)e->line, (unsigned long long)e->size,
+                 (unsigned long long)e->addr);
+        refuse(why, cap, what);
+        x->active = 0;
+        return SUBLET_ERR_UNSUPPORTED;
+    } else {
+        oom = sl_ranges_sub(&x->mapped, e->addr, hi);
+    }
+    if (oom) {
+        x->active = 0;
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    return SUBLET_OK;
+}
+
+void rf_xcheck_fini(rf_xcheck *x) { sl_ranges_free(&x->mapped); }

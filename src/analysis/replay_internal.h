@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "formats/trace_readers.h" /* sl_ranges */
 #include "sublet/replay.h"
 
 /* What the engine emitted during one call (a malloc, an empty_cache). */
@@ -44,9 +45,10 @@ void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, c
 int rf_is_release(uint32_t kind);
 /* Number of consecutive release rows from row i on. */
 size_t rf_release_run(const sublet_trace_event *ev, size_t n, size_t i);
-/* Compare the releases kept in *c with rows [i, i + run) and count it in *f.
- * 0, or -1 when out of memory. */
-int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, size_t i,
+/* Compare the releases kept in *c with the run of `run` rows at `rows`
+ * (row i of the trace and the ones after it) and count it in *f.  0, or -1
+ * when out of memory. */
+int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *rows, size_t i,
                      size_t run, rf_call *c);
 
 /* The prelude a trace recorded under expandable segments needs: SUBLET_OK
@@ -56,5 +58,22 @@ int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *ev, si
  * SUBLET_ERR_UNSUPPORTED with the reason in why (SUBLET_ERR_NO_MEMORY when
  * the check ran out of memory). */
 sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, size_t cap);
+
+/* The same check row by row, for a stream: begin with the recorded settings
+ * and the prelude (it may refuse there), then each recorded row (only
+ * segment_map / segment_unmap rows matter; a refusal comes at the row that
+ * shows it, with the text rf_expandable_prelude gives). */
+typedef struct rf_xcheck {
+    int active;     /* rows still need looking at */
+    int expandable; /* known to be recorded under expandable segments */
+    size_t npre;
+    uint64_t pre_segs, pre_bytes, pre_allocs;
+    sl_ranges mapped; /* npre == 0: the pages the trace mapped so far */
+} rf_xcheck;
+sublet_status rf_xcheck_begin(rf_xcheck *x, const char *settings, const sublet_trace_event *pre,
+                              size_t npre, int mode, char *why, size_t cap);
+sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event *e, size_t i, char *why,
+                            size_t cap);
+void rf_xcheck_fini(rf_xcheck *x);
 
 #endif

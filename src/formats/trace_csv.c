@@ -13,6 +13,7 @@
 
 #include "sublet/trace.h"
 #include "base/errmsg.h"
+#include "formats/trace_readers.h"
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us"
 #define CSV_COLUMNS 6
@@ -151,6 +152,27 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
     return SUBLET_OK;
 }
 
+sublet_status sl_csv_header(const char *p, size_t n, char *err, size_t cap)
+{
+    if (!p) {
+        sl_msg(err, cap, "line 1: empty input; expected the header '" CSV_HEADER "'");
+        return SUBLET_ERR_PARSE;
+    }
+    if (n != strlen(CSV_HEADER) || memcmp(p, CSV_HEADER, n) != 0) {
+        char shown[SHOW_MAX * 4 + 8];
+        show(p, n, shown, sizeof shown);
+        sl_msg(err, cap, "line 1: expected the header '" CSV_HEADER "', found '%s'", shown);
+        return SUBLET_ERR_PARSE;
+    }
+    return SUBLET_OK;
+}
+
+sublet_status sl_csv_row(const char *p, size_t n, uint64_t lineno, sublet_trace_event *ev,
+                         char *err, size_t cap)
+{
+    return parse_row(p, n, lineno, ev, err, cap);
+}
+
 /* The next line of buf[*pos, len): its bytes without the line end (one
  * trailing CR is dropped with the LF).  Returns 0 at the end of input. */
 static int next_line(const char *buf, size_t len, size_t *pos, const char **lp, size_t *ln)
@@ -182,16 +204,10 @@ sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace *
         pos = 3; /* UTF-8 byte-order mark */
     const char *lp;
     size_t ln;
-    if (!next_line(buf, len, &pos, &lp, &ln)) {
-        sl_msg(err, err_cap, "line 1: empty input; expected the header '" CSV_HEADER "'");
-        return SUBLET_ERR_PARSE;
-    }
-    if (ln != strlen(CSV_HEADER) || memcmp(lp, CSV_HEADER, ln) != 0) {
-        char shown[SHOW_MAX * 4 + 8];
-        show(lp, ln, shown, sizeof shown);
-        sl_msg(err, err_cap, "line 1: expected the header '" CSV_HEADER "', found '%s'", shown);
-        return SUBLET_ERR_PARSE;
-    }
+    sublet_status hst = next_line(buf, len, &pos, &lp, &ln) ? sl_csv_header(lp, ln, err, err_cap)
+                                                            : sl_csv_header(NULL, 0, err, err_cap);
+    if (hst != SUBLET_OK)
+        return hst;
     sublet_trace *t = NULL;
     sublet_status st = sublet_trace_create(&t);
     if (st != SUBLET_OK) {

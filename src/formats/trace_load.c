@@ -367,7 +367,9 @@ struct trace_extras {
     size_t stacks_cap;
     uint32_t *stack_idx;
     size_t stack_idx_cap;
-    sublet_trace_frame *pub; /* built on attach */
+    sublet_trace_frame *pub; /* built on attach (or by trace_extras_stack) */
+    size_t pub_n;            /* frames pub was built for (trace_extras_stack) */
+    const char *pub_pool;    /* the pool it points into */
 };
 
 trace_extras *trace_extras_new(void)
@@ -598,6 +600,33 @@ sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x)
     x->owner = t;
     trace_extras_destroy(sl_trace_swap_extras((sublet_trace *)t, x));
     return SUBLET_OK;
+}
+
+sublet_trace_format trace_extras_format(const trace_extras *x) { return x->format; }
+int64_t trace_extras_device(const trace_extras *x) { return x->device; }
+uint64_t trace_extras_memory(const trace_extras *x) { return x->memory; }
+const char *trace_extras_settings(const trace_extras *x) { return x->settings; }
+uint32_t trace_extras_stack_count(const trace_extras *x) { return x->nstacks; }
+
+size_t trace_extras_stack(trace_extras *x, uint32_t id, const sublet_trace_frame **out)
+{
+    *out = NULL;
+    if (!x || id < 1 || id > x->nstacks)
+        return 0;
+    if (x->pub_n != x->nframes || x->pub_pool != x->pool) {
+        sublet_trace_frame *p = realloc(x->pub, (x->nframes ? x->nframes : 1) * sizeof *p);
+        if (!p)
+            return 0;
+        x->pub = p;
+        for (size_t i = 0; i < x->nframes; i++)
+            p[i] = (sublet_trace_frame){x->pool + x->strs[x->frames[i].file].off,
+                                        x->pool + x->strs[x->frames[i].name].off,
+                                        x->frames[i].line};
+        x->pub_n = x->nframes;
+        x->pub_pool = x->pool;
+    }
+    *out = x->pub + x->stack_off[id - 1];
+    return x->stack_off[id] - x->stack_off[id - 1];
 }
 
 void sublet_trace_extras_release(const sublet_trace *t)

@@ -320,6 +320,76 @@ typedef struct log_reader {
     trace_frame_in fin[SL_LOG_MAX_FRAMES];
 } log_reader;
 
+/* One decoded record (at byte `at` of the file, in the block at block_off):
+ * an event into *e (*is_event = 1), anything else applied to lr. */
+static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t block_off, size_t at,
+                                  sublet_trace_event *e, int *is_event, char *err, size_t cap)
+{
+    *is_event = 0;
+    lr->records++;
+    sublet_status st = SUBLET_OK;
+    switch (r->type) {
+    case SL_LOG_REC_EVENT: {
+        uint32_t sid = 0;
+        if (r->stack && !(sid = idmap_get(&lr->stacks, r->stack))) {
+            /* not recorded before its first use: the writer never does that */
+            sl_msg(err, cap, "block at byte %zu, record at byte %zu: stack %u used before "
+                             "its record", block_off, at, r->stack);
+            return SUBLET_ERR_PARSE;
+        }
+        memset(e, 0, sizeof *e);
+        e->kind = (uint32_t)r->action;
+        e->flags = SUBLET_TRACE_HAS_TIME;
+        e->addr = r->addr;
+        e->size = r->size;
+        e->stream = r->stream;
+        e->time_us = lr->h.start_us + (uint64_t)r->dt;
+        e->line = lr->records;
+        e->frames = sid == EMPTY ? 0 : sid;
+        *is_event = 1;
+        return SUBLET_OK;
+    }
+    case SL_LOG_REC_STACK: {
+        for (size_t i = 0; i < r->nframes; i++) {
+            lr->fin[i].file = (const char *)r->frames[i].file;
+            lr->fin[i].file_len = r->frames[i].file_len;
+            lr->fin[i].name = (const char *)r->frames[i].name;
+            lr->fin[i].name_len = r->frames[i].name_len;
+            lr->fin[i].line = r->frames[i].line;
+        }
+        uint32_t id = 0;
+        st = trace_extras_intern_stack(lr->x, lr->fin, r->nframes, &id);
+        /* an empty stack (no frames) maps to EMPTY: events naming it carry none */
+        if (st == SUBLET_OK && idmap_put(&lr->stacks, r->stack, id ? id : EMPTY))
+            st = SUBLET_ERR_NO_MEMORY;
+        break;
+    }
+    case SL_LOG_REC_INFO: {
+        /* the settings must be ones the engine takes (the writer checks) */
+        char conf[1024];
+        sublet_settings ss;
+        sublet_settings_default(&ss);
+        if (r->text_len >= sizeof conf || memchr(r->text, '\0', r->text_len) ||
+            (memcpy(conf, r->text, r->text_len), conf[r->text_len] = '\0',
+             sublet_settings_parse(&ss, conf, NULL, 0) != SUBLET_OK)) {
+            sl_msg(err, cap, "block at byte %zu: INFO record: settings that do not parse",
+                   block_off);
+            return SUBLET_ERR_PARSE;
+        }
+        trace_extras_set_memory(lr->x, r->count);
+        st = trace_extras_set_settings(lr->x, (const char *)r->text, r->text_len);
+        lr->info_seen = true;
+        break;
+    }
+    case SL_LOG_REC_LOST:
+        lr->lost = lr->lost + r->count < lr->lost ? UINT64_MAX : lr->lost + r->count;
+        break;
+    }
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, "out of memory");
+    return st;
+}
+
 /* Every record of one block. */
 static sublet_status read_block(log_reader *lr, const uint8_t *p, size_t n, size_t block_off,
                                 char *err, size_t cap)
@@ -337,72 +407,59 @@ static sublet_status read_block(log_reader *lr, const uint8_t *p, size_t n, size
                    block_off + SL_LOG_BLOCK_HEADER_SIZE + pos, why);
             return SUBLET_ERR_PARSE;
         }
-        lr->records++;
-        sublet_status st = SUBLET_OK;
-        switch (r.type) {
-        case SL_LOG_REC_EVENT: {
-            uint32_t sid = 0;
-            if (r.stack && !(sid = idmap_get(&lr->stacks, r.stack))) {
-                /* not recorded before its first use: the writer never does that */
-                sl_msg(err, cap, "block at byte %zu, record at byte %zu: stack %u used before "
-                                 "its record", block_off,
-                       block_off + SL_LOG_BLOCK_HEADER_SIZE + pos, r.stack);
-                return SUBLET_ERR_PARSE;
-            }
-            sublet_trace_event e;
-            memset(&e, 0, sizeof e);
-            e.kind = (uint32_t)r.action;
-            e.flags = SUBLET_TRACE_HAS_TIME;
-            e.addr = r.addr;
-            e.size = r.size;
-            e.stream = r.stream;
-            e.time_us = lr->h.start_us + (uint64_t)r.dt;
-            e.line = lr->records;
-            e.frames = sid == EMPTY ? 0 : sid;
-            st = trace_vec_push(&lr->events, &e);
-            break;
-        }
-        case SL_LOG_REC_STACK: {
-            for (size_t i = 0; i < r.nframes; i++) {
-                lr->fin[i].file = (const char *)r.frames[i].file;
-                lr->fin[i].file_len = r.frames[i].file_len;
-                lr->fin[i].name = (const char *)r.frames[i].name;
-                lr->fin[i].name_len = r.frames[i].name_len;
-                lr->fin[i].line = r.frames[i].line;
-            }
-            uint32_t id = 0;
-            st = trace_extras_intern_stack(lr->x, lr->fin, r.nframes, &id);
-            /* an empty stack (no frames) maps to EMPTY: events naming it carry none */
-            if (st == SUBLET_OK && idmap_put(&lr->stacks, r.stack, id ? id : EMPTY))
-                st = SUBLET_ERR_NO_MEMORY;
-            break;
-        }
-        case SL_LOG_REC_INFO: {
-            /* the settings must be ones the engine takes (the writer checks) */
-            char conf[1024];
-            sublet_settings ss;
-            sublet_settings_default(&ss);
-            if (r.text_len >= sizeof conf || memchr(r.text, '\0', r.text_len) ||
-                (memcpy(conf, r.text, r.text_len), conf[r.text_len] = '\0',
-                 sublet_settings_parse(&ss, conf, NULL, 0) != SUBLET_OK)) {
-                sl_msg(err, cap, "block at byte %zu: INFO record: settings that do not parse",
-                       block_off);
-                return SUBLET_ERR_PARSE;
-            }
-            trace_extras_set_memory(lr->x, r.count);
-            st = trace_extras_set_settings(lr->x, (const char *)r.text, r.text_len);
-            lr->info_seen = true;
-            break;
-        }
-        case SL_LOG_REC_LOST:
-            lr->lost = lr->lost + r.count < lr->lost ? UINT64_MAX : lr->lost + r.count;
-            break;
-        }
-        if (st != SUBLET_OK) {
+        sublet_trace_event e;
+        int is_event;
+        sublet_status st = apply_record(lr, &r, block_off, block_off + SL_LOG_BLOCK_HEADER_SIZE + pos,
+                                        &e, &is_event, err, cap);
+        if (st == SUBLET_OK && is_event && (st = trace_vec_push(&lr->events, &e)) != SUBLET_OK)
             sl_msg(err, cap, "out of memory");
+        if (st != SUBLET_OK)
             return st;
-        }
     }
+}
+
+/* What follows a block that is not intact (at byte `at`, the file's bytes
+ * from there in p[0, len)): a torn tail (the notice, SUBLET_OK) or, when an
+ * intact block follows, corruption (SUBLET_ERR_PARSE).  `why` says what is
+ * wrong with the block. */
+static sublet_status bad_block(log_reader *lr, const uint8_t *p, size_t len, size_t at,
+                               const char *why, char *err, size_t cap)
+{
+    /* an intact block after this one means corruption; look past what this
+     * block's header claims when the header holds */
+    size_t from = 1;
+    if (header_ok(p, len, 0)) {
+        size_t l = sl_get_u32(p + 4);
+        from = len - SL_LOG_BLOCK_HEADER_SIZE < l ? len : SL_LOG_BLOCK_HEADER_SIZE + l;
+    }
+    size_t next = sl_log_block_scan(p, len, from);
+    if (next < len) {
+        sl_msg(err, cap, "block at byte %zu: %s (an intact block follows at byte %zu: "
+                         "the log is corrupt, not cut short)", at, why, at + next);
+        return SUBLET_ERR_PARSE;
+    }
+    char note[300];
+    snprintf(note, sizeof note, "torn tail at byte %zu, %zu bytes ignored (%s)", at, len, why);
+    sublet_status st = trace_extras_set_notice(lr->x, note);
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, "out of memory");
+    return st;
+}
+
+/* The lost events, added to the notice. */
+static sublet_status lost_notice(log_reader *lr, char *err, size_t cap)
+{
+    if (!lr->lost)
+        return SUBLET_OK;
+    const char *prev = trace_extras_notice(lr->x);
+    char note[400];
+    snprintf(note, sizeof note, "%s%s%llu events were lost while logging (the writer had no "
+             "room): the trace has gaps", prev ? prev : "", prev ? "; " : "",
+             (unsigned long long)lr->lost);
+    sublet_status st = trace_extras_set_notice(lr->x, note);
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, "out of memory");
+    return st;
 }
 
 sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace **out, char *err,
@@ -439,26 +496,9 @@ sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace *
         if (got == 0)
             break;
         if (got < 0) {
-            /* an intact block after this one means corruption; look past
-             * what this block's header claims when the header holds */
-            size_t from = at + 1;
-            if (header_ok(p, len, at)) {
-                size_t l = sl_get_u32(p + at + 4);
-                from = len - at - SL_LOG_BLOCK_HEADER_SIZE < l
-                           ? len
-                           : at + SL_LOG_BLOCK_HEADER_SIZE + l;
-            }
-            size_t next = sl_log_block_scan(p, len, from);
-            if (next < len) {
-                sl_msg(err, cap, "block at byte %zu: %s (an intact block follows at byte %zu: "
-                                 "the log is corrupt, not cut short)", at, why, next);
-                st = SUBLET_ERR_PARSE;
+            st = bad_block(lr, p + at, len - at, at, why, err, cap);
+            if (st != SUBLET_OK)
                 goto done;
-            }
-            char note[300];
-            snprintf(note, sizeof note, "torn tail at byte %zu, %zu bytes ignored (%s)", at,
-                     len - at, why);
-            st = trace_extras_set_notice(lr->x, note);
             break;
         }
         if (seq != want_seq) {
@@ -471,18 +511,8 @@ sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace *
         if ((st = read_block(lr, pl, pn, at, err, cap)) != SUBLET_OK)
             goto done;
     }
-    if (st == SUBLET_OK && lr->lost) {
-        const char *prev = trace_extras_notice(lr->x);
-        char note[400];
-        snprintf(note, sizeof note, "%s%s%llu events were lost while logging (the writer had no "
-                 "room): the trace has gaps", prev ? prev : "", prev ? "; " : "",
-                 (unsigned long long)lr->lost);
-        st = trace_extras_set_notice(lr->x, note);
-    }
-    if (st != SUBLET_OK) {
-        sl_msg(err, cap, "out of memory");
+    if ((st = lost_notice(lr, err, cap)) != SUBLET_OK)
         goto done;
-    }
     trace_extras_set_format(lr->x, SUBLET_FORMAT_EVENT_LOG);
     trace_extras_set_device(lr->x, lr->h.device);
     trace_vec none1 = {0}, none2 = {0};
@@ -503,4 +533,142 @@ done:
     idmap_free(&lr->stacks);
     free(lr);
     return st;
+}
+
+/* ---- the log as a stream (sublet/trace_stream.h) ------------------------------------------------ */
+
+struct sl_log_stream {
+    log_reader lr;      /* lr.x: the stream's extras (not owned here) */
+    uint64_t want_seq;
+    size_t block_at;    /* file offset of the block being decoded */
+    size_t pl_len, pos; /* its payload (at src->buf + src->beg + header) and where we are */
+    int in_block, done;
+};
+
+sublet_status sl_log_stream_start(sl_src *src, trace_extras *x, sl_log_stream **out, char *err,
+                                  size_t cap)
+{
+    *out = NULL;
+    sl_log_stream *ls = calloc(1, sizeof *ls);
+    if (!ls) {
+        sl_msg(err, cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    if (sl_src_fill(src, SL_LOG_HEADER_SIZE) != 0) {
+        sl_msg(err, cap, "%s", src->ioerr[0] ? src->ioerr : "out of memory");
+        free(ls);
+        return src->ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY;
+    }
+    if (sl_log_header_decode(src->buf + src->beg, src->end - src->beg, &ls->lr.h, err, cap) != 0) {
+        free(ls);
+        return SUBLET_ERR_PARSE;
+    }
+    sl_src_take(src, SL_LOG_HEADER_SIZE);
+    ls->lr.x = x;
+    trace_extras_set_format(x, SUBLET_FORMAT_EVENT_LOG);
+    trace_extras_set_device(x, ls->lr.h.device);
+    *out = ls;
+    return SUBLET_OK;
+}
+
+void sl_log_stream_free(sl_log_stream *ls)
+{
+    if (!ls)
+        return;
+    idmap_free(&ls->lr.stacks);
+    trace_vec_free(&ls->lr.events);
+    free(ls);
+}
+
+static sublet_status src_failed(sl_src *src, char *err, size_t cap)
+{
+    sl_msg(err, cap, "%s", src->ioerr[0] ? src->ioerr : "out of memory");
+    return src->ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY;
+}
+
+/* The next intact block into ls (in_block), or the end (done). */
+static sublet_status next_block(sl_log_stream *ls, sl_src *src, char *err, size_t cap)
+{
+    size_t at = (size_t)src->off;
+    if (sl_src_fill(src, SL_LOG_BLOCK_HEADER_SIZE) != 0)
+        return src_failed(src, err, cap);
+    size_t avail = src->end - src->beg;
+    if (avail == 0) {
+        ls->done = 1;
+        return lost_notice(&ls->lr, err, cap);
+    }
+    if (header_ok(src->buf + src->beg, avail, 0)) {
+        size_t l = sl_get_u32(src->buf + src->beg + 4);
+        if (sl_src_fill(src, SL_LOG_BLOCK_HEADER_SIZE + l) != 0)
+            return src_failed(src, err, cap);
+    }
+    const uint8_t *pl;
+    size_t pn, o = 0;
+    uint64_t seq;
+    char why[200] = "";
+    int got = sl_log_block_next(src->buf + src->beg, src->end - src->beg, &o, &pl, &pn, &seq, why,
+                                sizeof why);
+    if (got < 0) {
+        /* torn or corrupt: the rest of the file decides, as when read whole */
+        while (!src->eof)
+            if (sl_src_fill(src, src->end - src->beg + src->chunk) != 0)
+                return src_failed(src, err, cap);
+        sublet_status st = bad_block(&ls->lr, src->buf + src->beg, src->end - src->beg, at, why,
+                                     err, cap);
+        if (st != SUBLET_OK)
+            return st;
+        sl_src_take(src, src->end - src->beg);
+        ls->done = 1;
+        return lost_notice(&ls->lr, err, cap);
+    }
+    if (seq != ls->want_seq) {
+        sl_msg(err, cap, "block at byte %zu: sequence number %llu, expected %llu", at,
+               (unsigned long long)seq, (unsigned long long)ls->want_seq);
+        return SUBLET_ERR_PARSE;
+    }
+    ls->want_seq++;
+    ls->in_block = 1;
+    ls->block_at = at;
+    ls->pl_len = pn;
+    ls->pos = 0;
+    return SUBLET_OK;
+}
+
+sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_event *ev,
+                                 int *got, char *err, size_t cap)
+{
+    *got = 0;
+    sl_log_rec r;
+    for (;;) {
+        if (ls->done)
+            return SUBLET_OK;
+        if (!ls->in_block) {
+            sublet_status st = next_block(ls, src, err, cap);
+            if (st != SUBLET_OK)
+                return st;
+            continue;
+        }
+        const uint8_t *pl = src->buf + src->beg + SL_LOG_BLOCK_HEADER_SIZE;
+        r.frames = ls->lr.frames;
+        char why[200];
+        int g = sl_log_record_next(pl, ls->pl_len, &ls->pos, &r, why, sizeof why);
+        if (g == 0) {
+            sl_src_take(src, SL_LOG_BLOCK_HEADER_SIZE + ls->pl_len);
+            ls->in_block = 0;
+            continue;
+        }
+        size_t at = ls->block_at + SL_LOG_BLOCK_HEADER_SIZE + ls->pos;
+        if (g < 0) {
+            sl_msg(err, cap, "block at byte %zu, record at byte %zu: %s", ls->block_at, at, why);
+            return SUBLET_ERR_PARSE;
+        }
+        int is_event;
+        sublet_status st = apply_record(&ls->lr, &r, ls->block_at, at, ev, &is_event, err, cap);
+        if (st != SUBLET_OK)
+            return st;
+        if (is_event) {
+            *got = 1;
+            return SUBLET_OK;
+        }
+    }
 }

@@ -47,6 +47,16 @@ typedef struct trace_frame_in {
  * stacks get equal ids), 0 when n == 0. */
 sublet_status trace_extras_intern_stack(trace_extras *x, const trace_frame_in *f, size_t n,
                                         uint32_t *id);
+/* What x holds (the accessors of sublet/trace.h for a stream's extras). */
+sublet_trace_format trace_extras_format(const trace_extras *x);
+int64_t trace_extras_device(const trace_extras *x);
+uint64_t trace_extras_memory(const trace_extras *x);
+const char *trace_extras_settings(const trace_extras *x);
+uint32_t trace_extras_stack_count(const trace_extras *x);
+/* Stack `id` as sublet_trace_stack gives it; the frame views are rebuilt
+ * when stacks were interned since the last call (valid until the next
+ * intern). */
+size_t trace_extras_stack(trace_extras *x, uint32_t id, const sublet_trace_frame **out);
 /* Give x to t (x is consumed, also on failure).  Replaces earlier extras of t. */
 sublet_status trace_extras_attach(const sublet_trace *t, trace_extras *x);
 /* src/trace.c: the trace's extras pointer (set returns the previous one). */
@@ -110,6 +120,45 @@ sublet_status trace_vec_push(trace_vec *v, const sublet_trace_event *e);
  * are set here), then the events. */
 sublet_status trace_assemble(trace_vec *pre_seg, trace_vec *pre_alloc, const trace_vec *events,
                              sublet_trace **out);
+
+/* ---- reading a file in bounded chunks (trace_stream.c) ----------------------------
+ * A buffered byte source over a file or standard input, plain or gzip'd
+ * (zlib's gzread inflates as it reads).  buf[beg, end) holds bytes not yet
+ * consumed; off is the file offset (in the inflated data) of buf[beg]. */
+typedef struct sl_src {
+    void *gz; /* gzFile */
+    uint8_t *buf;
+    size_t cap, beg, end, chunk;
+    uint64_t off;
+    int eof;
+    char ioerr[160]; /* a read error's reason ("" when none) */
+} sl_src;
+/* Make at least `want` bytes available at buf[beg..] (fewer only at the end
+ * of the input), moving the unconsumed bytes to the front and growing the
+ * buffer as needed.  0, or -1 on a read error (ioerr) or no memory. */
+int sl_src_fill(sl_src *s, size_t want);
+/* Consume n bytes (n <= end - beg). */
+void sl_src_take(sl_src *s, size_t n);
+
+/* ---- streaming readers ---------------------------------------------------------------- */
+/* trace_csv.c: the events CSV's header (line 1 without its line end, the
+ * byte-order mark skipped; p NULL: the input is empty) and one data row,
+ * with the texts sublet_trace_parse_csv gives. */
+sublet_status sl_csv_header(const char *p, size_t n, char *err, size_t cap);
+sublet_status sl_csv_row(const char *p, size_t n, uint64_t lineno, sublet_trace_event *ev,
+                         char *err, size_t cap);
+
+/* trace_log.c: the event log record by record.  start reads the file
+ * header; next gives the next event (*got = 1) or the end (*got = 0),
+ * applying the records before it to x (stacks, settings, device memory); at
+ * the end x holds the notice sublet_trace_parse_log would give.  Texts as
+ * sublet_trace_parse_log's. */
+typedef struct sl_log_stream sl_log_stream;
+sublet_status sl_log_stream_start(sl_src *src, trace_extras *x, sl_log_stream **out, char *err,
+                                  size_t cap);
+sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_event *ev,
+                                 int *got, char *err, size_t cap);
+void sl_log_stream_free(sl_log_stream *ls);
 
 /* ---- readers from a parsed value tree --------------------------------------------- */
 /* A PyTorch memory snapshot (the dict of torch.cuda.memory._snapshot(), or the

@@ -1,0 +1,72 @@
+/* sublet — one replay of a trace, read whole or as a stream, timed with its
+ * parsing, and the process's peak RSS (bench/bench_stream.sh runs both
+ * modes, each in its own process, and prints their ratios).
+ *
+ *   bench_stream whole|stream TRACE
+ *
+ * Prints `mode=<m> trace=<path> events=<n> seconds=<s> events_per_s=<x>
+ * maxrss_kib=<k>`: seconds from open to the end of the replay (read, parse
+ * and replay; default options, 80 GiB), maxrss from getrusage. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "sublet/replay.h"
+#include "sublet/trace_stream.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 || (strcmp(argv[1], "whole") && strcmp(argv[1], "stream"))) {
+        fprintf(stderr, "usage: bench_stream whole|stream TRACE\n");
+        return 2;
+    }
+    int whole = strcmp(argv[1], "whole") == 0;
+    char err[1024];
+    sublet_replay_result r;
+    sublet_status st;
+    double t0 = now_s();
+    if (whole) {
+        sublet_trace *t = NULL;
+        if (sublet_trace_load(argv[2], NULL, &t, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        sublet_replay_options o;
+        sublet_replay_options_init(&o);
+        o.conf = sublet_trace_settings(t) ? sublet_trace_settings(t) : "";
+        st = sublet_replay_run(t, &o, &r, err, sizeof err);
+        sublet_trace_free(t);
+    } else {
+        sublet_trace_stream *ts = NULL;
+        if (sublet_trace_stream_open(argv[2], NULL, &ts, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        sublet_replay_options o;
+        sublet_replay_options_init(&o);
+        const char *rec = sublet_trace_stream_settings(ts);
+        o.conf = rec ? rec : "";
+        st = sublet_replay_stream(ts, &o, &r, err, sizeof err);
+        sublet_trace_stream_close(ts);
+    }
+    double dt = now_s() - t0;
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "replay: %s\n", err);
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("mode=%s trace=%s events=%llu seconds=%.3f events_per_s=%.0f maxrss_kib=%ld\n",
+           argv[1], argv[2], (unsigned long long)r.events, dt, (double)r.events / dt,
+           ru.ru_maxrss);
+    sublet_replay_result_free(&r);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* sublet — a trace read as a stream: events in bounded chunks, in order.
+ *
+ * sublet_trace_load builds the whole trace in memory (64 bytes an event, plus
+ * the file while it is parsed).  A stream hands the same events out chunk by
+ * chunk instead, so that a consumer (sublet_replay_stream, sublet/replay.h)
+ * needs memory for what it keeps live, not for the length of the recording.
+ *
+ * What streams: the sequential formats, read with a bounded buffer (fread
+ * chunks of `read_chunk` bytes; gzip'd input through zlib's gzread):
+ *   - the events CSV: its prelude (the pre_segment / pre_alloc rows at the
+ *     start) is read ahead at open, the only state read ahead; then rows;
+ *   - sublet's event log: block by block (a block's payload is at most
+ *     64 MiB), records decoded as they are handed out.
+ * What does not: snapshot pickles and JSON (a value tree, with the prelude
+ * rebuilt from the final segments), Kineto JSON (one JSON document, sorted
+ * by ts when read) and the RMM log (a free of an address never allocated
+ * anywhere in the file becomes a prelude row, so the prelude is known only
+ * at the end).  sublet_trace_stream_open reads those whole, as
+ * sublet_trace_load does, and streams the in-memory trace:
+ * sublet_trace_stream_bounded() says which case holds.
+ *
+ * The events, their `line` fields, the prelude and every error text are the
+ * same as sublet_trace_load's for the same file (a malformed row: "PATH: line
+ * N: reason", when the stream reaches it; a stream never refuses a gzip
+ * input for its inflated size, as it does not hold it).  Errors are sticky: after one, _next
+ * returns it again. */
+#ifndef SUBLET_TRACE_STREAM_H
+#define SUBLET_TRACE_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/sublet.h"
+#include "sublet/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sublet_trace_stream sublet_trace_stream;
+
+/* Open `path` ("-": standard input) as a stream; opt may be NULL
+ * (read_chunk: bytes per read, 0 = 1 MiB).  The format is detected by
+ * content as sublet_trace_load does.  The prelude is read here, and the
+ * extras the source gives at its start (an event log's settings, device
+ * memory and device).  Messages start with the path.  Close with
+ * sublet_trace_stream_close. */
+sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load_options *opt,
+                                       sublet_trace_stream **out, char *err, size_t err_cap);
+/* A stream over a trace already in memory (borrowed: t must outlive the
+ * stream).  Bounded, in the sense that it holds nothing of its own. */
+sublet_status sublet_trace_stream_from_trace(const sublet_trace *t, sublet_trace_stream **out);
+void sublet_trace_stream_close(sublet_trace_stream *s);
+/* The format of the file at `path` ("-" is not looked at), as
+ * sublet_trace_detect gives it for its first 64 KiB (inflated when gzip'd);
+ * SUBLET_FORMAT_UNKNOWN when it cannot be read.  Whether
+ * sublet_trace_stream_open would stream it: EVENTS_CSV and EVENT_LOG. */
+sublet_trace_format sublet_trace_detect_path(const char *path);
+
+/* The next recorded events (after the prelude): up to cap into ev, *n of
+ * them; *n == 0 at the end.  SUBLET_ERR_PARSE / _IO / _NO_MEMORY with the
+ * reason in err. */
+sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
+                                       size_t *n, char *err, size_t err_cap);
+/* Start again from the first recorded event (a file is reopened and its
+ * prelude read again; standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
+sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size_t err_cap);
+
+/* The prelude rows (sets *ev, valid while the stream is open); their count. */
+size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
+/* Rows handed out so far, the prelude included (after the end: the number
+ * of rows of the trace, sublet_trace_count). */
+uint64_t sublet_trace_stream_rows(const sublet_trace_stream *s);
+/* 1 when the source is read in bounded memory, 0 when it was read whole. */
+int sublet_trace_stream_bounded(const sublet_trace_stream *s);
+/* The in-memory trace behind a stream that has one (from_trace, or a format
+ * read whole), else NULL. */
+const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s);
+
+/* The extras, as sublet_trace_source_format / _device / _settings /
+ * _device_memory / _notice / _stack_count / _stack give them for the loaded
+ * trace.  Each is known from open on, except the notice (an event log's torn
+ * tail, lost events: after the end) and the stacks (an event log records a
+ * stack before its first use: each is known by the time an event names
+ * it). */
+sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s);
+int64_t sublet_trace_stream_device(const sublet_trace_stream *s);
+const char *sublet_trace_stream_settings(const sublet_trace_stream *s);
+uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s);
+const char *sublet_trace_stream_notice(const sublet_trace_stream *s);
+uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s);
+size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
+                                 const sublet_trace_frame **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,506 @@
+/* sublet — traces read as streams (sublet/trace_stream.h): a buffered
+ * source over a file (plain or gzip'd, through zlib's gzread), the events
+ * CSV row by row with its prelude read ahead, the event log record by
+ * record (trace_log.c), and every other format read whole and handed out
+ * from memory.
+ *
+ * The events CSV here and sublet_trace_parse_csv share the header and row
+ * parsers (trace_csv.c), and the line splitting follows the same rules: a
+ * line ends at LF, one CR before it is dropped, the last line may lack its
+ * LF, an empty line is an error.  So a stream gives the same rows, lines and
+ * error texts as the whole-file reader. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/errmsg.h"
+#include "formats/trace_readers.h"
+#include "sublet/trace_stream.h"
+
+#define DEFAULT_CHUNK ((size_t)1 << 20)
+#define DETECT_BYTES ((size_t)1 << 16) /* what sublet_trace_detect looks at */
+
+/* ---- the buffered source -------------------------------------------------------------------- */
+
+int sl_src_fill(sl_src *s, size_t want)
+{
+    if (s->end - s->beg >= want || s->eof)
+        return 0;
+    if (s->beg) {
+        memmove(s->buf, s->buf + s->beg, s->end - s->beg);
+        s->end -= s->beg;
+        s->beg = 0;
+    }
+    size_t need = want > s->chunk ? want : s->chunk;
+    if (need > s->cap) {
+        size_t nc = s->cap ? s->cap : s->chunk;
+        while (nc < need)
+            nc = nc > SIZE_MAX / 2 ? need : nc * 2;
+        uint8_t *nb = realloc(s->buf, nc);
+        if (!nb)
+            return -1;
+        s->buf = nb;
+        s->cap = nc;
+    }
+    while (s->end < want && !s->eof) {
+        size_t room = s->cap - s->end;
+        unsigned ask = room > (1u << 30) ? (1u << 30) : (unsigned)room;
+        int got = gzread((gzFile)s->gz, s->buf + s->end, ask);
+        if (got < 0) {
+            int zerr;
+            const char *m = gzerror((gzFile)s->gz, &zerr);
+            snprintf(s->ioerr, sizeof s->ioerr, "%s: %s",
+                     zerr == Z_ERRNO ? "read error" : "gzip", zerr == Z_ERRNO ? strerror(errno) : m);
+            return -1;
+        }
+        if (got == 0)
+            s->eof = 1;
+        s->end += (size_t)got;
+    }
+    return 0;
+}
+
+void sl_src_take(sl_src *s, size_t n)
+{
+    s->beg += n;
+    s->off += n;
+}
+
+/* ---- the stream ------------------------------------------------------------------------------ */
+
+enum { K_TRACE, K_CSV, K_LOG };
+
+struct sublet_trace_stream {
+    int kind;
+    const sublet_trace *t; /* K_TRACE: the trace streamed */
+    sublet_trace *owned;   /* ... when this stream read it */
+    size_t pos;            /* K_TRACE: next event */
+    char *path;            /* NULL: from_trace */
+    sublet_trace_load_options opt;
+    sl_src src;
+    trace_vec pre;            /* the prelude (K_CSV) */
+    sublet_trace_event pend;  /* the first recorded row, read with the prelude */
+    int has_pend;
+    uint64_t lineno;          /* K_CSV: last line read */
+    sl_log_stream *log;
+    trace_extras *x; /* K_CSV, K_LOG */
+    uint64_t rows;   /* handed out, prelude included */
+    sublet_status st; /* sticky error */
+    char msg[600];
+};
+
+static sublet_status fail(sublet_trace_stream *s, sublet_status st, const char *why)
+{
+    s->st = st;
+    snprintf(s->msg, sizeof s->msg, "%s: %s", s->path ? s->path : "trace", why);
+    return st;
+}
+
+static sublet_status src_fail(sublet_trace_stream *s)
+{
+    return fail(s, s->src.ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY,
+                s->src.ioerr[0] ? s->src.ioerr : "out of memory");
+}
+
+/* The next CSV line (without its line end): 1, 0 at the end, -1 on error.
+ * *lp points into the source's buffer until the next read. */
+static int csv_line(sublet_trace_stream *s, const char **lp, size_t *ln)
+{
+    sl_src *src = &s->src;
+    size_t scanned = 0;
+    for (;;) {
+        const uint8_t *b = src->buf + src->beg;
+        size_t avail = src->end - src->beg;
+        const uint8_t *nl = avail > scanned ? memchr(b + scanned, '\n', avail - scanned) : NULL;
+        if (nl || src->eof) {
+            if (!nl && avail == 0)
+                return 0;
+            size_t n = nl ? (size_t)(nl - b) : avail;
+            sl_src_take(src, nl ? n + 1 : n);
+            if (n && b[n - 1] == '\r')
+                n--;
+            *lp = (const char *)b;
+            *ln = n;
+            return 1;
+        }
+        scanned = avail;
+        if (sl_src_fill(src, avail + src->chunk) != 0) {
+            src_fail(s);
+            return -1;
+        }
+    }
+}
+
+/* The next CSV row into *ev: 1, 0 at the end, -1 on error. */
+static int csv_row(sublet_trace_stream *s, sublet_trace_event *ev)
+{
+    const char *lp;
+    size_t ln;
+    int got = csv_line(s, &lp, &ln);
+    if (got <= 0)
+        return got;
+    s->lineno++;
+    char why[400];
+    sublet_status st = sl_csv_row(lp, ln, s->lineno, ev, why, sizeof why);
+    if (st != SUBLET_OK) {
+        fail(s, st, why);
+        return -1;
+    }
+    return 1;
+}
+
+/* Header and prelude, up to the first recorded row (kept in pend). */
+static sublet_status csv_start(sublet_trace_stream *s)
+{
+    sl_src *src = &s->src;
+    if (sl_src_fill(src, 3) != 0)
+        return src_fail(s);
+    if (src->end - src->beg >= 3 && memcmp(src->buf + src->beg, "\xef\xbb\xbf", 3) == 0)
+        sl_src_take(src, 3); /* UTF-8 byte-order mark */
+    const char *lp;
+    size_t ln;
+    int got = csv_line(s, &lp, &ln);
+    if (got < 0)
+        return s->st;
+    char why[400];
+    sublet_status st = sl_csv_header(got ? lp : NULL, got ? ln : 0, why, sizeof why);
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    s->lineno = 1;
+    for (;;) {
+        sublet_trace_event ev;
+        got = csv_row(s, &ev);
+        if (got < 0)
+            return s->st;
+        if (got == 0)
+            return SUBLET_OK;
+        if (!sublet_trace_kind_is_prelude(ev.kind)) {
+            s->pend = ev;
+            s->has_pend = 1;
+            return SUBLET_OK;
+        }
+        if (trace_vec_push(&s->pre, &ev) != SUBLET_OK) {
+            snprintf(why, sizeof why, "line %llu: out of memory", (unsigned long long)s->lineno);
+            return fail(s, SUBLET_ERR_NO_MEMORY, why);
+        }
+    }
+}
+
+static sublet_status log_first(sublet_trace_stream *s)
+{
+    char why[400];
+    sublet_status st = sl_log_stream_start(&s->src, s->x, &s->log, why, sizeof why);
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    /* the first event: the records before it (settings, device memory) applied */
+    int got;
+    st = sl_log_stream_next(s->log, &s->src, &s->pend, &got, why, sizeof why);
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    s->has_pend = got;
+    return SUBLET_OK;
+}
+
+static void close_source(sublet_trace_stream *s)
+{
+    if (s->src.gz)
+        gzclose((gzFile)s->src.gz);
+    free(s->src.buf);
+    memset(&s->src, 0, sizeof s->src);
+    sl_log_stream_free(s->log);
+    s->log = NULL;
+    trace_vec_free(&s->pre);
+    trace_extras_destroy(s->x);
+    s->x = NULL;
+    s->has_pend = 0;
+}
+
+/* Open (or reopen) the source: detect, read the prelude. */
+static sublet_status start(sublet_trace_stream *s)
+{
+    int is_stdin = strcmp(s->path, "-") == 0;
+    int fd = is_stdin ? dup(0) : -1;
+    s->src.gz = is_stdin ? (fd >= 0 ? gzdopen(fd, "rb") : NULL) : gzopen(s->path, "rb");
+    if (!s->src.gz) {
+        char why[300];
+        snprintf(why, sizeof why, "cannot open: %s", errno ? strerror(errno) : "out of memory");
+        if (fd >= 0)
+            close(fd);
+        return fail(s, SUBLET_ERR_IO, why);
+    }
+    s->src.chunk = s->opt.read_chunk ? s->opt.read_chunk : DEFAULT_CHUNK;
+    size_t zbuf = s->src.chunk < 8192 ? 8192 : s->src.chunk > DEFAULT_CHUNK ? DEFAULT_CHUNK
+                                                                             : s->src.chunk;
+    gzbuffer((gzFile)s->src.gz, (unsigned)zbuf);
+    s->rows = 0;
+    s->lineno = 0;
+    if (sl_src_fill(&s->src, DETECT_BYTES) != 0)
+        return src_fail(s);
+    sublet_trace_format f = sublet_trace_detect(s->src.buf + s->src.beg, s->src.end - s->src.beg);
+    if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG) {
+        if (!(s->x = trace_extras_new()))
+            return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        trace_extras_set_format(s->x, f);
+        s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV : K_LOG;
+        sublet_status st = s->kind == K_CSV ? csv_start(s) : log_first(s);
+        if (st == SUBLET_OK)
+            s->rows = s->pre.n;
+        return st;
+    }
+    /* read whole: what is in the buffer, then the rest */
+    while (!s->src.eof)
+        if (sl_src_fill(&s->src, s->src.end - s->src.beg + s->src.chunk) != 0)
+            return src_fail(s);
+    char why[512];
+    sublet_status st = sublet_trace_parse(s->src.buf + s->src.beg, s->src.end - s->src.beg,
+                                          &s->opt, &s->owned, why, sizeof why);
+    close_source(s);
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    s->kind = K_TRACE;
+    s->t = s->owned;
+    s->pos = sublet_trace_prelude_count(s->t);
+    s->rows = s->pos;
+    return SUBLET_OK;
+}
+
+sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load_options *opt,
+                                       sublet_trace_stream **out, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    sublet_trace_stream *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        sl_msg(err, err_cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    if (opt)
+        s->opt = *opt;
+    errno = 0;
+    sublet_status st = start(s);
+    if (st != SUBLET_OK) {
+        sl_msg(err, err_cap, "%s", s->msg);
+        sublet_trace_stream_close(s);
+        return st;
+    }
+    *out = s;
+    return SUBLET_OK;
+}
+
+sublet_trace_format sublet_trace_detect_path(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return SUBLET_FORMAT_UNKNOWN;
+    gzFile g = gzopen(path, "rb");
+    if (!g)
+        return SUBLET_FORMAT_UNKNOWN;
+    uint8_t *head = malloc(DETECT_BYTES);
+    int got = head ? gzread(g, head, (unsigned)DETECT_BYTES) : -1;
+    gzclose(g);
+    sublet_trace_format f =
+        got > 0 ? sublet_trace_detect(head, (size_t)got) : SUBLET_FORMAT_UNKNOWN;
+    free(head);
+    return f;
+}
+
+sublet_status sublet_trace_stream_from_trace(const sublet_trace *t, sublet_trace_stream **out)
+{
+    if (!t || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return SUBLET_ERR_NO_MEMORY;
+    (*out)->kind = K_TRACE;
+    (*out)->t = t;
+    (*out)->pos = (*out)->rows = sublet_trace_prelude_count(t);
+    return SUBLET_OK;
+}
+
+void sublet_trace_stream_close(sublet_trace_stream *s)
+{
+    if (!s)
+        return;
+    close_source(s);
+    if (s->owned) {
+        sublet_trace_extras_release(s->owned);
+        sublet_trace_free(s->owned);
+    }
+    free(s->path);
+    free(s);
+}
+
+sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (s->kind == K_TRACE) {
+        s->pos = s->rows = sublet_trace_prelude_count(s->t);
+        s->st = SUBLET_OK;
+        return SUBLET_OK;
+    }
+    if (strcmp(s->path, "-") == 0) {
+        sl_msg(err, err_cap, "standard input cannot be read again");
+        return SUBLET_ERR_UNSUPPORTED;
+    }
+    close_source(s);
+    s->st = SUBLET_OK;
+    errno = 0;
+    sublet_status st = start(s);
+    if (st != SUBLET_OK)
+        sl_msg(err, err_cap, "%s", s->msg);
+    return st;
+}
+
+sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
+                                       size_t *n, char *err, size_t err_cap)
+{
+    if (n)
+        *n = 0;
+    if (!s || !n || (!ev && cap))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (s->st != SUBLET_OK) {
+        sl_msg(err, err_cap, "%s", s->msg);
+        return s->st;
+    }
+    size_t k = 0;
+    if (s->kind == K_TRACE) {
+        size_t total = sublet_trace_count(s->t);
+        k = total - s->pos < cap ? total - s->pos : cap;
+        if (k)
+            memcpy(ev, sublet_trace_events(s->t) + s->pos, k * sizeof *ev);
+        s->pos += k;
+    } else {
+        if (s->has_pend && cap) {
+            ev[k++] = s->pend;
+            s->has_pend = 0;
+        }
+        while (k < cap) {
+            if (s->kind == K_CSV) {
+                int got = csv_row(s, &ev[k]);
+                if (got == 0)
+                    break;
+                if (got < 0)
+                    break;
+                if (sublet_trace_kind_is_prelude(ev[k].kind)) {
+                    char why[200];
+                    snprintf(why, sizeof why, "line %llu: %s row after the first recorded event",
+                             (unsigned long long)s->lineno, sublet_trace_kind_name(ev[k].kind));
+                    fail(s, SUBLET_ERR_PARSE, why);
+                    break;
+                }
+            } else {
+                char why[400];
+                int got;
+                sublet_status st = sl_log_stream_next(s->log, &s->src, &ev[k], &got, why, sizeof why);
+                if (st != SUBLET_OK) {
+                    fail(s, st, why);
+                    break;
+                }
+                if (!got)
+                    break;
+            }
+            k++;
+        }
+        if (s->st != SUBLET_OK) {
+            sl_msg(err, err_cap, "%s", s->msg);
+            s->rows += k;
+            return s->st;
+        }
+    }
+    s->rows += k;
+    *n = k;
+    return SUBLET_OK;
+}
+
+size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev)
+{
+    if (ev)
+        *ev = NULL;
+    if (!s)
+        return 0;
+    if (s->kind == K_TRACE) {
+        if (ev)
+            *ev = sublet_trace_events(s->t);
+        return sublet_trace_prelude_count(s->t);
+    }
+    if (ev)
+        *ev = s->pre.v;
+    return s->pre.n;
+}
+
+uint64_t sublet_trace_stream_rows(const sublet_trace_stream *s) { return s ? s->rows : 0; }
+int sublet_trace_stream_bounded(const sublet_trace_stream *s)
+{
+    return s && (s->kind != K_TRACE || !s->owned);
+}
+const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s)
+{
+    return s && s->kind == K_TRACE ? s->t : NULL;
+}
+
+sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s)
+{
+    if (!s)
+        return SUBLET_FORMAT_UNKNOWN;
+    return s->kind == K_TRACE ? sublet_trace_source_format(s->t) : trace_extras_format(s->x);
+}
+
+int64_t sublet_trace_stream_device(const sublet_trace_stream *s)
+{
+    if (!s)
+        return -1;
+    return s->kind == K_TRACE ? sublet_trace_device(s->t) : trace_extras_device(s->x);
+}
+
+const char *sublet_trace_stream_settings(const sublet_trace_stream *s)
+{
+    if (!s)
+        return NULL;
+    return s->kind == K_TRACE ? sublet_trace_settings(s->t) : trace_extras_settings(s->x);
+}
+
+uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s)
+{
+    if (!s)
+        return 0;
+    return s->kind == K_TRACE ? sublet_trace_device_memory(s->t) : trace_extras_memory(s->x);
+}
+
+const char *sublet_trace_stream_notice(const sublet_trace_stream *s)
+{
+    if (!s)
+        return NULL;
+    return s->kind == K_TRACE ? sublet_trace_notice(s->t) : trace_extras_notice(s->x);
+}
+
+uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s)
+{
+    if (!s)
+        return 0;
+    return s->kind == K_TRACE ? sublet_trace_stack_count(s->t) : trace_extras_stack_count(s->x);
+}
+
+size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
+                                 const sublet_trace_frame **out)
+{
+    if (out)
+        *out = NULL;
+    if (!s)
+        return 0;
+    if (s->kind == K_TRACE)
+        return sublet_trace_stack(s->t, id, out);
+    const sublet_trace_frame *f = NULL;
+    size_t n = trace_extras_stack(s->x, id, &f);
+    if (out)
+        *out = f;
+    return n;
+}

@@ -1,0 +1,283 @@
+/* sublet — traces as streams (sublet/trace_stream.h) and the replay over one
+ * (sublet_replay_stream): the same events, prelude, extras and replay result
+ * as the trace loaded whole, at every chunk size down to one byte a read
+ * and one event a call; the same error texts for malformed input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sublet/replay.h"
+#include "sublet/trace_stream.h"
+
+static char *path_of(const char *name)
+{
+    const char *dir = getenv("SUBLET_TESTDATA");
+    static char buf[4][1024];
+    static int k;
+    char *p = buf[k++ & 3];
+    snprintf(p, 1024, "%s/%s", dir ? dir : "tests/data", name);
+    return p;
+}
+
+static const char *k_traces[] = {
+    "cs336_attention_microbench.events.csv",
+    "nonmonotone.events.csv",
+    "../../fuzz/seeds/fuzz_trace_log/stacks.slog",
+    "../../fuzz/seeds/fuzz_trace_log/plain.slog",
+    "../../fuzz/seeds/fuzz_trace_log/torn.slog",
+};
+
+static int same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Every event, the prelude and the extras of the stream equal the trace's. */
+static void check_stream_equals(const char *path, const sublet_trace *t, size_t chunk, size_t cap)
+{
+    sublet_trace_load_options lo = {0};
+    lo.read_chunk = chunk;
+    sublet_trace_stream *ts = NULL;
+    char err[512];
+    assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
+    assert_true(sublet_trace_stream_bounded(ts));
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(ts, &pre);
+    assert_int_equal(npre, sublet_trace_prelude_count(t));
+    if (npre)
+        assert_memory_equal(pre, sublet_trace_events(t), npre * sizeof *pre);
+    assert_int_equal(sublet_trace_stream_format(ts), sublet_trace_source_format(t));
+    assert_true(same_str(sublet_trace_stream_settings(ts), sublet_trace_settings(t)));
+    assert_int_equal(sublet_trace_stream_device_memory(ts), sublet_trace_device_memory(t));
+    assert_int_equal(sublet_trace_stream_device(ts), sublet_trace_device(t));
+    sublet_trace_event *buf = malloc(cap * sizeof *buf);
+    assert_non_null(buf);
+    size_t at = npre, n;
+    do {
+        assert_int_equal(sublet_trace_stream_next(ts, buf, cap, &n, err, sizeof err), SUBLET_OK);
+        assert_true(at + n <= sublet_trace_count(t));
+        for (size_t k = 0; k < n; k++) {
+            const sublet_trace_event *w = sublet_trace_at(t, at + k);
+            assert_memory_equal(&buf[k], w, sizeof *w);
+            /* a stack is known by the time an event names it */
+            const sublet_trace_frame *fs, *fw;
+            size_t ns = sublet_trace_stream_stack(ts, buf[k].frames, &fs);
+            size_t nw = sublet_trace_stack(t, w->frames, &fw);
+            assert_int_equal(ns, nw);
+            for (size_t j = 0; j < ns; j++) {
+                assert_string_equal(fs[j].filename, fw[j].filename);
+                assert_string_equal(fs[j].name, fw[j].name);
+                assert_int_equal(fs[j].line, fw[j].line);
+            }
+        }
+        at += n;
+    } while (n);
+    assert_int_equal(at, sublet_trace_count(t));
+    assert_int_equal(sublet_trace_stream_rows(ts), sublet_trace_count(t));
+    assert_true(same_str(sublet_trace_stream_notice(ts), sublet_trace_notice(t)));
+    assert_int_equal(sublet_trace_stream_stack_count(ts), sublet_trace_stack_count(t));
+    free(buf);
+    sublet_trace_stream_close(ts);
+}
+
+static void test_events_at_every_chunk_size(void **state)
+{
+    (void)state;
+    const size_t chunks[] = {1, 2, 3, 7, 61, 4096, 0};
+    const size_t caps[] = {1, 3, 1000};
+    for (size_t f = 0; f < sizeof k_traces / sizeof *k_traces; f++) {
+        const char *path = path_of(k_traces[f]);
+        if (access(path, R_OK) != 0)
+            continue;
+        sublet_trace *t = NULL;
+        char err[512];
+        assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
+            check_stream_equals(path, t, chunks[c], caps[c % 3]);
+        sublet_trace_free(t);
+    }
+}
+
+/* The results of the two replays, summaries compared as texts. */
+static void assert_results_equal(sublet_replay_result *a, sublet_replay_result *b)
+{
+    assert_true(same_str(a->summary_peak, b->summary_peak));
+    assert_true(same_str(a->summary_end, b->summary_end));
+    sublet_replay_result x = *a, y = *b;
+    x.summary_peak = x.summary_end = y.summary_peak = y.summary_end = NULL;
+    assert_memory_equal(&x, &y, sizeof x);
+}
+
+typedef struct ooms {
+    uint64_t event[64], line[64];
+    size_t n;
+} ooms;
+
+static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sublet_stream stream,
+                   const char *message)
+{
+    (void)size;
+    (void)stream;
+    (void)message;
+    ooms *o = user;
+    if (o->n < 64) {
+        o->event[o->n] = event;
+        o->line[o->n++] = line;
+    }
+}
+
+static void test_replay_stream_equals_run(void **state)
+{
+    (void)state;
+    const uint64_t memories[] = {0, (uint64_t)1 << 30, (uint64_t)64 << 20};
+    const uint64_t stops[] = {SUBLET_REPLAY_ALL, 10, 250};
+    for (size_t f = 0; f < sizeof k_traces / sizeof *k_traces; f++) {
+        const char *path = path_of(k_traces[f]);
+        if (access(path, R_OK) != 0)
+            continue;
+        sublet_trace *t = NULL;
+        char err[512];
+        assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+        for (size_t m = 0; m < 3; m++) {
+            for (size_t k = 0; k < 3; k++) {
+                sublet_replay_options o;
+                sublet_replay_options_init(&o);
+                o.conf = sublet_trace_settings(t) ? sublet_trace_settings(t) : "";
+                o.device_memory = memories[m];
+                o.stop_after = stops[k];
+                o.capture_summary = 1;
+                o.check = m == 2;
+                o.on_oom = on_oom;
+                ooms wo = {0}, so = {0};
+                o.oom_user = &wo;
+                sublet_replay_result rw, rs;
+                char ew[512], es[512];
+                sublet_status sw = sublet_replay_run(t, &o, &rw, ew, sizeof ew);
+                sublet_trace_load_options lo = {0};
+                lo.read_chunk = k == 0 ? 5 : 0; /* tiny reads too */
+                sublet_trace_stream *ts = NULL;
+                assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err),
+                                 SUBLET_OK);
+                o.oom_user = &so;
+                sublet_status ss = sublet_replay_stream(ts, &o, &rs, es, sizeof es);
+                assert_int_equal(ss, sw);
+                if (sw != SUBLET_OK)
+                    assert_string_equal(es, ew);
+                assert_results_equal(&rs, &rw);
+                assert_int_equal(so.n, wo.n);
+                assert_memory_equal(so.event, wo.event, sizeof so.event);
+                assert_memory_equal(so.line, wo.line, sizeof so.line);
+                sublet_replay_result_free(&rw);
+                sublet_replay_result_free(&rs);
+                sublet_trace_stream_close(ts);
+            }
+        }
+        sublet_trace_free(t);
+    }
+}
+
+/* A file of `text`; returns its path (static buffer). */
+static const char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/sublet_stream_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+static void test_malformed_same_error(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "",
+        "seq,action,addr,size,stream\n",
+        "seq,action,addr,size,stream,time_us\n0,pre_segment,0,2097152,0,\n1,alloc,0,512,0,\n"
+        "2,alloc,512,x,0,\n",
+        "seq,action,addr,size,stream,time_us\n0,alloc,0,512,0,\n1,pre_alloc,0,512,0,\n",
+        "seq,action,addr,size,stream,time_us\n0,alloc,0,512,0,\n\n1,alloc,1024,512,0,\n",
+        "seq,action,addr,size,stream,time_us\n0,alloc,0,512,0,\n1,free_requested,0,512,0,\n"
+        "2,free_completed,0,512",
+        "seq,action,addr,size,stream,time_us\r\n0,alloc,0,512,0,1\r\n1,bogus,0,512,0,\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *path = write_tmp(bad[i]);
+        sublet_trace *t = NULL;
+        char ew[512] = "", es[512] = "";
+        sublet_status sw = sublet_trace_load(path, NULL, &t, ew, sizeof ew);
+        sublet_trace_stream *ts = NULL;
+        sublet_trace_load_options lo = {0};
+        lo.read_chunk = 1 + i % 3;
+        sublet_status ss = sublet_trace_stream_open(path, &lo, &ts, es, sizeof es);
+        if (ss == SUBLET_OK) {
+            sublet_replay_result r;
+            ss = sublet_replay_stream(ts, NULL, &r, es, sizeof es);
+            sublet_replay_result_free(&r);
+            if (ss == SUBLET_OK) { /* the replay ended early: the rest still reads */
+                sublet_trace_event ev[8];
+                size_t n = 1;
+                while (ss == SUBLET_OK && n)
+                    ss = sublet_trace_stream_next(ts, ev, 8, &n, es, sizeof es);
+            }
+            sublet_trace_stream_close(ts);
+        }
+        assert_int_equal(ss, sw);
+        if (sw != SUBLET_OK)
+            assert_string_equal(es, ew);
+        sublet_trace_free(t);
+        unlink(path);
+    }
+}
+
+static void test_rewind_and_memory_trace(void **state)
+{
+    (void)state;
+    const char *path = path_of(k_traces[0]);
+    sublet_trace_stream *ts = NULL;
+    char err[512];
+    assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+    sublet_replay_result a, b;
+    assert_int_equal(sublet_replay_stream(ts, NULL, &a, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_stream_rewind(ts, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_replay_stream(ts, NULL, &b, err, sizeof err), SUBLET_OK);
+    assert_results_equal(&a, &b);
+    sublet_trace_stream_close(ts);
+    /* a stream over the trace in memory, partly read: the copying window */
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_stream_from_trace(t, &ts), SUBLET_OK);
+    assert_int_equal(sublet_trace_stream_trace(ts), t);
+    sublet_replay_result c;
+    assert_int_equal(sublet_replay_stream(ts, NULL, &c, err, sizeof err), SUBLET_OK);
+    assert_results_equal(&a, &c);
+    sublet_replay_result_free(&a);
+    sublet_replay_result_free(&b);
+    sublet_replay_result_free(&c);
+    sublet_trace_stream_close(ts);
+    sublet_trace_free(t);
+    assert_int_equal(sublet_trace_detect_path(path), SUBLET_FORMAT_EVENTS_CSV);
+    assert_int_equal(sublet_trace_detect_path("/nonexistent"), SUBLET_FORMAT_UNKNOWN);
+    assert_int_not_equal(sublet_trace_stream_open("/nonexistent", NULL, &ts, err, sizeof err),
+                         SUBLET_OK);
+    assert_non_null(strstr(err, "/nonexistent: cannot open"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_events_at_every_chunk_size),
+        cmocka_unit_test(test_replay_stream_equals_run),
+        cmocka_unit_test(test_malformed_same_error),
+        cmocka_unit_test(test_rewind_and_memory_trace),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
