@@ -32,10 +32,10 @@ typedef struct sl_block {
     struct sl_block *next;
     sl_segment *seg;
     sl_pool *pool;
-    /* free index: AVL tree keyed by (size, addr) within the pool's stream
-     * tree, threaded through the blocks (index.c) */
+    /* free index: red-black tree keyed by (size, addr) within the pool's
+     * stream tree, threaded through the blocks (index.c) */
     struct sl_block *parent, *left, *right;
-    int32_t height;
+    bool red;
     uint32_t event_count;   /* outstanding end-of-use events */
     bool allocated;
     bool in_free;           /* in the pool's free index */
@@ -81,7 +81,7 @@ typedef struct sl_size_slot {
 } sl_size_slot;
 
 /* Free blocks of one stream inside one pool, ordered by (size, addr): an
- * AVL tree plus a map from each size present to its lowest block (index.c). */
+ * red-black tree plus a map from each size present to its lowest block (index.c). */
 typedef struct sl_tree {
     sublet_stream stream;
     sl_block *root;
@@ -157,7 +157,7 @@ sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
 void sl_pool_fini(sl_pool *p);
 /* Sum of the squared sizes of a tree's free blocks (spread metric). */
 double sl_tree_squares(const sl_tree *t);
-/* Check every tree against a recount: links, AVL balance, (size, addr)
+/* Check every tree against a recount: links, red-black colours, (size, addr)
  * order, membership, count, bytes, squares and the size map.  *count
  * receives the number of free blocks. */
 bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);

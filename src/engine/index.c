@@ -5,8 +5,8 @@
  * address) as PyTorch's std::set of blocks is ordered by (stream, size,
  * address).  Each tree is two structures over the same blocks:
  *
- *   - an AVL tree threaded through the blocks themselves (parent, left,
- *     right, height), so that inserting never allocates;
+ *   - a red-black tree threaded through the blocks themselves (parent,
+ *     left, right, colour), so that inserting never allocates;
  *   - a size map: exact size -> the lowest-address free block of that size.
  *
  * The size map makes the operations of a cached malloc+free independent of
@@ -14,9 +14,8 @@
  * (the smallest block >= want is then the lowest-address block of size
  * want); a block below the lowest block of its size (what a malloc took and
  * its free gives back) is inserted as that block's in-order predecessor (a
- * walk down the right spine of its left subtree, then the AVL retrace,
- * which stops where a subtree's height is unchanged); removal walks up from
- * the block.  Only a size absent from the tree, or a block above the lowest
+ * walk down the right spine of its left subtree, then the red-black
+ * fix-up, amortised O(1)); removal starts at the block.  Only a size absent from the tree, or a block above the lowest
  * of its size, costs a descent from the root.  Workloads repeat exact sizes,
  * so the first cases are the common ones.
  *
@@ -31,20 +30,14 @@
 
 #include "engine/engine.h"
 
-/* ---- AVL tree with parent links, keyed by (size, addr) ---------------------- */
+/* ---- red-black tree with parent links, keyed by (size, addr) ---------------- */
 
 static inline bool key_less(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
 {
     return s1 < s2 || (s1 == s2 && a1 < a2);
 }
 
-static inline int32_t h(const sl_block *n) { return n ? n->height : 0; }
-
-static inline void fix_height(sl_block *n)
-{
-    int32_t hl = h(n->left), hr = h(n->right);
-    n->height = (hl > hr ? hl : hr) + 1;
-}
+static inline bool is_red(const sl_block *n) { return n && n->red; }
 
 /* Put `c` where `old` hangs under `parent` (NULL: the root). */
 static inline void replace_child(sl_tree *t, sl_block *parent, const sl_block *old, sl_block *c)
@@ -59,7 +52,7 @@ static inline void replace_child(sl_tree *t, sl_block *parent, const sl_block *o
         c->parent = parent;
 }
 
-static sl_block *rot_right(sl_tree *t, sl_block *n)
+static void rot_right(sl_tree *t, sl_block *n)
 {
     sl_block *l = n->left;
     replace_child(t, n->parent, n, l);
@@ -68,12 +61,9 @@ static sl_block *rot_right(sl_tree *t, sl_block *n)
         n->left->parent = n;
     l->right = n;
     n->parent = l;
-    fix_height(n);
-    fix_height(l);
-    return l;
 }
 
-static sl_block *rot_left(sl_tree *t, sl_block *n)
+static void rot_left(sl_tree *t, sl_block *n)
 {
     sl_block *r = n->right;
     replace_child(t, n->parent, n, r);
@@ -82,47 +72,61 @@ static sl_block *rot_left(sl_tree *t, sl_block *n)
         n->right->parent = n;
     r->left = n;
     n->parent = r;
-    fix_height(n);
-    fix_height(r);
-    return r;
 }
 
-/* Walk up from `n`, restoring heights and balance.  A subtree whose height
- * came out unchanged leaves everything above it as it was: stop there (after
- * an insert that is at the first rotation or sooner). */
-static void retrace(sl_tree *t, sl_block *n)
-{
-    while (n) {
-        sl_block *up = n->parent, *top = n;
-        int32_t was = n->height, hl = h(n->left), hr = h(n->right);
-        if (hl > hr + 1) {
-            if (h(n->left->left) < h(n->left->right))
-                rot_left(t, n->left);
-            top = rot_right(t, n);
-        } else if (hr > hl + 1) {
-            if (h(n->right->right) < h(n->right->left))
-                rot_right(t, n->right);
-            top = rot_left(t, n);
-        } else {
-            n->height = (hl > hr ? hl : hr) + 1;
-        }
-        if (top->height == was)
-            return;
-        n = up;
-    }
-}
-
+/* Hang the red leaf b at *link under parent, then restore the colours: a
+ * red parent with a red uncle is recoloured and the walk goes up two levels;
+ * otherwise at most two rotations end it.  Amortised O(1) per insert, also
+ * when inserts and removals alternate at the same place (an AVL tree then
+ * climbs to the root every time: the split and merge of a cached pair did
+ * exactly that). */
 static void attach(sl_tree *t, sl_block *parent, sl_block **link, sl_block *b)
 {
     *link = b;
     b->parent = parent;
     b->left = b->right = NULL;
-    b->height = 1;
-    retrace(t, parent);
+    b->red = true;
+    sl_block *p;
+    while ((p = b->parent) && p->red) {
+        sl_block *g = p->parent; /* a red node is never the root */
+        if (p == g->left) {
+            sl_block *u = g->right;
+            if (is_red(u)) {
+                p->red = u->red = false;
+                g->red = true;
+                b = g;
+                continue;
+            }
+            if (b == p->right) {
+                rot_left(t, p);
+                p = b;
+            }
+            p->red = false;
+            g->red = true;
+            rot_right(t, g);
+        } else {
+            sl_block *u = g->left;
+            if (is_red(u)) {
+                p->red = u->red = false;
+                g->red = true;
+                b = g;
+                continue;
+            }
+            if (b == p->left) {
+                rot_right(t, p);
+                p = b;
+            }
+            p->red = false;
+            g->red = true;
+            rot_left(t, g);
+        }
+        break;
+    }
+    t->root->red = false;
 }
 
 /* Insert by descent from the root; returns b's in-order predecessor. */
-static sl_block *avl_insert(sl_tree *t, sl_block *b)
+static sl_block *tree_insert(sl_tree *t, sl_block *b)
 {
     sl_block *parent = NULL, *pred = NULL, **link = &t->root;
     while (*link) {
@@ -139,7 +143,7 @@ static sl_block *avl_insert(sl_tree *t, sl_block *b)
 }
 
 /* Insert b as the in-order predecessor of m (nothing lies between them). */
-static void avl_insert_before(sl_tree *t, sl_block *m, sl_block *b)
+static void tree_insert_before(sl_tree *t, sl_block *m, sl_block *b)
 {
     sl_block *parent = m, **link = &m->left;
     while (*link) {
@@ -149,38 +153,106 @@ static void avl_insert_before(sl_tree *t, sl_block *m, sl_block *b)
     attach(t, parent, link, b);
 }
 
-static void avl_remove(sl_tree *t, sl_block *b)
+/* After a black node left the subtree of `parent` on x's side (x may be
+ * NULL): that side is one black short.  Recolouring moves the deficit up;
+ * at most three rotations end it. */
+static void remove_fixup(sl_tree *t, sl_block *x, sl_block *parent)
 {
-    sl_block *start;
+    while (parent && !is_red(x)) {
+        if (x == parent->left) {
+            sl_block *w = parent->right; /* not NULL: that side has a black more */
+            if (w->red) {
+                w->red = false;
+                parent->red = true;
+                rot_left(t, parent);
+                w = parent->right;
+            }
+            if (!is_red(w->left) && !is_red(w->right)) {
+                w->red = true;
+                x = parent;
+                parent = x->parent;
+                continue;
+            }
+            if (!is_red(w->right)) {
+                w->left->red = false;
+                w->red = true;
+                rot_right(t, w);
+                w = parent->right;
+            }
+            w->red = parent->red;
+            parent->red = false;
+            w->right->red = false;
+            rot_left(t, parent);
+        } else {
+            sl_block *w = parent->left;
+            if (w->red) {
+                w->red = false;
+                parent->red = true;
+                rot_right(t, parent);
+                w = parent->left;
+            }
+            if (!is_red(w->left) && !is_red(w->right)) {
+                w->red = true;
+                x = parent;
+                parent = x->parent;
+                continue;
+            }
+            if (!is_red(w->left)) {
+                w->right->red = false;
+                w->red = true;
+                rot_left(t, w);
+                w = parent->left;
+            }
+            w->red = parent->red;
+            parent->red = false;
+            w->left->red = false;
+            rot_right(t, parent);
+        }
+        x = t->root;
+        break;
+    }
+    if (x)
+        x->red = false;
+}
+
+static void tree_remove(sl_tree *t, sl_block *b)
+{
+    sl_block *child, *parent;
+    bool removed_red;
     if (b->left && b->right) {
-        /* the successor takes b's place (and height: the height of that
-         * position before the removal, as retrace expects) */
+        /* the successor s takes b's place and colour; s's old place loses
+         * s's colour */
         sl_block *s = b->right;
         while (s->left)
             s = s->left;
+        child = s->right;
+        removed_red = s->red;
         if (s->parent == b) {
-            start = s;
+            parent = s;
         } else {
-            start = s->parent;
-            start->left = s->right;
-            if (s->right)
-                s->right->parent = start;
+            parent = s->parent;
+            parent->left = child;
+            if (child)
+                child->parent = parent;
             s->right = b->right;
             s->right->parent = s;
         }
         s->left = b->left;
         s->left->parent = s;
-        s->height = b->height;
+        s->red = b->red;
         replace_child(t, b->parent, b, s);
     } else {
-        start = b->parent;
-        replace_child(t, start, b, b->left ? b->left : b->right);
+        child = b->left ? b->left : b->right;
+        parent = b->parent;
+        removed_red = b->red;
+        replace_child(t, parent, b, child);
     }
     b->parent = b->left = b->right = NULL;
-    retrace(t, start);
+    if (!removed_red)
+        remove_fixup(t, child, parent);
 }
 
-static sl_block *avl_next(sl_block *n)
+static sl_block *tree_next(sl_block *n)
 {
     if (n->right) {
         for (n = n->right; n->left;)
@@ -192,7 +264,7 @@ static sl_block *avl_next(sl_block *n)
     return n->parent;
 }
 
-static sl_block *avl_first(sl_block *n)
+static sl_block *tree_first(sl_block *n)
 {
     while (n && n->left)
         n = n->left;
@@ -343,13 +415,13 @@ void sl_free_insert(sl_pool *p, sl_block *b)
     sl_size_slot *s = smap_find(t, b->size);
     if (s) {
         if (b->addr < s->min->addr) {
-            avl_insert_before(t, s->min, b);
+            tree_insert_before(t, s->min, b);
             s->min = b;
         } else {
-            avl_insert(t, b);
+            tree_insert(t, b);
         }
     } else {
-        sl_block *pred = avl_insert(t, b);
+        sl_block *pred = tree_insert(t, b);
         /* with a partial map an absent size may still have lower blocks */
         if (!pred || pred->size != b->size)
             smap_add(t, b);
@@ -369,13 +441,13 @@ void sl_free_remove(sl_pool *p, sl_block *b)
     sl_tree *t = tree_of(p, b->stream);
     sl_size_slot *s = smap_find(t, b->size);
     if (s && s->min == b) {
-        sl_block *n = avl_next(b);
+        sl_block *n = tree_next(b);
         if (n && n->size == b->size)
             s->min = n;
         else
             smap_del(t, s);
     }
-    avl_remove(t, b);
+    tree_remove(t, b);
     uint64_t qh, ql;
     square128(b->size, &qh, &ql);
     uint64_t borrow = t->sq_lo < ql;
@@ -462,7 +534,7 @@ sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom)
         return NULL;
     }
     for (size_t i = 0; i < p->ntrees; i++)
-        for (sl_block *b = avl_first(p->trees[i].root); b; b = avl_next(b))
+        for (sl_block *b = tree_first(p->trees[i].root); b; b = tree_next(b))
             out[(*n)++] = b;
     return out;
 }
@@ -498,20 +570,21 @@ static bool vfail(vctx *c, const char *what, const sl_block *n)
     return false;
 }
 
-/* In order: links, heights and balance, order, membership, and the size map
+/* In order: links, colours and black heights, order, membership, and the size map
  * for the lowest block of each size. */
-static bool verify_node(vctx *c, const sl_block *n, int depth)
+static bool verify_node(vctx *c, const sl_block *n, int depth, int *black)
 {
+    *black = 1; /* a NULL leaf counts as black */
     if (!n)
         return true;
     if (depth > 128)
-        return vfail(c, "tree deeper than any AVL tree can be", n);
+        return vfail(c, "tree deeper than any red-black tree can be", n);
     if ((n->left && n->left->parent != n) || (n->right && n->right->parent != n))
         return vfail(c, "broken parent link", n);
-    int32_t hl = h(n->left), hr = h(n->right);
-    if (n->height != (hl > hr ? hl : hr) + 1 || hl - hr > 1 || hr - hl > 1)
-        return vfail(c, "unbalanced or wrong height", n);
-    if (!verify_node(c, n->left, depth + 1))
+    if (n->red && (is_red(n->left) || is_red(n->right)))
+        return vfail(c, "red block with a red child", n);
+    int bl, br;
+    if (!verify_node(c, n->left, depth + 1, &bl))
         return false;
     if (!n->in_free || n->allocated || n->stream != c->t->stream || n->pool != c->pool)
         return vfail(c, "block that is not free on this pool and stream", n);
@@ -533,7 +606,12 @@ static bool verify_node(vctx *c, const sl_block *n, int depth)
     c->bytes += n->size;
     c->count++;
     c->prev = n;
-    return verify_node(c, n->right, depth + 1);
+    if (!verify_node(c, n->right, depth + 1, &br))
+        return false;
+    if (bl != br)
+        return vfail(c, "black heights differ below", n);
+    *black = bl + !n->red;
+    return true;
 }
 
 static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char *msg, size_t cap)
@@ -541,7 +619,10 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
     vctx c = {.pool = p, .t = t, .msg = msg, .cap = cap};
     if (t->root && t->root->parent)
         return vfail(&c, "root with a parent", t->root);
-    if (!verify_node(&c, t->root, 0))
+    if (is_red(t->root))
+        return vfail(&c, "red root", t->root);
+    int black;
+    if (!verify_node(&c, t->root, 0, &black))
         return false;
     if (c.count != t->count) {
         snprintf(msg, cap, "free index count %zu != %zu nodes", t->count, c.count);
