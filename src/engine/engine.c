@@ -102,30 +102,6 @@ bool sl_block_active(const sl_block *b)
     return b->allocated || b->event_count > 0 || b->nuses > 0;
 }
 
-static inline bool is_split(const sl_block *b) { return b->prev || b->next; }
-
-/* get_pool (§1.4): a redirection's private pool, else the default pool of
- * the size. */
-static inline sl_pool *pool_for(sublet_allocator *a, uint64_t rounded, sublet_stream stream)
-{
-    if (a->nredirects) {
-        sl_pool *p = sl_redirect_pool(a, rounded, stream);
-        if (p)
-            return p;
-    }
-    /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
-     * page, not a segment, so the small pool's separation buys nothing and
-     * costs a partly used page of its own */
-    if (a->settings.policy == SUBLET_POLICY_STITCH)
-        return &a->large;
-    return rounded <= SL_SMALL_SIZE ? &a->small : &a->large;
-}
-
-static inline bool gc_active(const sublet_allocator *a)
-{
-    return a->limit_in_effect && a->settings.garbage_collection_threshold > 0.0;
-}
-
 /* ---- segments (the set of them: segs.c) ------------------------------------ */
 
 /* Create a segment of `size` bytes with one whole block (not yet indexed).
@@ -288,7 +264,7 @@ static void free_block(sublet_allocator *a, sl_block *b)
         }
     }
     sl_free_insert(pool, b);
-    if (is_split(b)) {
+    if (sl_is_split(b)) {
         net_n += 1;
         net_bytes += (int64_t)b->size;
     }
@@ -565,7 +541,7 @@ static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *on
 }
 
 /* synchronize_and_free_events (§3.5 step 1). */
-static sublet_status synchronize_and_free_events(sublet_allocator *a, sl_private *only)
+sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
 {
     a->stats.num_sync_all_streams++;
     if (a->ndeferred) {
@@ -590,170 +566,13 @@ static sublet_status synchronize_and_free_events(sublet_allocator *a, sl_private
     return SUBLET_OK;
 }
 
-/* ---- releasing cached memory --------------------------------------------------- */
-
-static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
-{
-    size_t n;
-    bool oom;
-    sl_block **all = sl_free_collect(pool, &n, &oom);
-    if (oom)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = SUBLET_OK;
-    size_t nexp = 0;
-    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
-        if (all[i]->seg->expandable)
-            all[nexp++] = all[i]; /* unmapped after the walk (§3.5) */
-        else if (!is_split(all[i]))
-            st = release_block(a, all[i]);
-    }
-    for (size_t i = 0; i < nexp && st == SUBLET_OK; i++) {
-        sl_block *b = all[i];
-        st = sl_exp_unmap_block(a, b);
-        if (st == SUBLET_OK && !b->prev && !b->next && !b->mapped)
-            st = sl_exp_release_segment(a, b);
-    }
-    free(all);
-    return st;
-}
-
-/* release_cached_blocks (§3.5).  Then policy:stitch's alias pages whose
- * bytes are all free go back to their owners (stitch.c), and the pages that
- * become wholly free there are unmapped too. */
-static sublet_status release_cached_blocks(sublet_allocator *a)
-{
-    return sl_release_cached(a, NULL);
-}
-
-/* release_cached_blocks (§3.5) for the default id (`only` NULL) or for one
- * private pool (a MemPool's: only when it is freeable).  The default pools
- * are left alone while a redirection is active (PyTorch 2.6 asserts there;
- * no event may be queried during a capture), and so are the events. */
-sublet_status sl_release_cached(sublet_allocator *a, sl_private *only)
-{
-    sublet_status st = SUBLET_OK;
-    if (!only && !a->nredirects) {
-        st = synchronize_and_free_events(a, NULL);
-        if (st == SUBLET_OK)
-            st = release_blocks(a, &a->large);
-        if (st == SUBLET_OK)
-            st = release_blocks(a, &a->small);
-        if (st == SUBLET_OK && a->naliases) {
-            st = sl_stitch_return_all(a);
-            if (st == SUBLET_OK)
-                st = release_blocks(a, &a->large);
-            if (st == SUBLET_OK)
-                st = release_blocks(a, &a->small);
-        }
-    }
-    /* the freeable private pools, in creation order (PyTorch: its hash
-     * map's order; only the order of the segment_free events can differ) */
-    for (size_t i = 0; i < a->nprivs && st == SUBLET_OK;) {
-        sl_private *p = a->privs[i];
-        if (!p->freeable || (only && p != only)) {
-            i++;
-            continue;
-        }
-        if (only && !a->nredirects)
-            st = synchronize_and_free_events(a, p);
-        if (st == SUBLET_OK)
-            st = release_blocks(a, &p->small);
-        if (st == SUBLET_OK)
-            st = release_blocks(a, &p->large);
-        if (st == SUBLET_OK && p->malloc_count == 0)
-            sl_private_delete(a, p); /* moves the last pool into slot i */
-        else
-            i++;
-    }
-    return st;
-}
-
-/* release_available_cached_blocks (§3.4): free just enough oversize blocks. */
-static bool release_available_cached_blocks(sublet_allocator *a, sl_pool *pool,
-                                            sublet_stream stream, uint64_t size)
-{
-    uint64_t ms = a->settings.max_split_size;
-    if (ms == SUBLET_SIZE_UNLIMITED)
-        return false;
-    uint64_t key = size < ms ? ms : size;
-    sl_block *b = sl_free_lower_bound(pool, stream, key);
-    if (b && !b->seg->expandable) {
-        /* a split block can only be this large if max_split_size changed
-         * after it was carved; it is not a segment and cannot be freed */
-        return !is_split(b) && release_block(a, b) == SUBLET_OK;
-    }
-    uint64_t released = 0;
-    b = sl_free_max(pool, stream);
-    while (b && released < key && b->size >= ms) {
-        sl_block *below = sl_free_before(pool, stream, b->size, b->addr);
-        if (!is_split(b) && !b->seg->expandable) {
-            uint64_t sz = b->size;
-            if (release_block(a, b) == SUBLET_OK)
-                released += sz;
-        }
-        b = below;
-    }
-    return released >= key;
-}
-
-/* garbage_collect_cached_blocks (§3.6). */
-static void garbage_collect(sublet_allocator *a)
-{
-    uint64_t threshold = (uint64_t)(a->settings.garbage_collection_threshold *
-                                    (double)a->allowed_memory_maximum);
-    if (a->total_allocated_memory <= threshold)
-        return;
-    uint64_t target = a->total_allocated_memory - threshold, reclaimed = 0;
-    size_t n;
-    bool oom;
-    sl_block **all = sl_free_collect(&a->large, &n, &oom);
-    if (!all)
-        return;
-    uint64_t total_age = 0;
-    int64_t count = 0;
-    /* GC never frees expandable blocks (§3.6); before 2.9 their whole free
-     * blocks still count in the average age (PyTorch 2.6), later not */
-    bool count_expandable = !sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9));
-    for (size_t i = 0; i < n; i++) {
-        bool expandable = all[i]->seg->expandable;
-        if (!is_split(all[i]) && (!expandable || count_expandable)) {
-            total_age += a->large.clock - all[i]->gc_count_base;
-            count++;
-        }
-        if (expandable)
-            all[i] = NULL;
-    }
-    bool freed = true;
-    while (count > 0 && reclaimed < target && freed) {
-        double age_threshold = (double)total_age / (double)count;
-        freed = false;
-        for (size_t i = 0; i < n; i++) {
-            sl_block *b = all[i];
-            if (!b || is_split(b))
-                continue;
-            uint64_t age = a->large.clock - b->gc_count_base;
-            if ((double)age >= age_threshold) {
-                uint64_t sz = b->size;
-                if (release_block(a, b) != SUBLET_OK)
-                    continue;
-                all[i] = NULL;
-                freed = true;
-                reclaimed += sz;
-                total_age -= age;
-                count--;
-            }
-        }
-    }
-    free(all);
-}
-
 /* ---- malloc ---------------------------------------------------------------------- */
 
 /* get_free_block (§2.4–2.5). */
 static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                 uint64_t size)
 {
-    if (gc_active(a))
+    if (sl_gc_active(a))
         pool->clock++;
     sl_block *b = sl_free_lower_bound(pool, stream, size);
     if (!b)
@@ -836,7 +655,7 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
                                        uint64_t orig, sublet_stream stream, sl_block **out)
 {
     sl_pool *pool = b->pool;
-    bool already_split = is_split(b);
+    bool already_split = sl_is_split(b);
     bool exp = b->seg->expandable; /* never counted as inactive_split (§6.5) */
     sl_block *blk = b;
     if (should_split(a, b, size)) {
@@ -892,8 +711,6 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
  * later step of malloc failed for lack of host memory. */
 static void undo_take(sl_block *b) { sl_free_insert(b->pool, b); }
 
-static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
-                       sublet_stream stream, uint64_t *limit_out, uint64_t *free_out);
 
 sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream stream, void **ptr)
 {
@@ -916,7 +733,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
     a->op_stack = a->cur_stack; /* PyTorch passes malloc's context to what it frees */
     uint64_t size = sublet_round_size(&a->settings, n);
-    sl_pool *pool = pool_for(a, size, stream);
+    sl_pool *pool = sl_pool_for(a, size, stream);
     uint64_t alloc_size = sublet_allocation_size(&a->settings, size);
     if (!sl_pool_tree(pool, stream, true) || !sl_ptrmap_reserve(&a->ptrs)) {
         st = SUBLET_ERR_NO_MEMORY;
@@ -925,13 +742,13 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
 
     sl_block *b = get_free_block(a, pool, stream, size);
     if (!b) {
-        if (gc_active(a))
-            garbage_collect(a);
+        if (sl_gc_active(a))
+            sl_garbage_collect(a);
         st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         if (st == SUBLET_ERR_DEVICE_OOM && !pool->owner && a->nprivs &&
             sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9)))
             st = use_on_oom_block(a, stream, size, &b);
-        if (st == SUBLET_ERR_DEVICE_OOM && release_available_cached_blocks(a, pool, stream, size))
+        if (st == SUBLET_ERR_DEVICE_OOM && sl_release_available(a, pool, stream, size))
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         /* policy:stitch: move whole free pages, then stitch partly free
          * ones, before PyTorch's full release (and once more after it) */
@@ -943,7 +760,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
                 st = sl_stitch_alloc(a, pool, stream, size, &b);
         }
         if (st == SUBLET_ERR_DEVICE_OOM && !a->nredirects) {
-            st = release_cached_blocks(a);
+            st = sl_release_cached(a, NULL);
             if (st == SUBLET_OK)
                 st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
         }
@@ -951,7 +768,7 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             st = sl_stitch_alloc(a, pool, stream, size, &b);
         if (st == SUBLET_ERR_DEVICE_OOM) {
             uint64_t limit, dev_free;
-            oom_report(a, alloc_size, size, stream, &limit, &dev_free);
+            sl_oom_report(a, alloc_size, size, stream, &limit, &dev_free);
             sublet_oom_fn fn = a->oom_fn;
             void *user = a->oom_user;
             int device = a->device;
@@ -1152,99 +969,4 @@ sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *
         }
     sl_unlock(a);
     return st;
-}
-
-/* ---- OOM message (§3.7) ---------------------------------------------------------------- */
-
-static void oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
-                       sublet_stream stream, uint64_t *limit_out, uint64_t *free_out)
-{
-    uint64_t dev_free = 0, dev_total = 0;
-    if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
-        dev_free = dev_total = 0;
-    emit(a, SUBLET_ACT_OOM, dev_free, rounded, stream, a->cur_stack);
-    a->stats.num_ooms++;
-    *limit_out = a->limit_in_effect ? a->allowed_memory_maximum : dev_total;
-    *free_out = dev_free;
-
-    int64_t allocated = a->stats.allocated_bytes[SUBLET_POOL_ALL].current;
-    int64_t reserved = a->stats.reserved_bytes[SUBLET_POOL_ALL].current;
-    /* §3.7: the free cached bytes of every private pool, freeable or not */
-    int64_t private_bytes = 0;
-    for (size_t i = 0; i < a->nprivs; i++)
-        for (int k = 0; k < 2; k++) {
-            sl_pool *p = k ? &a->privs[i]->large : &a->privs[i]->small;
-            for (size_t t = 0; t < p->ntrees; t++)
-                private_bytes += (int64_t)p->trees[t].bytes;
-        }
-    char private_msg[112] = "";
-    if (private_bytes > 0) {
-        char fs_private[48];
-        sublet_format_size((uint64_t)private_bytes, fs_private, sizeof fs_private);
-        snprintf(private_msg, sizeof private_msg,
-                 "with %s allocated in private pools (e.g., CUDA Graphs), ", fs_private);
-    }
-    char fs_alloc[48], fs_total[48], fs_free[48], fs_limit[48], fs_used[48], fs_unalloc[48];
-    sublet_format_size(alloc_size, fs_alloc, sizeof fs_alloc);
-    sublet_format_size(dev_total, fs_total, sizeof fs_total);
-    sublet_format_size(dev_free, fs_free, sizeof fs_free);
-    sublet_format_size((uint64_t)(allocated + private_bytes), fs_used, sizeof fs_used);
-    sublet_format_size((uint64_t)(reserved - allocated - private_bytes), fs_unalloc,
-                       sizeof fs_unalloc);
-    char allowed[80] = "";
-    if (a->limit_in_effect) {
-        sublet_format_size(a->allowed_memory_maximum, fs_limit, sizeof fs_limit);
-        snprintf(allowed, sizeof allowed, "%s allowed; ", fs_limit);
-    }
-
-    /* sublet's diagnosis: the free blocks of the request's pool and stream,
-     * and the headroom the device (or the fraction) still grants. */
-    uint64_t largest = 0, nfree = 0, free_bytes = 0;
-    sl_pool *pool = pool_for(a, rounded, stream);
-    sl_tree *t = sl_pool_tree(pool, stream, false);
-    if (t) {
-        sl_block *mx = sl_free_max(pool, stream);
-        largest = mx ? mx->size : 0;
-        nfree = t->count;
-    }
-    free_bytes = (uint64_t)(reserved - a->stats.active_bytes[SUBLET_POOL_ALL].current);
-    uint64_t headroom = dev_free;
-    if (a->limit_in_effect) {
-        uint64_t lim_room = a->allowed_memory_maximum > a->total_allocated_memory
-                                ? a->allowed_memory_maximum - a->total_allocated_memory
-                                : 0;
-        if (lim_room < headroom)
-            headroom = lim_room;
-    }
-    bool fragmentation = free_bytes + headroom >= rounded;
-    char fs_largest[48], fs_freeb[48], fs_round[48];
-    sublet_format_size(largest, fs_largest, sizeof fs_largest);
-    sublet_format_size(free_bytes, fs_freeb, sizeof fs_freeb);
-    sublet_format_size(rounded, fs_round, sizeof fs_round);
-
-    snprintf(a->oom_msg, sizeof a->oom_msg,
-             "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
-             "which %s is free. %sOf the allocated memory %s is allocated by PyTorch, %sand %s "
-             "is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
-             "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-             "fragmentation.  See documentation for Memory Management  "
-             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-"
-             "with-pytorch-cuda-alloc-conf)\n"
-             "sublet: %s. The request needs %s in one block; the largest free block of its "
-             "pool and stream is %s (%llu free blocks there); %s is reserved but unallocated "
-             "in all pools.",
-             fs_alloc, a->device, fs_total, fs_free, allowed, fs_used, private_msg, fs_unalloc,
-             fragmentation ? "fragmentation: the free bytes would suffice, but no free block "
-                             "or device allocation is big enough"
-                           : "exhaustion: the free bytes would not suffice even if they were "
-                             "contiguous",
-             fs_round, fs_largest, (unsigned long long)nfree, fs_freeb);
-}
-
-size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap)
-{
-    sl_lock(a);
-    size_t n = (size_t)snprintf(buf, cap, "%s", a->oom_msg);
-    sl_unlock(a);
-    return n;
 }

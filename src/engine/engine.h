@@ -285,6 +285,13 @@ static inline bool sl_virtual(const sublet_allocator *a)
     return a->settings.expandable_segments || a->settings.policy == SUBLET_POLICY_STITCH;
 }
 
+static inline bool sl_is_split(const sl_block *b) { return b->prev || b->next; }
+
+static inline bool sl_gc_active(const sublet_allocator *a)
+{
+    return a->limit_in_effect && a->settings.garbage_collection_threshold > 0.0;
+}
+
 /* engine.c helpers used by inspect.c */
 void sl_lock(sublet_allocator *a);
 void sl_unlock(sublet_allocator *a);
@@ -321,8 +328,22 @@ sl_private *sl_thread_pool(const sublet_allocator *a);
 /* Forget a freeable pool that holds no segment. */
 void sl_private_delete(sublet_allocator *a, sl_private *p);
 void sl_pools_fini(sublet_allocator *a);
-/* engine.c: release_cached_blocks(id) with `only` the pool (or NULL: all). */
+/* release.c: release_cached_blocks(id) with `only` the pool (or NULL: all,
+ * then policy:stitch's alias pages whose bytes are all free go back to their
+ * owners, and the pages that become wholly free there are unmapped too). */
 sublet_status sl_release_cached(sublet_allocator *a, sl_private *only);
+/* release.c: release_available_cached_blocks (§3.4): free just enough
+ * oversize blocks of `pool` for `size` on `stream` (true: some were). */
+bool sl_release_available(sublet_allocator *a, sl_pool *pool, sublet_stream stream, uint64_t size);
+/* release.c: the garbage collector (§3.6; call when sl_gc_active). */
+void sl_garbage_collect(sublet_allocator *a);
+/* release.c: count the OOM, emit its trace event and compose its message
+ * (§3.7); the limit and the device's free bytes for the observers. */
+void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
+                   sublet_stream stream, uint64_t *limit_out, uint64_t *free_out);
+/* engine.c: synchronize_and_free_events (§3.5 step 1), for `only`'s blocks
+ * (NULL: every block). */
+sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
 /* engine.c: a new-capture-use record for record_stream. */
 bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
 static inline sublet_pool_id sl_pool_id_of(const sl_pool *p)
@@ -378,5 +399,22 @@ uint64_t sl_stitch_alias_bytes(const sublet_allocator *a, int kind);
 /* The alias invariants; `shadows` is the number of shadow blocks seen. */
 sublet_status sl_stitch_verify(sublet_allocator *a, size_t shadows, char *msg, size_t cap);
 void sl_stitch_fini(sublet_allocator *a);
+
+/* get_pool (§1.4): a redirection's private pool, else the default pool of
+ * the size. */
+static inline sl_pool *sl_pool_for(sublet_allocator *a, uint64_t rounded, sublet_stream stream)
+{
+    if (a->nredirects) {
+        sl_pool *p = sl_redirect_pool(a, rounded, stream);
+        if (p)
+            return p;
+    }
+    /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
+     * page, not a segment, so the small pool's separation buys nothing and
+     * costs a partly used page of its own */
+    if (a->settings.policy == SUBLET_POLICY_STITCH)
+        return &a->large;
+    return rounded <= SL_SMALL_SIZE ? &a->small : &a->large;
+}
 
 #endif
