@@ -91,6 +91,9 @@ const char *cli_conf_for_settings(const char *recorded, const char *given, int *
  * --conf value, and cli_conf_for before the others.  Returns 0, or CLI_USAGE
  * after printing why (`cmd` names the command). */
 int cli_take_pytorch_version(const char *cmd, int *argc, char **argv);
+/* --pytorch-version's value (NULL: not given): `sublet tune` and `report
+ * --tune` replay every candidate under it (sublet_tune_options). */
+const char *cli_pytorch_version(void);
 
 /* ---- JSON writer (json.c) ---------------------------------------------------------- */
 /* Writes one JSON document to a FILE*, pretty-printed with two-space

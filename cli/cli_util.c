@@ -226,6 +226,8 @@ static char *with_version(const char *conf)
     return s;
 }
 
+const char *cli_pytorch_version(void) { return pytorch_version; }
+
 int cli_take_pytorch_version(const char *cmd, int *argc, char **argv)
 {
     int out = 1;

@@ -24,7 +24,7 @@ static void usage(FILE *out)
             "                             device and the fewest device calls\n"
             "  help [COMMAND]             this text, or a command's options\n"
             "  --version                  print the version\n"
-            "Every command that takes --conf also takes --pytorch-version X: follow\n"
+            "Every command that takes --conf, and tune, also take --pytorch-version X: follow\n"
             "PyTorch release X's rules where they changed (2.6, 2.7, ...; default the\n"
             "newest), the setting pytorch_version:X (docs/versions.md).\n\n");
     cli_replay_usage(out);
@@ -68,8 +68,8 @@ int main(int argc, char **argv)
             usage(stdout);
         return CLI_OK;
     }
-    static const char *const with_conf[] = {"replay", "convert", "summary", "mincap",
-                                            "frag",   "diagnose", "report"};
+    static const char *const with_conf[] = {"replay", "convert",  "summary", "mincap",
+                                            "frag",   "diagnose", "report",  "tune"};
     for (size_t i = 0; i < sizeof with_conf / sizeof with_conf[0]; i++)
         if (strcmp(cmd, with_conf[i]) == 0) {
             int sub_argc = argc - 1;

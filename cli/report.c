@@ -503,6 +503,7 @@ int cli_report(int argc, char **argv)
     sublet_trace_load_options lo = {0};
     sublet_tune_options to;
     sublet_tune_options_init(&to);
+    to.pytorch_version = cli_pytorch_version();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m;

@@ -36,6 +36,8 @@ void cli_tune_usage(FILE *out)
           "                        setting) or auto (default: adopt under the native policy\n"
           "                        without expandable segments, allocate otherwise)\n"
           "  --threads N           parallel replays (default: every online core)\n"
+          "  --pytorch-version X   replay every candidate under PyTorch release X's rules\n"
+          "                        (2.6, ...; default the newest; docs/versions.md)\n"
           "  --no-warmup           skip the warm-up plan (the segments to reserve at start so\n"
           "                        that the run makes no device allocation: the `warmup`\n"
           "                        option of SUBLET_ALLOC_CONF)\n"
@@ -284,6 +286,9 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
            "release %g, map %g/page, unmap %g/page\n\n",
            o->cost.malloc_us, o->cost.malloc_us_per_gib, o->cost.free_us, o->cost.retry_us,
            o->cost.reserve_us, o->cost.release_us, o->cost.map_us, o->cost.unmap_us);
+    if (o->pytorch_version)
+        printf("every replay under PyTorch %s's rules (--pytorch-version; docs/versions.md)\n\n",
+               o->pytorch_version);
     row("", "current", "PyTorch knobs", "sublet");
     row("settings recorded", r->current_recorded ? "yes" : "no", "", "");
     row_size(n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,
@@ -674,6 +679,7 @@ int cli_tune(int argc, char **argv)
 {
     sublet_tune_options o;
     sublet_tune_options_init(&o);
+    o.pytorch_version = cli_pytorch_version();
     int json = 0;
     const char *current = NULL;
     char **paths = calloc((size_t)argc, sizeof *paths);

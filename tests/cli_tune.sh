@@ -142,5 +142,15 @@ done
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["device_source"] == "default" and d["sublet"]["device_check"]["runs"] and d["sublet"]["evaluation"]["monotone"]' ||
     fail "default device check"
 
+# --pytorch-version: every replay under that release's rules, said in the report;
+# a release sublet does not follow is a usage error
+"$cli" tune "$trace" --no-warmup --pytorch-version 2.6 >"$tmp/v26.txt" 2>"$tmp/err" ||
+    fail "--pytorch-version 2.6: $(cat "$tmp/err")"
+grep -q "^every replay under PyTorch 2.6's rules" "$tmp/v26.txt" || fail "--pytorch-version line"
+grep -q '^  min capacity' "$tmp/v26.txt" || fail "--pytorch-version 2.6: no report"
+"$cli" tune "$trace" --pytorch-version 1.0 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--pytorch-version 1.0 should be a usage error"
+grep -q 'follows PyTorch 2.6 and later' "$tmp/err" || fail "--pytorch-version 1.0 message: $(cat "$tmp/err")"
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 echo "cli_tune: all passed"

@@ -417,6 +417,55 @@ static void test_small_device_and_errors(void **state)
     unload(t);
 }
 
+/* ---- --pytorch-version: every replay under that release's rules ------------------------- */
+
+static void test_pytorch_version(void **state)
+{
+    (void)state;
+    /* One live block of 1.5 GiB + 1 B: with roundup_power2_divisions:[256:1,
+     * 512:2,1024:4,>:8] the bucket of 1 GiB gets 4 divisions in 2.9+ (1792
+     * MiB), while 2.6 fills it from `>` itself (8 divisions: 1664 MiB);
+     * docs/versions.md. */
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_create(&t), SUBLET_OK);
+    sublet_trace_event ev = {.kind = SUBLET_ACT_ALLOC, .addr = UINT64_C(0x7f0000000000),
+                             .size = (UINT64_C(3) << 29) + 1, .line = 2};
+    assert_int_equal(sublet_trace_append(t, &ev), SUBLET_OK);
+    const sublet_trace *ts[1] = {t};
+    const char *ru = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]";
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    o.device_memory = 8 * GiB;
+    char err[256];
+    sublet_tune_eval newest, v26;
+    assert_int_equal(sublet_tune_evaluate(ts, 1, ru, &o, &newest, err, sizeof err), SUBLET_OK);
+    o.pytorch_version = "2.6";
+    assert_int_equal(sublet_tune_evaluate(ts, 1, ru, &o, &v26, err, sizeof err), SUBLET_OK);
+    assert_int_equal(newest.min_capacity_bytes, UINT64_C(1792) << 20);
+    assert_int_equal(v26.min_capacity_bytes, UINT64_C(1664) << 20);
+    sublet_tune_eval_free(&newest);
+    sublet_tune_eval_free(&v26);
+    /* 2.6 has no per_process_memory_fraction option: the fraction is set by
+     * the call it stands for (memory_fraction), so the GC candidates still
+     * evaluate; an option 2.6 lacks altogether is refused with its text */
+    sublet_tune_eval gc;
+    assert_int_equal(sublet_tune_evaluate(ts, 1,
+                                          "garbage_collection_threshold:0.6,"
+                                          "per_process_memory_fraction:0.999",
+                                          &o, &gc, err, sizeof err),
+                     SUBLET_OK);
+    assert_true(gc.fits);
+    sublet_tune_eval_free(&gc);
+    sublet_tune_result r;
+    o.diagnose = 0;
+    o.warmup = 0;
+    o.threads = 1;
+    assert_int_equal(sublet_tune(ts, 1, &o, &r), SUBLET_OK);
+    assert_true(r.pytorch.fits);
+    sublet_tune_result_free(&r);
+    sublet_trace_free(t);
+}
+
 /* ---- the shared snapshots (skipped without ../shared) ---------------------------------- */
 
 static void test_shared_snapshots(void **state)
@@ -461,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_threads_deterministic),
         cmocka_unit_test(test_several_traces),
         cmocka_unit_test(test_small_device_and_errors),
+        cmocka_unit_test(test_pytorch_version),
         cmocka_unit_test(test_shared_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,6 +141,10 @@ typedef struct sublet_tune_options {
      * an estimate of the total; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    /* The user's PyTorch release ("2.6", ...; NULL: the newest behaviour):
+     * every replay runs under pytorch_version:X before the candidate's own
+     * settings (docs/versions.md); the answers' strings do not carry it. */
+    const char *pytorch_version;
 } sublet_tune_options;
 
 /* Defaults: device from the traces, default cost model, every core, 2 MiB,

@@ -133,6 +133,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         goto nomem;
     for (size_t t = 0; t < n; t++) {
         sublet_status st = tn_facts_get(traces[t], &x.f[t]);
+        x.f[t].version = opt.pytorch_version;
         if (st != SUBLET_OK) {
             x.st = st;
             snprintf(x.err, sizeof x.err, "trace %zu: %s", t, sublet_status_text(st));
@@ -151,7 +152,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     x.nc = nall;
     unsigned ru_cls[N_RU];
     uint64_t max_round[N_RU], max_alloc[N_RU];
-    tn_roundup_classes(&sz, ru_cls, max_round, max_alloc);
+    tn_roundup_classes(opt.pytorch_version, &sz, ru_cls, max_round, max_alloc);
     uint64_t max_pre = 0;
     for (size_t t = 0; t < n; t++)
         if (x.f[t].max_pre_segment > max_pre)
@@ -164,7 +165,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         if (q)
             snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[q]);
         sublet_settings s;
-        tn_settings_of(conf, &s);
+        tn_settings_of(opt.pytorch_version, conf, &s);
         for (size_t t = 0; t < n; t++)
             lb[q][t] = tn_rounding_bound(&x.f[t], &s);
     }
@@ -378,7 +379,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
      * none: then for the PyTorch answer) */
     if (opt.warmup) {
         sublet_settings ss;
-        tn_settings_of(r->sublet.conf, &ss);
+        tn_settings_of(opt.pytorch_version, r->sublet.conf, &ss);
         const char *pc = ss.policy == SUBLET_POLICY_STITCH ? r->pytorch.conf : r->sublet.conf;
         tn_plan(x.f, n, pc, x.dev, &opt, &r->plan, &x.replays);
         tn_progress(&x);

@@ -20,12 +20,41 @@ sublet_status tn_replay(const tfacts *f, const char *conf, uint64_t cap, int pre
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o);
-    o.conf = conf;
+    char vbuf[TN_CONF_V_MAX];
+    o.conf = tn_conf_v(f->version, conf, vbuf, sizeof vbuf);
     o.device_memory = cap;
     o.stop_on_oom = stop_on_oom;
     o.stop_after = stop_after;
     o.prelude = prelude;
     return sublet_replay_run(f->t, &o, r, err, err_cap);
+}
+
+const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap)
+{
+    if (!version || !*version)
+        return conf;
+    int n = snprintf(buf, cap, "pytorch_version:%s%s", version, *conf ? "," : "");
+    if (n < 0 || (size_t)n >= cap)
+        return conf;
+    /* A release without the option per_process_memory_fraction (before 2.9)
+     * gets the same fraction through the call it stands for,
+     * set_per_process_memory_fraction (sublet's memory_fraction option); the
+     * answer keeps PyTorch's spelling (docs/tune.md says what to do there). */
+    static const char ppmf[] = "per_process_memory_fraction:";
+    const char *at = strstr(conf, ppmf);
+    if (at) {
+        sublet_settings s;
+        sublet_settings_default(&s);
+        char probe[96];
+        snprintf(probe, sizeof probe, "%s%s0.5", buf, ppmf);
+        if (sublet_settings_parse(&s, probe, NULL, 0) != SUBLET_OK) {
+            snprintf(buf + n, cap - (size_t)n, "%.*smemory_fraction:%s", (int)(at - conf), conf,
+                     at + sizeof ppmf - 1);
+            return buf;
+        }
+    }
+    snprintf(buf + n, cap - (size_t)n, "%s", conf);
+    return buf;
 }
 
 /* Page sizes of the virtual-memory modes of conf (0: conf uses cudaMalloc). */
@@ -229,7 +258,8 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev, const
     out->cost_us = d.cost;
     sublet_replay_options ro;
     sublet_replay_options_init(&ro);
-    ro.conf = conf;
+    char vbuf[TN_CONF_V_MAX];
+    ro.conf = tn_conf_v(f->version, conf, vbuf, sizeof vbuf);
     ro.prelude = o->prelude;
     sublet_mincap_result m;
     st = sublet_replay_min_capacity(f->t, &ro, o->resolution ? o->resolution : DEFAULT_RESOLUTION,
@@ -272,6 +302,7 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
     for (size_t i = 0; i < n; i++) {
         tfacts f;
         sublet_status st = tn_facts_get(traces[i], &f);
+        f.version = o->pytorch_version;
         if (st == SUBLET_OK)
             st = tn_eval_one(&f, conf, dev, o, &out->per_trace[i], &replays, err, err_cap);
         if (st != SUBLET_OK) {

@@ -37,11 +37,12 @@ static void fmt_events(uint64_t lo, uint64_t hi, char *out, size_t cap)
 }
 
 /* What the answer's settings do differently from the current ones. */
-static void mechanism(const char *from, const char *to, char *out, size_t cap)
+static void mechanism(const char *version, const char *from, const char *to, char *out,
+                      size_t cap)
 {
     sublet_settings a, b;
-    tn_settings_of(from, &a);
-    tn_settings_of(to, &b);
+    tn_settings_of(version, from, &a);
+    tn_settings_of(version, to, &b);
     size_t n = 0;
     out[0] = '\0';
 #define SAY(...)                                                                  \
@@ -369,7 +370,7 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     if (strcmp(from, to) == 0)
         return;
     char mech[320];
-    mechanism(from, to, mech, sizeof mech);
+    mechanism(f->version, from, to, mech, sizeof mech);
     sublet_trace *ix = indexed_copy(f->t);
     if (!ix)
         return;
@@ -377,8 +378,12 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     size_t n = sublet_trace_count(ix);
     hist hf, ht;
     sublet_replay_result rf, rt;
-    int okf = record_run(ix, from, dev, prelude, 0, &hf, &rf);
-    int okt = record_run(ix, to, dev, prelude, 0, &ht, &rt);
+    /* the replays under the user's PyTorch version */
+    char vfrom[TN_CONF_V_MAX], vto[TN_CONF_V_MAX];
+    const char *rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
+    const char *rto = tn_conf_v(f->version, to, vto, sizeof vto);
+    int okf = record_run(ix, rfrom, dev, prelude, 0, &hf, &rf);
+    int okt = record_run(ix, rto, dev, prelude, 0, &ht, &rt);
     uint64_t *sf = okf ? new_memory_per_row(&hf, ev, n) : NULL;
     uint64_t *st = okt ? new_memory_per_row(&ht, ev, n) : NULL;
     if (sf && st) {
@@ -395,7 +400,7 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
         uint64_t pf = rf.peak_reserved_bytes, pt = rt.peak_reserved_bytes;
         if (count && pf > pt) {
             sublet_settings fs;
-            tn_settings_of(from, &fs);
+            tn_settings_of(f->version, from, &fs);
             int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
             int adopt = prelude == SUBLET_PRELUDE_ADOPT ||
                         (prelude == SUBLET_PRELUDE_AUTO && !virt);
@@ -482,7 +487,7 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
          * answer's minimum capacity */
         hist ho;
         sublet_replay_result ro;
-        int oko = record_run(ix, from, to_mincap, prelude, 1, &ho, &ro);
+        int oko = record_run(ix, rfrom, to_mincap, prelude, 1, &ho, &ro);
         if (oko && ro.ooms && ro.first_oom_event < n) {
             uint64_t e = ro.first_oom_event;
             char dv[32], rq[32], fr[32], lg[32], sp[32];

@@ -62,7 +62,13 @@ typedef struct tfacts {
     uint64_t peak_requested;    /* peak live requested bytes */
     uint64_t recorded_reserved; /* peak reserved as recorded */
     uint64_t max_pre_segment;   /* largest pre_segment / pre_alloc block */
+    const char *version;        /* sublet_tune_options.pytorch_version */
 } tfacts;
+
+/* The settings a replay of f runs under: conf, after "pytorch_version:V,"
+ * when the user gave a version (into buf), else conf itself. */
+#define TN_CONF_V_MAX (SUBLET_TUNE_CONF_MAX + 48)
+const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap);
 
 /* What one run on the user's device measured. */
 typedef struct drun {
@@ -178,11 +184,12 @@ typedef struct walk {
 } walk;
 
 void tn_progress(tctx *x);
-void tn_settings_of(const char *conf, sublet_settings *s);
+/* conf parsed over the defaults, under the user's PyTorch version (NULL: newest) */
+void tn_settings_of(const char *version, const char *conf, sublet_settings *s);
 /* Distinct request sizes of every trace (allocs and pre_allocs). */
 int tn_collect_sizes(const tctx *x, sizes *out);
 /* For each roundup value: the first value that rounds every size alike. */
-void tn_roundup_classes(const sizes *sz, unsigned *cls, uint64_t *max_round,
+void tn_roundup_classes(const char *version, const sizes *sz, unsigned *cls, uint64_t *max_round,
                         uint64_t *max_alloc);
 /* The peak of the live requests rounded as s rounds them. */
 uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s);

@@ -157,6 +157,8 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
                     const sublet_tune_options *o, meas *m)
 {
     sublet_replay_result base, zero, r, r0;
+    char vbuf[TN_CONF_V_MAX];
+    const char *vconf = tn_conf_v(f->version, conf, vbuf, sizeof vbuf);
     memset(&base, 0, sizeof base);
     memset(&zero, 0, sizeof zero);
     if (has_plan) { /* the plan alone: what creating the allocator does */
@@ -165,7 +167,7 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
         m->st = sublet_sim_create(dev, &sim);
         if (m->st != SUBLET_OK)
             return;
-        sublet_options ao = {.backend = sim, .device = 0, .conf = conf};
+        sublet_options ao = {.backend = sim, .device = 0, .conf = vconf};
         sublet_status st = sublet_allocator_create(&ao, &a, m->err, sizeof m->err);
         if (st == SUBLET_OK) {
             sublet_stats_read(a, &base.stats_end);
@@ -187,7 +189,7 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
 
     sublet_replay_options ro;
     sublet_replay_options_init(&ro);
-    ro.conf = conf;
+    ro.conf = vconf;
     ro.device_memory = dev;
     ro.prelude = o->prelude;
     ro.on_finish = on_finish;
@@ -528,7 +530,9 @@ sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t 
     }
     sublet_status st = SUBLET_OK;
     for (size_t t = 0; t < n && st == SUBLET_OK; t++)
-        st = traces[t] ? tn_facts_get(traces[t], &f[t]) : SUBLET_ERR_INVALID_ARGUMENT;
+        if ((st = traces[t] ? tn_facts_get(traces[t], &f[t]) : SUBLET_ERR_INVALID_ARGUMENT) ==
+            SUBLET_OK)
+            f[t].version = o->pytorch_version;
     uint64_t replays = 0;
     if (st == SUBLET_OK)
         st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(traces, n),

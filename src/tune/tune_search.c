@@ -72,14 +72,15 @@ int tn_collect_sizes(const tctx *x, sizes *out)
     return 1;
 }
 
-void tn_settings_of(const char *conf, sublet_settings *s)
+void tn_settings_of(const char *version, const char *conf, sublet_settings *s)
 {
+    char vbuf[TN_CONF_V_MAX];
     sublet_settings_default(s);
-    (void)sublet_settings_parse(s, conf, NULL, 0);
+    (void)sublet_settings_parse(s, tn_conf_v(version, conf, vbuf, sizeof vbuf), NULL, 0);
 }
 
 /* For each roundup value: the first value that rounds every size alike. */
-void tn_roundup_classes(const sizes *sz, unsigned *cls, uint64_t *max_round,
+void tn_roundup_classes(const char *version, const sizes *sz, unsigned *cls, uint64_t *max_round,
                         uint64_t *max_alloc)
 {
     sublet_settings s[N_RU];
@@ -87,7 +88,7 @@ void tn_roundup_classes(const sizes *sz, unsigned *cls, uint64_t *max_round,
         char conf[128] = "";
         if (r)
             snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[r]);
-        tn_settings_of(conf, &s[r]);
+        tn_settings_of(version, conf, &s[r]);
         cls[r] = r;
         max_round[r] = max_alloc[r] = 0;
         for (size_t i = 0; i < sz->n; i++) {
