@@ -535,8 +535,13 @@ def replay(source, conf: Optional[str] = None, device_memory: Union[None, int, s
     cconf, dm, idx = _enc(conf, "conf"), _size(device_memory, "device_memory"), _index(at)
     with _Using(source) as t:
         lib = _library()
-        return ReplayResult(_document(lib.sublet_view_replay, t._handle(), t.name.encode(),
-                                      cconf, dm, idx, VIEW_SUMMARIES))
+        try:
+            return ReplayResult(_document(lib.sublet_view_replay, t._handle(), t.name.encode(),
+                                          cconf, dm, idx, VIEW_SUMMARIES))
+        except ReplayError as e:
+            if isinstance(e.result, dict):
+                e.result = ReplayResult(e.result)
+            raise
 
 
 def min_capacity(source, conf: Optional[str] = None, at: Optional[int] = None) -> MinCapacityResult:

@@ -19,7 +19,7 @@ OSError.  Arguments of the wrong type raise TypeError.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 __all__ = ["Error", "TraceError", "ConfigError", "ReplayError", "TuneError", "ArgumentError",
            "LibraryError"]
@@ -55,9 +55,10 @@ class ConfigError(Error, ValueError):
 
 
 class ReplayError(Error):
-    """The replay could not run; .result holds the document it made, if any."""
+    """The replay could not run; .result holds what it made, if anything (for
+    sublet.replay a ReplayResult: its .error says why)."""
 
-    def __init__(self, message: str, status: str, result: Optional[Dict[str, Any]] = None):
+    def __init__(self, message: str, status: str, result: Optional[Any] = None):
         super().__init__(message, status)
         self.result = result
 
