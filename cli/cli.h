@@ -9,6 +9,8 @@
 #include "sublet/replay.h"
 #include "sublet/snapshot.h"
 #include "sublet/trace.h"
+#include "sublet/views.h"
+#include "views/views_internal.h"
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
@@ -49,24 +51,11 @@ int cli_tune(int argc, char **argv);
 void cli_tune_usage(FILE *out);
 
 /* ---- shared helpers (cli_util.c) ------------------------------------------------------- */
-/* Read a whole file ("-": stdin) into a malloc'd buffer; -1 with the reason
- * (naming the path) in err. */
-int cli_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t cap);
-/* Load a trace of any format ("-": stdin), detected by content; input that
- * matches no format is read as the events CSV so the error names its line.
- * Messages start with the path.  Free with cli_trace_free. */
-sublet_status cli_load_trace(const char *path, const sublet_trace_load_options *opt,
-                             sublet_trace **out, char *err, size_t cap);
-/* The same from bytes already read (name: for messages). */
-sublet_status cli_parse_trace(const uint8_t *buf, size_t n, const char *name,
-                              const sublet_trace_load_options *opt, sublet_trace **out, char *err,
-                              size_t cap);
+/* Free a trace (its reader's extras first). */
 void cli_trace_free(sublet_trace *t);
 /* --prelude's value: "auto", "adopt" or "allocate" into *mode
  * (SUBLET_PRELUDE_*); 0 or -1. */
 int cli_parse_prelude(const char *s, int *mode);
-/* Its name, for reports. */
-const char *cli_prelude_name(int mode);
 /* A decimal event index (below UINT64_MAX); 0 or -1. */
 int cli_parse_index(const char *s, uint64_t *out);
 /* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing); *matched
@@ -95,72 +84,23 @@ int cli_take_pytorch_version(const char *cmd, int *argc, char **argv);
  * --tune` replay every candidate under it (sublet_tune_options). */
 const char *cli_pytorch_version(void);
 
-/* ---- JSON writer (json.c) ---------------------------------------------------------- */
-/* Writes one JSON document to a FILE*, pretty-printed with two-space
- * indentation.  Keys and strings are escaped; bytes that are not valid UTF-8
- * become U+FFFD, so the output is always valid JSON. */
-#define JSON_MAX_DEPTH 32
-
-typedef struct json_writer {
-    FILE *out;
-    int depth;
-    int count[JSON_MAX_DEPTH]; /* values written at each open level */
-    int after_key;             /* a key was just written: the value follows inline */
-} json_writer;
-
-void json_init(json_writer *w, FILE *out);
-void json_object_begin(json_writer *w);
-void json_object_end(json_writer *w);
-void json_array_begin(json_writer *w);
-void json_array_end(json_writer *w);
-void json_key(json_writer *w, const char *key);
-void json_string(json_writer *w, const char *s);
-void json_u64(json_writer *w, uint64_t v);
-void json_i64(json_writer *w, int64_t v);
-void json_double(json_writer *w, double v);
-void json_bool(json_writer *w, int v);
-void json_null(json_writer *w);
-/* A value that is already JSON text (written as is). */
-void json_raw(json_writer *w, const char *text);
-/* Convenience: key + value. */
-void json_kv_u64(json_writer *w, const char *key, uint64_t v);
-void json_kv_string(json_writer *w, const char *key, const char *s);
-void json_kv_double(json_writer *w, const char *key, double v);
-void json_kv_bool(json_writer *w, const char *key, int v);
-/* Finish the document: a newline after the top-level value (which the
- * caller has closed), then flush. */
-void json_finish(json_writer *w);
-/* Escape `s` as a JSON string literal (with quotes) into out. */
-void json_write_escaped(FILE *out, const char *s);
-
-/* n bytes as MiB, exact when whole ("6 MiB", else "6.5 MiB"); returns buf. */
-const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap);
-/* A modelled cost in microseconds as "12 \xc2\xb5s", "3.4 ms" or "1.25 s"; returns buf. */
-const char *cli_fmt_us(double us, char *buf, size_t cap);
-
-/* The device calls of an evaluation summed over its traces. */
-#include "sublet/tune.h"
-void cli_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out);
+/* sublet_input_load and sublet_input_parse (sublet/views.h), then a
+ * trace's notice (an event log's torn tail, lost events) printed as a
+ * warning naming the input. */
+sublet_status cli_load_input(const char *path, const sublet_trace_load_options *lo,
+                             sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
+sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
+                              const sublet_trace_load_options *lo, sublet_trace **t,
+                              sublet_snapshot **snap, char *err, size_t cap);
 
 /* ---- fragmentation helpers (frag.c) ---------------------------------------------------- */
 #include "sublet/frag.h"
-/* Read a trace or snapshot (detected by content); *snap is set for a snapshot
- * (its trace in *t).  Messages start with the path. */
-sublet_status cli_frag_load(const char *path, const sublet_trace_load_options *lo,
-                            sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
 /* Replay options for t: conf (NULL: the trace's), device_memory (0: the
  * trace's, else 80 GiB). */
 void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
                              sublet_replay_options *o, int *conf_from_trace);
-/* key: {"all": {metrics}, "small_pool": ..., "large_pool": ..., "streams": [...]}
- * (null when st is NULL): the "fragmentation" object of the stats outputs. */
-void cli_frag_json(json_writer *w, const char *key, const sublet_frag_state *st);
-/* key: [the top pinning segments with their live blocks and stacks]. */
-void cli_frag_pinning_json(json_writer *w, const char *key, const sublet_frag_state *st,
-                           size_t top);
-/* The OOM diagnosis of a replay (sublet_frag_diagnose_trace) as text / JSON. */
+/* The OOM diagnosis of a replay (sublet_frag_diagnose_trace) as text. */
 void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d);
-void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagnosis *d);
 
 /* ---- tuning helpers (tune.c), shared with `sublet report --tune` ----------------------- */
 #include "sublet/tune.h"
@@ -169,10 +109,5 @@ void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagn
  * when not, -CLI_USAGE or -CLI_ERROR (the message printed, prefixed with
  * prog). */
 int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune_options *o);
-/* Whether a warm-up plan is worth applying: derived, not empty, it fits the
- * device and it lowers the run's device allocations. */
-int cli_tune_plan_helps(const sublet_tune_plan *p);
-/* The plan as the "warmup" object of `sublet tune --json`. */
-void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p);
 
 #endif

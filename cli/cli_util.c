@@ -9,85 +9,29 @@
 #include "cli.h"
 #include "sublet/history.h"
 
-int cli_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t cap)
+/* A trace's notice (an event log's torn tail, lost events) as a warning. */
+static void tell_notice(const char *name, const sublet_trace *t)
 {
-    *buf = NULL;
-    *len = 0;
-    int is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t n = 0, bcap = 1 << 16;
-    uint8_t *b = malloc(bcap);
-    int rc = b ? 0 : -1;
-    while (rc == 0) {
-        if (n == bcap) {
-            uint8_t *nb = bcap <= SIZE_MAX / 2 ? realloc(b, bcap * 2) : NULL;
-            if (!nb) {
-                rc = -1;
-                break;
-            }
-            b = nb;
-            bcap *= 2;
-        }
-        size_t got = fread(b + n, 1, bcap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (rc != 0)
-        snprintf(err, cap, "%s: out of memory reading the file", is_stdin ? "stdin" : path);
-    else if (ferror(f)) {
-        snprintf(err, cap, "%s: read error: %s", is_stdin ? "stdin" : path, strerror(errno));
-        rc = -1;
-    }
-    if (!is_stdin)
-        fclose(f);
-    if (rc != 0) {
-        free(b);
-        return -1;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
+    if (t && sublet_trace_notice(t))
+        fprintf(stderr, "sublet: %s: warning: %s\n", name, sublet_trace_notice(t));
 }
 
-sublet_status cli_parse_trace(const uint8_t *buf, size_t n, const char *name,
-                              const sublet_trace_load_options *opt, sublet_trace **out, char *err,
-                              size_t cap)
+sublet_status cli_load_input(const char *path, const sublet_trace_load_options *lo,
+                             sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap)
 {
-    *out = NULL;
-    char inner[1024];
-    sublet_status st;
-    if (sublet_trace_detect(buf, n) == SUBLET_FORMAT_UNKNOWN && n && buf[0] != 0x1f) {
-        /* Nothing matched: read it as the events CSV, whose errors name the line. */
-        st = sublet_trace_parse_csv((const char *)buf, n, out, inner, sizeof inner);
-        if (st != SUBLET_OK)
-            snprintf(err, cap, "%s: not a recognised trace format; as an events CSV: %s", name,
-                     inner);
-    } else {
-        st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
-        if (st != SUBLET_OK)
-            snprintf(err, cap, "%s: %s", name, inner);
-        else if (sublet_trace_notice(*out)) /* an event log's torn tail, lost events */
-            fprintf(stderr, "sublet: %s: warning: %s\n", name, sublet_trace_notice(*out));
-    }
+    sublet_status st = sublet_input_load(path, lo, t, snap, err, cap);
+    if (st == SUBLET_OK)
+        tell_notice(strcmp(path, "-") == 0 ? "stdin" : path, *t);
     return st;
 }
 
-sublet_status cli_load_trace(const char *path, const sublet_trace_load_options *opt,
-                             sublet_trace **out, char *err, size_t cap)
+sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
+                              const sublet_trace_load_options *lo, sublet_trace **t,
+                              sublet_snapshot **snap, char *err, size_t cap)
 {
-    *out = NULL;
-    uint8_t *buf;
-    size_t n;
-    if (cli_read_file(path, &buf, &n, err, cap) != 0)
-        return SUBLET_ERR_IO;
-    sublet_status st =
-        cli_parse_trace(buf, n, strcmp(path, "-") == 0 ? "stdin" : path, opt, out, err, cap);
-    free(buf);
+    sublet_status st = sublet_input_parse(buf, n, name, lo, t, snap, err, cap);
+    if (st == SUBLET_OK)
+        tell_notice(name ? name : "input", *t);
     return st;
 }
 
@@ -112,12 +56,6 @@ int cli_parse_prelude(const char *s, int *mode)
     else
         return -1;
     return 0;
-}
-
-const char *cli_prelude_name(int mode)
-{
-    return mode == SUBLET_PRELUDE_ADOPT ? "adopt" : mode == SUBLET_PRELUDE_ALLOCATE ? "allocate"
-                                                                                   : "auto";
 }
 
 int cli_parse_index(const char *s, uint64_t *out)
@@ -283,7 +221,14 @@ int cli_take_pytorch_version(const char *cmd, int *argc, char **argv)
 
 const char *cli_conf_for(const sublet_trace *t, const char *given, int *from_trace)
 {
-    return cli_conf_for_settings(sublet_trace_settings(t), given, from_trace);
+    int rec;
+    const char *conf = sublet_view_conf(t, given, &rec);
+    if (from_trace)
+        *from_trace = rec;
+    if (given || !pytorch_version)
+        return conf; /* --conf: cli_take_pytorch_version put the version in */
+    char *v = with_version(conf);
+    return v ? v : conf;
 }
 
 const char *cli_conf_for_settings(const char *rec, const char *given, int *from_trace)
@@ -302,42 +247,4 @@ const char *cli_conf_for_settings(const char *rec, const char *given, int *from_
             return v;
     }
     return conf;
-}
-
-const char *cli_fmt_mib(uint64_t n, char *buf, size_t cap)
-{
-    if (n % ((uint64_t)1 << 20) == 0)
-        snprintf(buf, cap, "%llu MiB", (unsigned long long)(n >> 20));
-    else
-        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
-    return buf;
-}
-
-const char *cli_fmt_us(double us, char *buf, size_t cap)
-{
-    if (us >= 1e6)
-        snprintf(buf, cap, "%.2f s", us / 1e6);
-    else if (us >= 1e3)
-        snprintf(buf, cap, "%.1f ms", us / 1e3);
-    else
-        snprintf(buf, cap, "%.0f \xc2\xb5s", us);
-    return buf;
-}
-
-void cli_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
-{
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; e->per_trace && i < e->ntraces; i++) {
-        const sublet_tune_calls *c = &e->per_trace[i].calls;
-        out->segment_allocs += c->segment_allocs;
-        out->segment_frees += c->segment_frees;
-        out->malloc_bytes += c->malloc_bytes;
-        out->va_reserves += c->va_reserves;
-        out->va_releases += c->va_releases;
-        out->va_maps += c->va_maps;
-        out->va_unmaps += c->va_unmaps;
-        out->map_pages += c->map_pages;
-        out->unmap_pages += c->unmap_pages;
-        out->retries += c->retries;
-    }
 }

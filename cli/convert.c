@@ -182,7 +182,7 @@ int cli_convert(int argc, char **argv)
 
     uint8_t *buf;
     size_t n;
-    if (cli_read_file(in, &buf, &n, err, sizeof err) != 0) {
+    if (sublet_input_read(in, &buf, &n, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet convert: %s\n", err);
         return CLI_ERROR;
     }
@@ -227,7 +227,7 @@ int cli_convert(int argc, char **argv)
         sublet_snapshot_free(snap);
         snap = NULL;
     } else {
-        st = cli_parse_trace(buf, n, name, &lo, &t, err, sizeof err);
+        st = cli_parse_input(buf, n, name, &lo, &t, NULL, err, sizeof err);
         free(buf);
         if (st != SUBLET_OK) {
             fprintf(stderr, "sublet convert: %s\n", err);

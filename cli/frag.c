@@ -51,231 +51,13 @@ void cli_diagnose_usage(FILE *out)
 
 /* ---- loading ------------------------------------------------------------------------- */
 
-sublet_status cli_frag_load(const char *path, const sublet_trace_load_options *lo, sublet_trace **t,
-                            sublet_snapshot **snap, char *err, size_t cap)
-{
-    *t = NULL;
-    *snap = NULL;
-    uint8_t *buf;
-    size_t n;
-    if (cli_read_file(path, &buf, &n, err, cap) != 0)
-        return SUBLET_ERR_IO;
-    const char *name = strcmp(path, "-") == 0 ? "stdin" : path;
-    sublet_trace_format f = sublet_trace_detect(buf, n);
-    sublet_status st;
-    if (f == SUBLET_FORMAT_SNAPSHOT_PICKLE || f == SUBLET_FORMAT_SNAPSHOT_JSON) {
-        char inner[1024];
-        st = sublet_snapshot_parse(buf, n, snap, inner, sizeof inner);
-        if (st == SUBLET_OK)
-            st = sublet_snapshot_trace(*snap, lo, t, inner, sizeof inner);
-        if (st != SUBLET_OK) {
-            snprintf(err, cap, "%s: %s", name, inner);
-            sublet_snapshot_free(*snap);
-            *snap = NULL;
-        }
-    } else {
-        st = cli_parse_trace(buf, n, name, lo, t, err, cap);
-    }
-    free(buf);
-    return st;
-}
-
 void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
                              sublet_replay_options *o, int *conf_from_trace)
 {
     sublet_replay_options_init(o);
     o->conf = cli_conf_for(t, conf, conf_from_trace);
-    uint64_t dm = sublet_trace_device_memory(t);
-    o->device_memory = device_memory ? device_memory
-                       : dm          ? dm
-                                     : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    o->device_memory = sublet_view_device_memory(t, device_memory);
 }
-
-/* ---- JSON pieces ----------------------------------------------------------------------- */
-
-static void json_metrics(json_writer *w, const sublet_frag_stats *m)
-{
-    json_object_begin(w);
-    json_kv_u64(w, "reserved_bytes", m->reserved_bytes);
-    json_kv_u64(w, "allocated_bytes", m->allocated_bytes);
-    json_kv_u64(w, "active_bytes", m->active_bytes);
-    json_kv_u64(w, "requested_bytes", m->requested_bytes);
-    json_kv_u64(w, "inactive_split_bytes", m->inactive_split_bytes);
-    json_kv_u64(w, "unallocated_bytes", m->unallocated_bytes);
-    json_kv_u64(w, "internal_waste_bytes", m->internal_waste_bytes);
-    json_kv_u64(w, "free_bytes", m->free_bytes);
-    json_kv_u64(w, "free_blocks", m->free_blocks);
-    json_kv_u64(w, "largest_free_block", m->largest_free_block);
-    json_kv_double(w, "external", m->external);
-    json_kv_double(w, "unused", m->unused);
-    json_kv_double(w, "spread", m->spread);
-    json_object_end(w);
-}
-
-void cli_frag_json(json_writer *w, const char *key, const sublet_frag_state *st)
-{
-    static const char *const pools[3] = {"all", "small_pool", "large_pool"};
-    json_key(w, key);
-    if (!st) {
-        json_null(w);
-        return;
-    }
-    json_object_begin(w);
-    for (int k = 0; k < 3; k++) {
-        sublet_frag_stats m;
-        sublet_frag_compute(st, k, SUBLET_STREAM_ALL, &m);
-        json_key(w, pools[k]);
-        json_metrics(w, &m);
-    }
-    json_key(w, "streams");
-    json_array_begin(w);
-    size_t ns = sublet_frag_streams(st, NULL, 0);
-    sublet_stream *streams = ns ? malloc(ns * sizeof *streams) : NULL;
-    if (streams) {
-        sublet_frag_streams(st, streams, ns);
-        for (size_t i = 0; i < ns; i++) {
-            sublet_frag_stats m;
-            sublet_frag_compute(st, SUBLET_POOL_ALL, streams[i], &m);
-            json_object_begin(w);
-            json_kv_u64(w, "stream", streams[i]);
-            json_kv_u64(w, "free_blocks", m.free_blocks);
-            json_kv_u64(w, "free_bytes", m.free_bytes);
-            json_kv_u64(w, "largest_free_block", m.largest_free_block);
-            json_kv_double(w, "external", m.external);
-            json_kv_double(w, "spread", m.spread);
-            json_kv_u64(w, "max_allocatable", sublet_frag_max_allocatable(st, streams[i]));
-            json_object_end(w);
-        }
-        free(streams);
-    }
-    json_array_end(w);
-    json_object_end(w);
-}
-
-static const char *state_name(sublet_block_state s)
-{
-    return s == SUBLET_BLOCK_ACTIVE_ALLOCATED      ? "active_allocated"
-           : s == SUBLET_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free"
-                                                   : "inactive";
-}
-
-static void json_stack(json_writer *w, const sublet_frag_state *st, uint32_t stack)
-{
-    json_key(w, "stack");
-    json_array_begin(w);
-    if (stack && stack <= st->nstacks) {
-        const char *p = st->stacks[stack - 1];
-        while (*p) {
-            const char *e = strchr(p, '\n');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            char line[1024];
-            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
-                     p);
-            json_string(w, line);
-            p += len + (e ? 1 : 0);
-        }
-    }
-    json_array_end(w);
-}
-
-static void json_segment_head(json_writer *w, const sublet_frag_segment *s)
-{
-    json_kv_u64(w, "address", s->addr);
-    json_kv_u64(w, "size", s->size);
-    json_kv_u64(w, "stream", s->stream);
-    json_kv_string(w, "pool", s->is_small ? "small" : "large");
-    json_kv_bool(w, "expandable", s->is_expandable);
-    json_kv_u64(w, "allocated_bytes", s->allocated_size);
-    json_kv_u64(w, "active_bytes", s->active_size);
-    json_kv_u64(w, "requested_bytes", s->requested_size);
-    json_kv_u64(w, "free_bytes", s->free_size);
-    json_kv_u64(w, "largest_free_block", s->largest_free);
-    json_kv_u64(w, "live_blocks", s->live_blocks);
-}
-
-void cli_frag_pinning_json(json_writer *w, const char *key, const sublet_frag_state *st, size_t top)
-{
-    json_key(w, key);
-    json_array_begin(w);
-    size_t *idx = top ? malloc(top * sizeof *idx) : NULL;
-    size_t n = idx ? sublet_frag_pinning(st, idx, top) : 0;
-    for (size_t r = 0; r < n && r < top; r++) {
-        const sublet_frag_segment *s = &st->segments[idx[r]];
-        json_object_begin(w);
-        json_kv_u64(w, "rank", r + 1);
-        json_segment_head(w, s);
-        json_kv_u64(w, "hostage_bytes", s->size - s->active_size);
-        json_key(w, "live");
-        json_array_begin(w);
-        for (size_t k = 0; k < s->nblocks; k++) {
-            const sublet_frag_block *b = &st->blocks[s->first_block + k];
-            if (b->state == SUBLET_BLOCK_INACTIVE)
-                continue;
-            json_object_begin(w);
-            json_kv_u64(w, "address", b->addr);
-            json_kv_u64(w, "size", b->size);
-            json_kv_u64(w, "requested_size", b->requested_size);
-            json_kv_u64(w, "stream", s->stream);
-            json_kv_string(w, "state", state_name(b->state));
-            json_stack(w, st, b->stack);
-            json_object_end(w);
-        }
-        json_array_end(w);
-        json_object_end(w);
-    }
-    free(idx);
-    json_array_end(w);
-}
-
-static void json_histogram(json_writer *w, const sublet_frag_state *st)
-{
-    sublet_frag_histogram h;
-    sublet_frag_histogram_of(st, SUBLET_POOL_ALL, &h);
-    json_key(w, "free_block_histogram");
-    json_array_begin(w);
-    for (unsigned k = 0; k < SUBLET_FRAG_HIST_BUCKETS; k++) {
-        if (!h.count[k])
-            continue;
-        json_object_begin(w);
-        json_kv_u64(w, "min_size", UINT64_C(1) << k);
-        json_kv_u64(w, "max_size", k < 63 ? (UINT64_C(1) << (k + 1)) - 1 : UINT64_MAX);
-        json_kv_u64(w, "count", h.count[k]);
-        json_kv_u64(w, "bytes", h.bytes[k]);
-        json_object_end(w);
-    }
-    json_array_end(w);
-}
-
-static void json_segments(json_writer *w, const sublet_frag_state *st, unsigned width)
-{
-    char *row = malloc((size_t)width + 1);
-    json_key(w, "segments");
-    json_array_begin(w);
-    for (size_t i = 0; row && i < st->nsegments; i++) {
-        const sublet_frag_segment *s = &st->segments[i];
-        json_object_begin(w);
-        json_segment_head(w, s);
-        sublet_frag_map_row(st, i, width, row);
-        json_kv_string(w, "map", row);
-        json_key(w, "blocks");
-        json_array_begin(w);
-        for (size_t k = 0; k < s->nblocks; k++) {
-            const sublet_frag_block *b = &st->blocks[s->first_block + k];
-            json_object_begin(w);
-            json_kv_u64(w, "address", b->addr);
-            json_kv_u64(w, "size", b->size);
-            json_kv_u64(w, "requested_size", b->requested_size);
-            json_kv_string(w, "state", state_name(b->state));
-            json_object_end(w);
-        }
-        json_array_end(w);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    free(row);
-}
-
-/* ---- diagnosis output -------------------------------------------------------------------- */
 
 void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d)
 {
@@ -286,63 +68,6 @@ void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d)
     sublet_frag_diagnosis_format(d, text, n + 1);
     fputs(text, out);
     free(text);
-}
-
-void cli_diagnosis_json(json_writer *w, const char *key, const sublet_frag_diagnosis *d)
-{
-    json_key(w, key);
-    json_object_begin(w);
-    json_kv_string(w, "conf", d->conf);
-    json_kv_u64(w, "device_memory_bytes", d->device_memory);
-    json_kv_u64(w, "ooms", d->ooms);
-    json_kv_u64(w, "peak_reserved_bytes", d->peak_reserved_bytes);
-    json_key(w, "oom_list");
-    json_array_begin(w);
-    for (size_t i = 0; i < d->noom; i++) {
-        const sublet_frag_oom *o = &d->oom[i];
-        json_object_begin(w);
-        json_kv_u64(w, "event", o->event);
-        json_kv_u64(w, "line", o->line);
-        json_kv_u64(w, "size", o->size);
-        json_kv_u64(w, "stream", o->stream);
-        json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
-        json_kv_string(w, "message", o->message ? o->message : "");
-        json_key(w, "diagnosis");
-        if (o->diagnosis)
-            json_string(w, o->diagnosis);
-        else
-            json_null(w);
-        json_key(w, "avoided_by");
-        json_array_begin(w);
-        for (size_t c = 0; c < d->ncandidates; c++)
-            if (sublet_frag_candidate_avoids(&d->candidates[c], o->event))
-                json_string(w, d->candidates[c].setting);
-        json_array_end(w);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_key(w, "candidates");
-    json_array_begin(w);
-    for (size_t i = 0; i < d->ncandidates; i++) {
-        const sublet_frag_candidate *c = &d->candidates[i];
-        json_object_begin(w);
-        json_kv_string(w, "setting", c->setting);
-        json_kv_string(w, "conf", c->conf);
-        json_kv_bool(w, "replayed", c->status == SUBLET_OK);
-        if (c->status != SUBLET_OK)
-            json_kv_string(w, "error", c->error[0] ? c->error : sublet_status_text(c->status));
-        json_kv_u64(w, "ooms", c->ooms);
-        json_key(w, "first_oom_event");
-        if (c->first_oom_event == SUBLET_REPLAY_NONE)
-            json_null(w);
-        else
-            json_u64(w, c->first_oom_event);
-        json_kv_u64(w, "peak_reserved_bytes", c->peak_reserved_bytes);
-        json_kv_bool(w, "avoids_all", c->status == SUBLET_OK && c->ooms == 0);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_object_end(w);
 }
 
 /* ---- argument parsing shared by both commands ---------------------------------------------- */
@@ -450,7 +175,7 @@ int cli_frag(int argc, char **argv)
     char err[1600];
     sublet_trace *t = NULL;
     sublet_snapshot *snap = NULL;
-    if (cli_frag_load(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
+    if (cli_load_input(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet frag: %s\n", err);
         return CLI_ERROR;
     }
@@ -464,6 +189,33 @@ int cli_frag(int argc, char **argv)
         cli_trace_free(t);
         sublet_snapshot_free(snap);
         return CLI_USAGE;
+    }
+    unsigned width = a.width ? (unsigned)a.width : 64;
+    size_t top = a.top ? (size_t)a.top : 5;
+    if (a.json) {
+        sublet_view_options v;
+        sublet_view_options_init(&v);
+        char note[1200] = "", rerr[1024] = "";
+        v.name = a.path;
+        v.at = a.at;
+        v.map_width = width;
+        v.top_pinning = top;
+        v.snapshot = snap;
+        v.device = a.lo.pick_device ? a.lo.device : -1;
+        v.note = note;
+        v.note_cap = sizeof note;
+        char *doc = NULL;
+        sublet_status js = sublet_frag_json(t, &o, &v, &doc, rerr, sizeof rerr);
+        if (note[0])
+            fprintf(stderr, "sublet frag: note: %s\n", note);
+        if (js != SUBLET_OK)
+            fprintf(stderr, "sublet frag: %s: %s\n", a.path, rerr[0] ? rerr : sublet_status_text(js));
+        else
+            fputs(doc, stdout);
+        sublet_string_free(doc);
+        cli_trace_free(t);
+        sublet_snapshot_free(snap);
+        return js == SUBLET_OK ? CLI_OK : CLI_ERROR;
     }
     sublet_frag_state *st = NULL;
     sublet_replay_result r;
@@ -486,32 +238,7 @@ int cli_frag(int argc, char **argv)
         fprintf(stderr, "sublet frag: %s: %s\n", a.path, rerr[0] ? rerr : sublet_status_text(rs));
         rc = CLI_ERROR;
     }
-    unsigned width = a.width ? (unsigned)a.width : 64;
-    size_t top = a.top ? (size_t)a.top : 5;
-    if (rc == CLI_OK && a.json) {
-        json_writer w;
-        json_init(&w, stdout);
-        json_object_begin(&w);
-        json_kv_string(&w, "file", a.path);
-        json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_source_format(t)));
-        json_kv_string(&w, "source", source);
-        json_kv_u64(&w, "trace_events", n);
-        json_key(&w, "event");
-        if (r.last_event == SUBLET_REPLAY_NONE)
-            json_null(&w);
-        else
-            json_u64(&w, r.last_event);
-        json_kv_string(&w, "conf", o.conf);
-        json_kv_u64(&w, "device_memory_bytes", o.device_memory);
-        json_kv_u64(&w, "ooms", r.ooms);
-        json_kv_u64(&w, "replay_errors", r.errors);
-        cli_frag_json(&w, "fragmentation", st);
-        json_histogram(&w, st);
-        cli_frag_pinning_json(&w, "pinning", st, top);
-        json_segments(&w, st, width);
-        json_object_end(&w);
-        json_finish(&w);
-    } else if (rc == CLI_OK) {
+    if (rc == CLI_OK) {
         printf("sublet frag %s\n", a.path);
         printf("  source:   %s, %zu events (%zu of them the prelude); ",
                sublet_trace_format_name(sublet_trace_source_format(t)), n,
@@ -567,7 +294,7 @@ int cli_diagnose(int argc, char **argv)
     char err[1600];
     sublet_trace *t = NULL;
     sublet_snapshot *snap = NULL;
-    if (cli_frag_load(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
+    if (cli_load_input(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet diagnose: %s\n", err);
         free(a.cands);
         return CLI_ERROR;
@@ -576,20 +303,30 @@ int cli_diagnose(int argc, char **argv)
     int from_trace = 0;
     cli_frag_replay_options(t, a.conf, a.device_memory, &o, &from_trace);
     sublet_frag_diagnose_options dopt = {.candidates = a.cands, .max_detailed = (size_t)a.detailed};
-    sublet_frag_diagnosis d;
-    sublet_status st = sublet_frag_diagnose_trace(t, &o, &dopt, &d, err, sizeof err);
+    sublet_status st;
     int rc = CLI_OK;
+    if (a.json) {
+        sublet_view_options v;
+        sublet_view_options_init(&v);
+        v.name = a.path;
+        char *doc = NULL;
+        st = sublet_diagnose_json(t, &o, &dopt, &v, &doc, err, sizeof err);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
+            rc = CLI_ERROR;
+        } else
+            fputs(doc, stdout);
+        sublet_string_free(doc);
+        cli_trace_free(t);
+        sublet_snapshot_free(snap);
+        free(a.cands);
+        return rc;
+    }
+    sublet_frag_diagnosis d;
+    st = sublet_frag_diagnose_trace(t, &o, &dopt, &d, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
         rc = CLI_ERROR;
-    } else if (a.json) {
-        json_writer w;
-        json_init(&w, stdout);
-        json_object_begin(&w);
-        json_kv_string(&w, "file", a.path);
-        cli_diagnosis_json(&w, "diagnosis", &d);
-        json_object_end(&w);
-        json_finish(&w);
     } else {
         printf("sublet diagnose %s\n", a.path);
         cli_print_diagnosis(stdout, &d);

@@ -50,7 +50,7 @@ static void text_report(FILE *out, const char *path, const sublet_replay_options
     if (path)
         fprintf(out, "trace:                %s\n", path);
     fprintf(out, "settings:             %s\n", conf && *conf ? conf : "(PyTorch defaults)");
-    fprintf(out, "prelude:              %s%s\n", cli_prelude_name(o->prelude),
+    fprintf(out, "prelude:              %s%s\n", sublet_prelude_name(o->prelude),
             o->placement_hints ? "" : ", no placement hints");
     if (o->stop_after != SUBLET_REPLAY_ALL)
         fprintf(out, "up to event:          %" PRIu64 "\n", o->stop_after);
@@ -98,87 +98,37 @@ static void text_report(FILE *out, const char *path, const sublet_replay_options
             r->events, r->allocs, r->frees);
 }
 
-static void json_report(FILE *out, const char *path, const sublet_replay_options *o,
-                        const sublet_mincap_result *m)
-{
-    const sublet_replay_result *r = &m->at_min;
-    const sublet_sim_ops *d = &r->device_ops;
-    json_writer w;
-    json_init(&w, out);
-    json_object_begin(&w);
-    if (path)
-        json_kv_string(&w, "trace", path);
-    json_kv_string(&w, "conf", o->conf ? o->conf : "");
-    json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
-    json_kv_bool(&w, "placement_hints", o->placement_hints);
-    json_key(&w, "stop_after");
-    if (o->stop_after == SUBLET_REPLAY_ALL)
-        json_null(&w);
-    else
-        json_u64(&w, o->stop_after);
-    json_kv_u64(&w, "resolution_bytes", m->resolution);
-    json_kv_u64(&w, "min_capacity_bytes", m->min_capacity_bytes);
-    json_kv_double(&w, "min_capacity_gib", (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30));
-    json_kv_u64(&w, "peak_requested_bytes", m->peak_requested_bytes);
-    json_kv_double(&w, "overhead", m->overhead);
-    json_kv_double(&w, "overhead_percent", 100.0 * m->overhead);
-    json_kv_u64(&w, "replays", m->replays);
-    json_kv_bool(&w, "monotone", m->monotone);
-    json_kv_u64(&w, "smallest_ok_bytes", m->smallest_ok_bytes);
-    json_key(&w, "failed_sizes_bytes"); /* probed sizes above smallest_ok that failed */
-    json_array_begin(&w);
-    for (size_t i = 0; i < m->nprobes; i++)
-        if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
-            json_u64(&w, m->probes[i].bytes);
-    json_array_end(&w);
-    json_key(&w, "probes");
-    json_array_begin(&w);
-    for (size_t i = 0; i < m->nprobes; i++) {
-        json_object_begin(&w);
-        json_kv_u64(&w, "bytes", m->probes[i].bytes);
-        json_kv_bool(&w, "ok", m->probes[i].ok);
-        json_kv_bool(&w, "checked", m->probes[i].checked);
-        json_object_end(&w);
-    }
-    json_array_end(&w);
-    json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
-    json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
-    json_kv_u64(&w, "events", r->events);
-    json_key(&w, "device_calls");
-    json_object_begin(&w);
-    json_kv_u64(&w, "segment_allocs", d->segment_allocs);
-    json_kv_u64(&w, "segment_frees", d->segment_frees);
-    json_kv_u64(&w, "va_reserves", d->va_reserves);
-    json_kv_u64(&w, "va_releases", d->va_releases);
-    json_kv_u64(&w, "maps", d->va_maps);
-    json_kv_u64(&w, "alias_maps", d->va_aliases);
-    json_kv_u64(&w, "unmaps", d->va_unmaps);
-    json_kv_u64(&w, "alloc_retries", r->alloc_retries);
-    json_object_end(&w);
-    json_object_end(&w);
-    json_finish(&w);
-}
-
 int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
                      uint64_t resolution, int json, FILE *out)
 {
     sublet_replay_options o = *base;
     if (!o.conf)
         o.conf = "";
-    sublet_mincap_result m;
     char err[512] = "";
-    sublet_status st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
+    sublet_status st;
+    if (json) {
+        sublet_view_options v;
+        sublet_view_options_init(&v);
+        v.name = path;
+        v.resolution = resolution;
+        char *doc = NULL;
+        st = sublet_mincap_json(t, &o, &v, &doc, err, sizeof err);
+        if (st == SUBLET_OK)
+            fputs(doc, out);
+        sublet_string_free(doc);
+    } else {
+        sublet_mincap_result m;
+        st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
+        if (st == SUBLET_OK)
+            text_report(out, path, &o, &m);
+        sublet_mincap_result_free(&m);
+    }
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
                 err[0] ? err : sublet_status_text(st));
-        sublet_mincap_result_free(&m);
         return CLI_ERROR;
     }
-    if (json)
-        json_report(out, path, &o, &m);
-    else
-        text_report(out, path, &o, &m);
-    sublet_mincap_result_free(&m);
+    fflush(out);
     return ferror(out) ? CLI_ERROR : CLI_OK;
 }
 
@@ -256,7 +206,7 @@ int cli_mincap(int argc, char **argv)
     }
     sublet_trace *t = NULL;
     char err[512];
-    sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
+    sublet_status st = cli_load_input(path, NULL, &t, NULL, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet mincap: %s\n", err);
         return CLI_ERROR;

@@ -55,8 +55,7 @@ typedef struct oom_rec {
 } oom_rec;
 
 typedef struct cli_ctx {
-    int json;
-    int defer; /* text: keep the OOM lines for after the header (a streamed replay) */
+    int defer; /* keep the OOM lines for after the header (a streamed replay) */
     oom_rec *ooms;
     size_t nooms, cap;
     int oom_nomem;
@@ -80,7 +79,7 @@ static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sub
                    const char *message)
 {
     cli_ctx *c = user;
-    if (!c->json && !c->defer) {
+    if (!c->defer) {
         printf("event %" PRIu64 ": alloc of %" PRIu64 " bytes on stream %" PRIu64 " failed: ",
                event, size, stream);
         print_indented(stdout, message);
@@ -310,156 +309,59 @@ static void print_text(const char *path, const trace_facts *t, const sublet_repl
     }
 }
 
-/* ---- the JSON report ---------------------------------------------------------------- */
+/* ---- the JSON report: sublet_replay_json ------------------------------------------------ */
 
-static void json_stats(json_writer *w, const char *key, const sublet_stats *s)
+typedef struct write_ctx {
+    const char *path;
+    sublet_view_options *v;
+    char werr[1024];
+} write_ctx;
+
+/* After the last event: the replayed allocator's snapshot, written to
+ * --snapshot-out (then named in the document). */
+static void write_at_finish(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
 {
-    size_t n = sublet_stats_format_json(s, NULL, 0);
-    char *buf = malloc(n + 1);
-    json_key(w, key);
-    if (!buf) {
-        json_null(w);
-        return;
-    }
-    sublet_stats_format_json(s, buf, n + 1);
-    json_raw(w, buf);
-    free(buf);
+    (void)last_event;
+    (void)st;
+    write_ctx *c = user;
+    sublet_snapshot *snap = NULL;
+    sublet_status ts = a ? sublet_snapshot_take(a, &snap) : SUBLET_ERR_INVALID_ARGUMENT;
+    if (ts != SUBLET_OK)
+        snprintf(c->werr, sizeof c->werr, "%s: no snapshot was taken: %s", c->path,
+                 sublet_status_text(ts));
+    else if (sublet_snapshot_write(snap, c->path, SUBLET_SNAPSHOT_AUTO, c->werr,
+                                   sizeof c->werr) == SUBLET_OK)
+        c->v->snapshot_out = c->path;
+    sublet_snapshot_free(snap);
 }
 
-static void json_index(json_writer *w, const char *key, uint64_t idx)
+static int replay_json(const char *path, const sublet_trace *t, sublet_replay_options *o,
+                       const char *snap_out)
 {
-    json_key(w, key);
-    if (idx == SUBLET_REPLAY_NONE)
-        json_null(w);
-    else
-        json_u64(w, idx);
-}
-
-static void json_release(json_writer *w, const char *key, const sublet_replay_release *x)
-{
-    json_key(w, key);
-    if (x->kind == SUBLET_ACT_COUNT) {
-        json_null(w);
-        return;
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = path;
+    write_ctx wc = {snap_out, &v, ""};
+    if (snap_out) {
+        cli_record_options(t, o);
+        o->on_finish = write_at_finish;
+        o->finish_user = &wc;
     }
-    json_object_begin(w);
-    json_kv_string(w, "action", sublet_action_name((sublet_action)x->kind));
-    json_kv_u64(w, "addr", x->addr);
-    json_kv_u64(w, "size", x->size);
-    json_object_end(w);
-}
-
-static void print_json(const char *path, const trace_facts *t, const sublet_replay_options *o,
-                       const sublet_replay_result *r, const cli_ctx *c, const char *error,
-                       const char *snapshot_out)
-{
-    const sublet_replay_fidelity *f = &r->fidelity;
-    json_writer w;
-    json_init(&w, stdout);
-    json_object_begin(&w);
-    json_kv_string(&w, "trace", path);
-    json_kv_string(&w, "format", sublet_trace_format_name(t->format));
-    json_kv_string(&w, "conf", o->conf);
-    json_kv_u64(&w, "device_memory_bytes", o->device_memory);
-    json_index(&w, "stop_after", o->stop_after);
-    json_kv_bool(&w, "placement_hints", o->placement_hints);
-    json_kv_string(&w, "prelude", cli_prelude_name(o->prelude));
-    json_kv_u64(&w, "trace_events", t->rows);
-    json_kv_u64(&w, "events", r->events);
-    json_index(&w, "last_event", r->last_event);
-    json_kv_u64(&w, "prelude_segments", r->pre_segments);
-    json_kv_u64(&w, "prelude_allocs", r->pre_allocs);
-    json_kv_u64(&w, "allocs", r->allocs);
-    json_kv_u64(&w, "frees", r->frees);
-    json_kv_u64(&w, "deferred_frees", r->deferred_frees);
-    json_kv_u64(&w, "empty_caches", r->empty_caches);
-    json_kv_u64(&w, "peak_requested_bytes", r->peak_requested_bytes);
-    json_kv_u64(&w, "peak_reserved_bytes", r->peak_reserved_bytes);
-    json_index(&w, "peak_reserved_event", r->peak_reserved_event);
-    json_kv_u64(&w, "final_reserved_bytes", r->final_reserved_bytes);
-    json_kv_u64(&w, "device_allocs", r->device_allocs);
-    json_kv_u64(&w, "device_frees", r->device_frees);
-    json_kv_u64(&w, "alloc_retries", r->alloc_retries);
-    json_kv_u64(&w, "ooms", r->ooms);
-    json_kv_bool(&w, "stopped_on_oom", r->stopped_on_oom);
-    json_key(&w, "oom_events");
-    json_array_begin(&w);
-    for (size_t i = 0; i < c->nooms; i++) {
-        json_object_begin(&w);
-        json_kv_u64(&w, "event", c->ooms[i].event);
-        json_kv_u64(&w, "line", c->ooms[i].line);
-        json_kv_u64(&w, "size", c->ooms[i].size);
-        json_kv_u64(&w, "stream", c->ooms[i].stream);
-        json_kv_string(&w, "message", c->ooms[i].message);
-        json_object_end(&w);
-    }
-    json_array_end(&w);
-    json_kv_u64(&w, "errors", r->errors);
-    json_key(&w, "first_error");
-    if (r->errors)
-        json_string(&w, r->first_error);
-    else
-        json_null(&w);
-    json_key(&w, "fidelity");
-    json_object_begin(&w);
-    json_kv_u64(&w, "allocs_compared", f->allocs_compared);
-    json_kv_u64(&w, "decisions_matched", f->decisions_matched);
-    json_kv_u64(&w, "segment_sizes_matched", f->segment_sizes_matched);
-    json_kv_u64(&w, "recorded_segment_allocs", f->recorded_segment_allocs);
-    json_kv_u64(&w, "engine_segment_allocs", f->engine_segment_allocs);
-    json_kv_u64(&w, "recorded_segment_frees", f->recorded_segment_frees);
-    json_kv_u64(&w, "engine_segment_frees", f->engine_segment_frees);
-    json_kv_u64(&w, "segments_placed_as_recorded", f->segments_placed_as_recorded);
-    json_kv_u64(&w, "addresses_matched", f->addresses_matched);
-    json_index(&w, "first_address_mismatch", f->first_address_mismatch);
-    json_kv_u64(&w, "recorded_peak_reserved_bytes", f->recorded_peak_reserved_bytes);
-    json_kv_u64(&w, "recorded_final_reserved_bytes", f->recorded_final_reserved_bytes);
-    json_index(&w, "first_decision_mismatch", f->first_decision_mismatch);
-    json_index(&w, "first_size_mismatch", f->first_size_mismatch);
-    json_kv_u64(&w, "recorded_segment_maps", f->recorded_segment_maps);
-    json_kv_u64(&w, "engine_segment_maps", f->engine_segment_maps);
-    json_kv_u64(&w, "map_sizes_matched", f->map_sizes_matched);
-    json_kv_u64(&w, "maps_placed_as_recorded", f->maps_placed_as_recorded);
-    json_kv_u64(&w, "recorded_segment_unmaps", f->recorded_segment_unmaps);
-    json_kv_u64(&w, "engine_segment_unmaps", f->engine_segment_unmaps);
-    json_kv_u64(&w, "empty_caches_compared", f->empty_caches_compared);
-    json_kv_u64(&w, "empty_cache_sets_matched", f->empty_cache_sets_matched);
-    json_key(&w, "first_empty_cache_mismatch");
-    if (f->first_empty_cache_mismatch == SUBLET_REPLAY_NONE) {
-        json_null(&w);
-    } else {
-        const sublet_replay_release_diff *d = &f->empty_cache_mismatch;
-        const sublet_trace_event *e = facts_at(t, f->first_empty_cache_mismatch);
-        json_object_begin(&w);
-        json_kv_u64(&w, "event", f->first_empty_cache_mismatch);
-        json_kv_u64(&w, "line", e ? e->line : 0);
-        json_kv_u64(&w, "recorded", d->recorded);
-        json_kv_u64(&w, "engine", d->engine);
-        json_kv_u64(&w, "only_recorded", d->only_recorded);
-        json_kv_u64(&w, "only_engine", d->only_engine);
-        json_release(&w, "first_only_recorded", &d->first_only_recorded);
-        json_release(&w, "first_only_engine", &d->first_only_engine);
-        json_object_end(&w);
-    }
-    json_object_end(&w);
-    json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
-    json_stats(&w, "memory_stats_at_end", &r->stats_end);
-    if (c->frag)
-        cli_frag_json(&w, "fragmentation", c->frag);
-    if (c->have_diag)
-        cli_diagnosis_json(&w, "diagnosis", &c->diag);
-    json_key(&w, "snapshot_out");
-    if (snapshot_out)
-        json_string(&w, snapshot_out);
-    else
-        json_null(&w);
-    json_key(&w, "error");
-    if (error)
-        json_string(&w, error);
-    else
-        json_null(&w);
-    json_object_end(&w);
-    json_finish(&w);
+    char *doc = NULL, err[1024] = "";
+    sublet_status st = sublet_replay_json(t, o, &v, &doc, err, sizeof err);
+    if (doc)
+        fputs(doc, stdout);
+    sublet_string_free(doc);
+    if (st == SUBLET_OK && err[0])
+        fprintf(stderr, "sublet replay: %s\n", err);
+    if (st != SUBLET_OK)
+        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
+    else if (snap_out && !v.snapshot_out && !wc.werr[0])
+        snprintf(wc.werr, sizeof wc.werr, "%s: no snapshot was taken", snap_out);
+    if (wc.werr[0])
+        fprintf(stderr, "sublet replay: --snapshot-out: %s\n", wc.werr);
+    fflush(stdout);
+    return st != SUBLET_OK || wc.werr[0] ? CLI_ERROR : CLI_OK;
 }
 
 static void print_header(const char *path, const trace_facts *t, const sublet_replay_options *o,
@@ -505,6 +407,31 @@ static int stream_failed(sublet_trace_stream *ts, char *err, size_t cap)
     return sublet_trace_stream_next(ts, NULL, 0, &n, err, cap) != SUBLET_OK;
 }
 
+/* --json over a stream: sublet_replay_stream_json, the document of the
+ * whole trace's replay_json byte for byte; a malformed row is reported as
+ * when loading (nothing on stdout). */
+static int replay_json_streamed(const char *path, sublet_trace_stream *ts,
+                                const sublet_replay_options *o)
+{
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = path;
+    char *doc = NULL, err[1024] = "";
+    sublet_status st = sublet_replay_stream_json(ts, o, &v, &doc, err, sizeof err);
+    if (!doc) {
+        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
+        return CLI_ERROR;
+    }
+    if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
+        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+    fputs(doc, stdout);
+    sublet_string_free(doc);
+    if (err[0])
+        fprintf(stderr, "sublet replay: %s\n", err);
+    fflush(stdout);
+    return st != SUBLET_OK ? CLI_ERROR : CLI_OK;
+}
+
 /* `sublet replay` over a stream (an events CSV or an event log, without
  * --snapshot-out or --min-capacity): the same report, byte for byte, as
  * from the trace loaded whole, in memory that grows with the live blocks.
@@ -521,6 +448,11 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
     }
     int conf_from_trace;
     o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &conf_from_trace);
+    if (json) {
+        int rc = replay_json_streamed(path, ts, &o);
+        sublet_trace_stream_close(ts);
+        return rc;
+    }
     trace_facts tf = {.format = sublet_trace_stream_format(ts)};
     const sublet_trace_event *pre;
     tf.prelude = sublet_trace_stream_prelude(ts, &pre);
@@ -528,12 +460,12 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
         tf.pre_segments += pre[i].kind == SUBLET_TRACE_PRE_SEGMENT;
         tf.pre_allocs += pre[i].kind == SUBLET_TRACE_PRE_ALLOC;
     }
-    cli_ctx c = {.json = json, .defer = 1};
+    cli_ctx c = {.defer = 1};
     sublet_replay_result r;
     tf.r = &r;
     o.on_oom = on_oom;
     o.oom_user = &c;
-    o.capture_summary = !json;
+    o.capture_summary = 1;
     o.after_event = keep_named_rows;
     o.observer_user = &tf;
     char rerr[1024] = "";
@@ -569,14 +501,10 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
                           SUBLET_OK)
             c.have_diag = 1;
     }
-    if (json) {
-        print_json(path, &tf, &o, &r, &c, failure, NULL);
-    } else {
-        print_header(path, &tf, &o, conf_from_trace);
-        print_deferred_ooms(&c);
-        print_text(path, &tf, &o, &r);
-        print_frag_text(&c);
-    }
+    print_header(path, &tf, &o, conf_from_trace);
+    print_deferred_ooms(&c);
+    print_text(path, &tf, &o, &r);
+    print_frag_text(&c);
     if (c.oom_nomem)
         fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
     if (failure)
@@ -679,7 +607,7 @@ int cli_replay(int argc, char **argv)
             return replay_streamed(path, conf, o, json);
     }
     sublet_trace *t = NULL;
-    sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
+    sublet_status st = cli_load_input(path, NULL, &t, NULL, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
         return CLI_ERROR;
@@ -693,14 +621,18 @@ int cli_replay(int argc, char **argv)
         return rc;
     }
 
-    cli_ctx c = {.json = json};
+    if (json) {
+        int rc = replay_json(path, t, &o, snap_out);
+        cli_trace_free(t);
+        return rc;
+    }
+    cli_ctx c = {0};
     o.on_oom = on_oom;
     o.oom_user = &c;
-    o.capture_summary = !json;
+    o.capture_summary = 1;
     trace_facts tf;
     facts_of(t, &tf);
-    if (!json)
-        print_header(path, &tf, &o, conf_from_trace);
+    print_header(path, &tf, &o, conf_from_trace);
     sublet_replay_result r;
     char rerr[1024] = "";
     sublet_snapshot *snap = NULL;
@@ -733,9 +665,7 @@ int cli_replay(int argc, char **argv)
                           SUBLET_OK)
             c.have_diag = 1;
     }
-    if (json)
-        print_json(path, &tf, &o, &r, &c, failure, wrote ? snap_out : NULL);
-    else {
+    {
         print_text(path, &tf, &o, &r);
         print_frag_text(&c);
         if (wrote)
@@ -743,8 +673,6 @@ int cli_replay(int argc, char **argv)
                    snap_out, sublet_snapshot_segment_count(snap),
                    sublet_snapshot_trace_count(snap, sublet_snapshot_device_count(snap) - 1));
     }
-    if (c.oom_nomem)
-        fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
     if (failure)
         fprintf(stderr, "sublet replay: %s\n", failure);
     if (werr[0])

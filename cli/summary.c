@@ -118,7 +118,7 @@ int cli_summary(int argc, char **argv)
     }
     uint8_t *buf;
     size_t n;
-    if (cli_read_file(path, &buf, &n, err, sizeof err) != 0) {
+    if (sublet_input_read(path, &buf, &n, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet summary: %s\n", err);
         return CLI_ERROR;
     }
@@ -135,7 +135,7 @@ int cli_summary(int argc, char **argv)
         if (st != SUBLET_OK)
             snprintf(err, sizeof err, "%s: %s", name, inner);
     } else {
-        st = cli_parse_trace(buf, n, name, &lo, &t, err, sizeof err);
+        st = cli_parse_input(buf, n, name, &lo, &t, NULL, err, sizeof err);
     }
     free(buf);
     if (st != SUBLET_OK) {
@@ -185,27 +185,27 @@ int cli_summary(int argc, char **argv)
         char *js = malloc(jn + 1);
         if (js)
             sublet_stats_format_json(&stats, js, jn + 1);
-        json_writer w;
-        json_init(&w, stdout);
-        json_object_begin(&w);
-        json_kv_string(&w, "snapshot", path);
-        json_kv_string(&w, "format", sublet_trace_format_name(f));
-        json_key(&w, "device");
-        json_i64(&w, device);
-        json_kv_string(&w, "source", source);
-        json_kv_u64(&w, "segments", snap ? sublet_snapshot_segment_count(snap) : 0);
-        json_kv_u64(&w, "events", recorded);
-        json_kv_string(&w, "conf", from_segments ? "" : o.conf);
-        json_key(&w, "replay_errors");
-        json_u64(&w, r.errors);
-        json_kv_string(&w, "summary", summary ? summary : "");
-        json_key(&w, "stats");
+        sl_json_writer w;
+        sl_json_init(&w, stdout);
+        sl_json_object_begin(&w);
+        sl_json_kv_string(&w, "snapshot", path);
+        sl_json_kv_string(&w, "format", sublet_trace_format_name(f));
+        sl_json_key(&w, "device");
+        sl_json_i64(&w, device);
+        sl_json_kv_string(&w, "source", source);
+        sl_json_kv_u64(&w, "segments", snap ? sublet_snapshot_segment_count(snap) : 0);
+        sl_json_kv_u64(&w, "events", recorded);
+        sl_json_kv_string(&w, "conf", from_segments ? "" : o.conf);
+        sl_json_key(&w, "replay_errors");
+        sl_json_u64(&w, r.errors);
+        sl_json_kv_string(&w, "summary", summary ? summary : "");
+        sl_json_key(&w, "stats");
         if (js)
-            json_raw(&w, js);
+            sl_json_raw(&w, js);
         else
-            json_null(&w);
-        json_object_end(&w);
-        json_finish(&w);
+            sl_json_null(&w);
+        sl_json_object_end(&w);
+        sl_json_finish(&w);
         free(js);
     } else if (rc == CLI_OK) {
         printf("sublet summary %s\n", name);

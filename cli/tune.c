@@ -92,7 +92,7 @@ static void progress(void *user, uint64_t done, uint64_t total)
 static void row_size(const char *label, uint64_t a, uint64_t b, uint64_t c)
 {
     char x[32], y[32], z[32];
-    row(label, cli_fmt_mib(a, x, sizeof x), cli_fmt_mib(b, y, sizeof y), cli_fmt_mib(c, z, sizeof z));
+    row(label, sl_fmt_mib(a, x, sizeof x), sl_fmt_mib(b, y, sizeof y), sl_fmt_mib(c, z, sizeof z));
 }
 
 static void row_u64(const char *label, uint64_t a, uint64_t b, uint64_t c)
@@ -110,19 +110,12 @@ static void vs_current(const sublet_tune_eval *a, const sublet_tune_eval *cur)
     int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
     double dc = a->cost_us - cur->cost_us;
     printf("  vs current: min capacity %s%s (%+.2f %%), cost %s%s",
-           dm < 0 ? "-" : "+", cli_fmt_mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+           dm < 0 ? "-" : "+", sl_fmt_mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
            cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
-           dc < 0 ? "-" : "+", cli_fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
+           dc < 0 ? "-" : "+", sl_fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
     if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
         printf(" (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
     printf("\n");
-}
-
-static const char *device_source(const sublet_tune_result *r)
-{
-    return r->device_source == SUBLET_TUNE_DEVICE_GIVEN      ? "given"
-           : r->device_source == SUBLET_TUNE_DEVICE_RECORDED ? "recorded"
-                                                             : "default";
 }
 
 /* A min capacity whose probes were not monotone (docs/replay.md): said. */
@@ -137,8 +130,8 @@ static void print_monotone(const sublet_tune_eval *e, size_t n)
             snprintf(which, sizeof which, " of trace [%zu]", i);
         printf("  min capacity%s not monotone: %s ran, but sizes between it and %s failed "
                "(`sublet mincap` lists them)\n",
-               which, cli_fmt_mib(t->smallest_ok_bytes, b1, sizeof b1),
-               cli_fmt_mib(t->min_capacity_bytes, b2, sizeof b2));
+               which, sl_fmt_mib(t->smallest_ok_bytes, b1, sizeof b1),
+               sl_fmt_mib(t->min_capacity_bytes, b2, sizeof b2));
     }
 }
 
@@ -154,7 +147,7 @@ static void print_check(const sublet_tune_eval *e, const sublet_tune_result *r, 
     printf("  on your device (%s, %s): ", fmt_gib(r->device_memory, b1, sizeof b1), src);
     if (e->fits) {
         printf("checked, the whole run replayed without an OOM (peak reserved %s)\n",
-               cli_fmt_mib(e->peak_reserved_bytes, b2, sizeof b2));
+               sl_fmt_mib(e->peak_reserved_bytes, b2, sizeof b2));
     } else {
         printf("OUT OF MEMORY");
         for (size_t i = 0; i < e->ntraces; i++) {
@@ -170,7 +163,7 @@ static void print_check(const sublet_tune_eval *e, const sublet_tune_result *r, 
             break;
         }
         printf(": NOT recommended for this device (no setting searched runs there; this one "
-               "needs %s)\n", cli_fmt_mib(e->min_capacity_bytes, b2, sizeof b2));
+               "needs %s)\n", sl_fmt_mib(e->min_capacity_bytes, b2, sizeof b2));
     }
     print_monotone(e, n);
 }
@@ -205,31 +198,25 @@ static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
         snprintf(ov, sizeof ov, "%+.2f %%", p[i].overhead * 100);
         snprintf(calls, sizeof calls, "%" PRIu64, p[i].device_calls);
         printf("  %s ", is ? "*" : " ");
-        cell(cli_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), 12);
+        cell(sl_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), 12);
         cell(ov, 9);
-        cell(cli_fmt_us(p[i].cost_us, b2, sizeof b2), 10);
+        cell(sl_fmt_us(p[i].cost_us, b2, sizeof b2), 10);
         cell(calls, 6);
         printf("%s", p[i].conf[0] ? p[i].conf : "\"\"");
         if (!is && answer->min_capacity_bytes) {
             if (p[i].min_capacity_bytes < answer->min_capacity_bytes && answer->cost_us > 0)
                 printf("   saves %s for %.1fx the cost",
-                       cli_fmt_mib(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
+                       sl_fmt_mib(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
                                 sizeof b3),
                        p[i].cost_us / answer->cost_us);
             else if (p[i].min_capacity_bytes > answer->min_capacity_bytes)
                 printf("   %s cheaper, needs %s more",
-                       cli_fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
-                       cli_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
+                       sl_fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
+                       sl_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
                                 sizeof b3));
         }
         printf("\n");
     }
-}
-
-int cli_tune_plan_helps(const sublet_tune_plan *p)
-{
-    return p->status == SUBLET_OK && p->nentries && p->fits &&
-           p->device_allocs_after < p->device_allocs_before;
 }
 
 static void print_plan(const sublet_tune_plan *p, const sublet_tune_result *r,
@@ -239,7 +226,7 @@ static void print_plan(const sublet_tune_plan *p, const sublet_tune_result *r,
         return;
     char b1[32], b2[32], b3[32];
     const char *whose = strcmp(p->conf, r->sublet.conf) == 0 ? "" : " (for the PyTorch answer)";
-    if (!cli_tune_plan_helps(p)) {
+    if (!sl_view_plan_helps(p)) {
         printf("\nwarm-up plan%s: none helps here%s%s\n", whose, p->note[0] ? ": " : "",
                p->note);
         return;
@@ -255,19 +242,19 @@ static void print_plan(const sublet_tune_plan *p, const sublet_tune_result *r,
     (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
     printf("  reserved at start: %s %s %" PRIu64 " %s (the run's peak reserved: %s without the "
            "plan, %s with it)\n",
-           cli_fmt_mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+           sl_fmt_mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
            segs,
            ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
                                   : (segs == 1 ? "segment" : "segments"),
-           cli_fmt_mib(p->peak_reserved_bytes, b2, sizeof b2),
-           cli_fmt_mib(p->peak_reserved_with_plan, b3, sizeof b3));
+           sl_fmt_mib(p->peak_reserved_bytes, b2, sizeof b2),
+           sl_fmt_mib(p->peak_reserved_with_plan, b3, sizeof b3));
     printf("  device allocations during the run: %" PRIu64 " -> %" PRIu64 " (checked by replay)\n",
            p->device_allocs_before, p->device_allocs_after);
     printf("  device calls during the run: %" PRIu64 " -> %" PRIu64 ", cost %s -> %s; the plan's "
            "own: %" PRIu64 " call%s, %s, once at start-up\n",
-           p->device_calls_before, p->device_calls_after, cli_fmt_us(p->cost_before_us, b1, sizeof b1),
-           cli_fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
-           cli_fmt_us(p->plan_cost_us, b3, sizeof b3));
+           p->device_calls_before, p->device_calls_after, sl_fmt_us(p->cost_before_us, b1, sizeof b1),
+           sl_fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
+           sl_fmt_us(p->plan_cost_us, b3, sizeof b3));
     printf("  fits your device (%s): yes\n", fmt_gib(r->device_memory, b1, sizeof b1));
     if (p->note[0])
         printf("  note: %s\n", p->note);
@@ -294,7 +281,7 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     row_size(n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,
              p->min_capacity_bytes, s->min_capacity_bytes);
     char lbl[64];
-    snprintf(lbl, sizeof lbl, "  over peak live %s", cli_fmt_mib(c->peak_requested_bytes, b1, sizeof b1));
+    snprintf(lbl, sizeof lbl, "  over peak live %s", sl_fmt_mib(c->peak_requested_bytes, b1, sizeof b1));
     snprintf(x, sizeof x, "%+.2f %%", c->overhead * 100);
     snprintf(y, sizeof y, "%+.2f %%", p->overhead * 100);
     snprintf(z, sizeof z, "%+.2f %%", s->overhead * 100);
@@ -302,9 +289,9 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     snprintf(lbl, sizeof lbl, "peak reserved on %s", fmt_gib(r->device_memory, b1, sizeof b1));
     row_size(lbl, c->peak_reserved_bytes, p->peak_reserved_bytes, s->peak_reserved_bytes);
     sublet_tune_calls cc, pc, sc;
-    cli_tune_calls_sum(c, &cc);
-    cli_tune_calls_sum(p, &pc);
-    cli_tune_calls_sum(s, &sc);
+    sl_tune_calls_sum(c, &cc);
+    sl_tune_calls_sum(p, &pc);
+    sl_tune_calls_sum(s, &sc);
     row_u64("device calls", c->device_calls, p->device_calls, s->device_calls);
 #define ROW2(label, f1, f2)                                                                 \
     do {                                                                                    \
@@ -319,8 +306,8 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     ROW2("  pages mapped / unmapped", map_pages, unmap_pages);
 #undef ROW2
     row_u64("allocation retries", c->retries, p->retries, s->retries);
-    row("cost (model)", cli_fmt_us(c->cost_us, x, sizeof x), cli_fmt_us(p->cost_us, y, sizeof y),
-        cli_fmt_us(s->cost_us, z, sizeof z));
+    row("cost (model)", sl_fmt_us(c->cost_us, x, sizeof x), sl_fmt_us(p->cost_us, y, sizeof y),
+        sl_fmt_us(s->cost_us, z, sizeof z));
     row("runs on your device", c->fits ? "yes" : "NO", p->fits ? "yes" : "NO",
         s->fits ? "yes" : "NO");
 
@@ -332,13 +319,13 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
             printf("  [%zu] %s\n", i, paths[i]);
             printf("      peak live %s; current %s (%+.2f %%) %s; PyTorch knobs %s (%+.2f %%) "
                    "%s; sublet %s (%+.2f %%) ",
-                   cli_fmt_mib(ct->peak_requested_bytes, b1, sizeof b1),
-                   cli_fmt_mib(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
-                   cli_fmt_us(ct->cost_us, b3, sizeof b3),
-                   cli_fmt_mib(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
-                   cli_fmt_us(pt->cost_us, y, sizeof y),
-                   cli_fmt_mib(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
-            printf("%s\n", cli_fmt_us(st->cost_us, b3, sizeof b3));
+                   sl_fmt_mib(ct->peak_requested_bytes, b1, sizeof b1),
+                   sl_fmt_mib(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
+                   sl_fmt_us(ct->cost_us, b3, sizeof b3),
+                   sl_fmt_mib(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
+                   sl_fmt_us(pt->cost_us, y, sizeof y),
+                   sl_fmt_mib(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
+            printf("%s\n", sl_fmt_us(st->cost_us, b3, sizeof b3));
         }
     }
 
@@ -362,227 +349,6 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     print_pareto("all (SUBLET_ALLOC_CONF):", r->pareto_sublet, r->npareto_sublet, s);
 }
 
-/* ---- JSON -------------------------------------------------------------------------- */
-
-static void json_calls(json_writer *w, const sublet_tune_calls *c)
-{
-    json_object_begin(w);
-    json_kv_u64(w, "cudaMalloc", c->segment_allocs);
-    json_kv_u64(w, "cudaFree", c->segment_frees);
-    json_kv_u64(w, "cudaMalloc_bytes", c->malloc_bytes);
-    json_kv_u64(w, "va_reserve", c->va_reserves);
-    json_kv_u64(w, "va_release", c->va_releases);
-    json_kv_u64(w, "map_calls", c->va_maps);
-    json_kv_u64(w, "unmap_calls", c->va_unmaps);
-    json_kv_u64(w, "map_pages", c->map_pages);
-    json_kv_u64(w, "unmap_pages", c->unmap_pages);
-    json_kv_u64(w, "retries", c->retries);
-    json_object_end(w);
-}
-
-static void json_eval(json_writer *w, const sublet_tune_eval *e)
-{
-    json_object_begin(w);
-    json_kv_string(w, "conf", e->conf);
-    json_kv_bool(w, "pytorch_knobs_only", e->pytorch);
-    json_kv_u64(w, "min_capacity_bytes", e->min_capacity_bytes);
-    json_kv_u64(w, "peak_requested_bytes", e->peak_requested_bytes);
-    json_kv_double(w, "overhead", e->overhead);
-    json_kv_u64(w, "peak_reserved_bytes", e->peak_reserved_bytes);
-    json_kv_bool(w, "fits", e->fits);
-    if (e->per_trace)
-        json_kv_bool(w, "monotone", e->monotone);
-    json_kv_double(w, "cost_us", e->cost_us);
-    json_kv_u64(w, "device_calls", e->device_calls);
-    json_kv_u64(w, "retries", e->retries);
-    if (e->per_trace) {
-        json_key(w, "per_trace");
-        json_array_begin(w);
-        for (size_t i = 0; i < e->ntraces; i++) {
-            const sublet_tune_trace_eval *t = &e->per_trace[i];
-            json_object_begin(w);
-            json_kv_u64(w, "min_capacity_bytes", t->min_capacity_bytes);
-            json_kv_u64(w, "peak_requested_bytes", t->peak_requested_bytes);
-            json_kv_double(w, "overhead", t->overhead);
-            json_kv_u64(w, "peak_reserved_bytes", t->peak_reserved_bytes);
-            json_kv_bool(w, "fits", t->fits);
-            json_kv_u64(w, "ooms", t->ooms);
-            json_key(w, "first_oom_event");
-            if (t->first_oom_event == SUBLET_REPLAY_NONE)
-                json_null(w);
-            else
-                json_u64(w, t->first_oom_event);
-            json_kv_bool(w, "monotone", t->monotone);
-            json_kv_u64(w, "smallest_ok_bytes", t->smallest_ok_bytes);
-            json_kv_double(w, "cost_us", t->cost_us);
-            json_key(w, "calls");
-            json_calls(w, &t->calls);
-            json_object_end(w);
-        }
-        json_array_end(w);
-    }
-    json_object_end(w);
-}
-
-static void json_answer(json_writer *w, const char *key, const char *env,
-                        const sublet_tune_eval *e, const char *cause, size_t cause_trace,
-                        const sublet_tune_result *r)
-{
-    json_key(w, key);
-    json_object_begin(w);
-    char line[SUBLET_TUNE_CONF_MAX + 32];
-    snprintf(line, sizeof line, "%s=%s", env, e->conf);
-    json_kv_string(w, "env", line);
-    json_key(w, "evaluation");
-    json_eval(w, e);
-    json_kv_string(w, "fixes", cause);
-    json_kv_u64(w, "fixes_trace", cause_trace);
-    /* the answer replayed on the user's device: the check */
-    json_key(w, "device_check");
-    json_object_begin(w);
-    json_kv_u64(w, "device_memory_bytes", r->device_memory);
-    json_kv_string(w, "source", device_source(r));
-    json_kv_bool(w, "runs", e->fits);
-    uint64_t ooms = 0, first = SUBLET_REPLAY_NONE;
-    size_t trace = 0;
-    for (size_t i = 0; i < e->ntraces; i++) {
-        ooms += e->per_trace[i].ooms;
-        if (!e->per_trace[i].fits && first == SUBLET_REPLAY_NONE) {
-            first = e->per_trace[i].first_oom_event;
-            trace = i;
-        }
-    }
-    json_kv_u64(w, "ooms", ooms);
-    json_key(w, "first_oom_event");
-    if (first == SUBLET_REPLAY_NONE)
-        json_null(w);
-    else
-        json_u64(w, first);
-    json_kv_u64(w, "first_oom_trace", trace);
-    json_kv_bool(w, "recommended", e->fits);
-    json_object_end(w);
-    json_object_end(w);
-}
-
-void cli_tune_plan_json(json_writer *w, const sublet_tune_plan *p)
-{
-    json_object_begin(w);
-    json_kv_string(w, "status", sublet_status_name(p->status));
-    json_kv_bool(w, "helps", cli_tune_plan_helps(p));
-    json_kv_string(w, "conf", p->conf);
-    json_kv_string(w, "option", p->option);
-    char line[SUBLET_TUNE_PLAN_MAX + SUBLET_TUNE_CONF_MAX + 32];
-    snprintf(line, sizeof line, "SUBLET_ALLOC_CONF=%s", p->env);
-    json_kv_string(w, "env", p->nentries ? line : "");
-    json_key(w, "entries");
-    json_array_begin(w);
-    for (size_t i = 0; i < p->nentries; i++) {
-        json_object_begin(w);
-        json_kv_string(w, "pool", p->entries[i].pool == SUBLET_POOL_SMALL ? "small" : "large");
-        json_kv_u64(w, "size", p->entries[i].size);
-        json_kv_u64(w, "count", p->entries[i].count);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_kv_u64(w, "plan_bytes", p->plan_bytes);
-    json_kv_u64(w, "plan_calls", p->plan_calls);
-    json_kv_double(w, "plan_cost_us", p->plan_cost_us);
-    json_kv_u64(w, "peak_reserved_bytes", p->peak_reserved_bytes);
-    json_kv_u64(w, "peak_reserved_with_plan_bytes", p->peak_reserved_with_plan);
-    json_kv_u64(w, "device_allocs_before", p->device_allocs_before);
-    json_kv_u64(w, "device_allocs_after", p->device_allocs_after);
-    json_kv_u64(w, "device_calls_before", p->device_calls_before);
-    json_kv_u64(w, "device_calls_after", p->device_calls_after);
-    json_kv_double(w, "cost_before_us", p->cost_before_us);
-    json_kv_double(w, "cost_after_us", p->cost_after_us);
-    json_kv_bool(w, "fits", p->fits);
-    json_kv_u64(w, "rounds", p->rounds);
-    json_kv_u64(w, "frees_after", p->frees_after);
-    json_kv_u64(w, "other_stream_segments", p->other_stream_segments);
-    json_kv_u64(w, "prelude_segments", p->prelude_segments);
-    json_kv_u64(w, "prelude_bytes", p->prelude_bytes);
-    json_kv_string(w, "note", p->note);
-    json_object_end(w);
-}
-
-static void print_json(char **paths, sublet_trace **traces, size_t n, const sublet_tune_result *r,
-                       const sublet_tune_options *o)
-{
-    json_writer w;
-    json_init(&w, stdout);
-    json_object_begin(&w);
-    json_key(&w, "traces");
-    json_array_begin(&w);
-    for (size_t i = 0; i < n; i++) {
-        json_object_begin(&w);
-        json_kv_string(&w, "path", paths[i]);
-        json_kv_u64(&w, "events", sublet_trace_count(traces[i]));
-        const char *rec = sublet_trace_settings(traces[i]);
-        json_key(&w, "recorded_settings");
-        if (rec)
-            json_string(&w, rec);
-        else
-            json_null(&w);
-        json_kv_u64(&w, "recorded_device_memory", sublet_trace_device_memory(traces[i]));
-        json_object_end(&w);
-    }
-    json_array_end(&w);
-    json_kv_u64(&w, "device_memory", r->device_memory);
-    json_kv_string(&w, "device_source", device_source(r));
-    json_key(&w, "cost_model_us");
-    json_object_begin(&w);
-    json_kv_double(&w, "malloc_us", o->cost.malloc_us);
-    json_kv_double(&w, "malloc_us_per_gib", o->cost.malloc_us_per_gib);
-    json_kv_double(&w, "free_us", o->cost.free_us);
-    json_kv_double(&w, "retry_us", o->cost.retry_us);
-    json_kv_double(&w, "reserve_us", o->cost.reserve_us);
-    json_kv_double(&w, "release_us", o->cost.release_us);
-    json_kv_double(&w, "map_us", o->cost.map_us);
-    json_kv_double(&w, "unmap_us", o->cost.unmap_us);
-    json_object_end(&w);
-    json_key(&w, "search");
-    json_object_begin(&w);
-    json_kv_u64(&w, "settings", r->space);
-    json_kv_u64(&w, "distinct", r->distinct);
-    json_kv_u64(&w, "bound_pruned", r->bound_pruned);
-    json_kv_u64(&w, "replays", r->replays);
-    json_kv_double(&w, "seconds", r->seconds);
-    json_kv_double(&w, "band", o->band);
-    json_kv_string(&w, "prelude", o->prelude == SUBLET_PRELUDE_ADOPT      ? "adopt"
-                                  : o->prelude == SUBLET_PRELUDE_ALLOCATE ? "allocate"
-                                                                          : "auto");
-    json_object_end(&w);
-    json_key(&w, "current");
-    json_object_begin(&w);
-    json_kv_bool(&w, "recorded", r->current_recorded);
-    json_key(&w, "evaluation");
-    json_eval(&w, &r->current);
-    json_object_end(&w);
-    json_answer(&w, "pytorch", "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause,
-                r->pytorch_cause_trace, r);
-    json_answer(&w, "sublet", "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause,
-                r->sublet_cause_trace, r);
-    if (o->warmup) {
-        json_key(&w, "warmup");
-        cli_tune_plan_json(&w, &r->plan);
-    }
-    json_key(&w, "pareto");
-    json_object_begin(&w);
-    json_key(&w, "pytorch");
-    json_array_begin(&w);
-    for (size_t i = 0; i < r->npareto_pytorch; i++)
-        json_eval(&w, &r->pareto_pytorch[i]);
-    json_array_end(&w);
-    json_key(&w, "sublet");
-    json_array_begin(&w);
-    for (size_t i = 0; i < r->npareto_sublet; i++)
-        json_eval(&w, &r->pareto_sublet[i]);
-    json_array_end(&w);
-    json_object_end(&w);
-    json_object_end(&w);
-    json_finish(&w);
-}
-
 /* ---- the command ------------------------------------------------------------------- */
 
 static int read_cost_model(const char *prog, const char *arg, sublet_tune_cost_model *m)
@@ -594,7 +360,7 @@ static int read_cost_model(const char *prog, const char *arg, sublet_tune_cost_m
     FILE *f = strchr(arg, '=') ? NULL : fopen(arg, "rb");
     if (f) {
         fclose(f);
-        if (cli_read_file(arg, &buf, &len, err, sizeof err) != 0) {
+        if (sublet_input_read(arg, &buf, &len, err, sizeof err) != SUBLET_OK) {
             fprintf(stderr, "%s: %s\n", prog, err);
             return -1;
         }
@@ -763,7 +529,7 @@ int cli_tune(int argc, char **argv)
     }
     for (size_t i = 0; i < n && rc == CLI_OK; i++) {
         char err[1024];
-        if (cli_load_trace(paths[i], NULL, &traces[i], err, sizeof err) != SUBLET_OK) {
+        if (cli_load_input(paths[i], NULL, &traces[i], NULL, err, sizeof err) != SUBLET_OK) {
             fprintf(stderr, "sublet tune: %s\n", err);
             rc = CLI_ERROR;
         }
@@ -775,19 +541,30 @@ int cli_tune(int argc, char **argv)
             o.progress = progress;
             o.progress_user = NULL;
         }
-        sublet_tune_result r;
-        sublet_status st = sublet_tune((const sublet_trace *const *)traces, n, &o, &r);
-        if (o.progress)
-            fprintf(stderr, "\r%60s\r", "");
-        if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet tune: %s\n", r.error[0] ? r.error : sublet_status_text(st));
-            rc = CLI_ERROR;
-        } else if (json) {
-            print_json(paths, traces, n, &r, &o);
+        if (json) {
+            char *doc = NULL, err[1024] = "";
+            sublet_status st = sublet_tune_json((const sublet_trace *const *)traces,
+                                                (const char *const *)paths, n, &o, &doc, err,
+                                                sizeof err);
+            if (st != SUBLET_OK) {
+                fprintf(stderr, "sublet tune: %s\n", err[0] ? err : sublet_status_text(st));
+                rc = CLI_ERROR;
+            } else
+                fputs(doc, stdout);
+            sublet_string_free(doc);
         } else {
-            print_text(paths, n, &r, &o);
+            sublet_tune_result r;
+            sublet_status st = sublet_tune((const sublet_trace *const *)traces, n, &o, &r);
+            if (o.progress)
+                fprintf(stderr, "\r%60s\r", "");
+            if (st != SUBLET_OK) {
+                fprintf(stderr, "sublet tune: %s\n", r.error[0] ? r.error : sublet_status_text(st));
+                rc = CLI_ERROR;
+            } else {
+                print_text(paths, n, &r, &o);
+            }
+            sublet_tune_result_free(&r);
         }
-        sublet_tune_result_free(&r);
     }
     for (size_t i = 0; i < n; i++)
         if (traces[i])

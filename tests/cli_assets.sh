@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sublet — the report page's style and scripts (cli/report/, compiled into
+# sublet — the report page's style and scripts (src/views/report/, compiled into
 # the CLI by cmake/embed.cmake) are sound before they reach a browser: every
 # script parses (`node --check`, and as a classic <script>, where a top-level
 # `return` is an error that --check lets pass), the style sheet is not empty
@@ -10,7 +10,7 @@
 # cannot be).  $1 is the CLI (unused: the files are checked at the source).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-assets=$here/../cli/report
+assets=$here/../src/views/report
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

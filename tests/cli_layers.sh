@@ -64,8 +64,8 @@ expect_fail "backends -> engine" 'src/backends/vmem.c:2: backends includes engin
 
 # 6. cli and plugins are both on top, and neither includes the other
 copy
-sed -i '2i #include "../plugins/registry.h"' "$tmp/t/cli/json.c"
-expect_fail "cli -> plugins" 'cli/json.c:2: cli includes ../plugins/registry.h (plugins)'
+sed -i '2i #include "../plugins/registry.h"' "$tmp/t/cli/main.c"
+expect_fail "cli -> plugins" 'cli/main.c:2: cli includes ../plugins/registry.h (plugins)'
 
 # 7. a source folder that is no layer
 copy

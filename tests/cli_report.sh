@@ -15,7 +15,7 @@
 # "1000000") lies inside its canvas (a script put before the page's records
 # the box of every fillText from measureText), and save a PNG screenshot next
 # to the build (report_screenshots/).  Every page carries the style and
-# scripts of cli/report/ verbatim, inline.  The 10^6-event page must stay
+# scripts of src/views/report/ verbatim, inline.  The 10^6-event page must stay
 # under 5 MB and finish drawing within 2 s of navigation start
 # (data-render-ms, the page's performance.now() once it has drawn).
 set -u
@@ -70,8 +70,8 @@ cat >"$tmp/hook.html" <<'EOF'
 </script>
 EOF
 
-# the page's style and scripts: the files of cli/report/, verbatim and inline
-assets=$here/../cli/report
+# the page's style and scripts: the files of src/views/report/, verbatim and inline
+assets=$here/../src/views/report
 css=$(<"$assets/page.css") && js=$(<"$assets/page.js") && tune_js=$(<"$assets/tune.js") ||
     { echo "no assets at $assets" >&2; exit 1; }
 [ -n "$css" ] && [ -n "$js" ] && [ -n "$tune_js" ] || { echo "empty assets in $assets" >&2; exit 1; }
@@ -80,12 +80,12 @@ embedded() {
     local page name=$2
     page=$(<"$1")
     [[ $page == *"<style>"$'\n'"$css"$'\n\n'"</style>"* ]] ||
-        fail "$name: cli/report/page.css is not the page's <style>"
+        fail "$name: src/views/report/page.css is not the page's <style>"
     [[ $page == *"<script>"$'\n'"$js"$'\n\n'"</script>"* ]] ||
-        fail "$name: cli/report/page.js is not in the page"
+        fail "$name: src/views/report/page.js is not in the page"
     if [ "${3:-}" = tune ]; then
         [[ $page == *"<script>"$'\n'"$tune_js"$'\n'"</script>"* ]] ||
-            fail "$name: cli/report/tune.js is not in the page"
+            fail "$name: src/views/report/tune.js is not in the page"
     elif [[ $page == *"$tune_js"* ]]; then
         fail "$name: the tuning script without --tune"
     fi

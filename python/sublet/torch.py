@@ -21,8 +21,9 @@ first CUDA allocation (PyTorch cannot swap an allocator in use).
 
 Settings come from SUBLET_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (the
 PyTorch grammar: "max_split_size_mb:128,garbage_collection_threshold:0.6").
-The library is found from `lib_path`, $SUBLET_TORCH_LIB, the repository's
-build directories, or the system's library path.
+The library is found as sublet's analyst library is (sublet._loader): from
+`lib_path`, $SUBLET_TORCH_LIB, the library bundled with the installed package,
+the repository's build directories, or the system's library path.
 
 Importing this module needs neither PyTorch nor a GPU: the functions raise
 RuntimeError("sublet.torch: PyTorch is not installed") or
@@ -40,12 +41,12 @@ error channel); last_error() tells why.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import glob
 import os
 import sys
 import threading
 from typing import Dict, Optional, Union
+
+from sublet import _loader
 
 __all__ = [
     "install",
@@ -88,42 +89,14 @@ NOT_INSTALLED = (
 
 
 def _candidates(lib_path: Optional[str]):
-    if lib_path:
-        yield lib_path
-        return
-    env = os.environ.get("SUBLET_TORCH_LIB")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(os.path.dirname(here))  # python/sublet -> repository root
-    yield os.path.join(here, LIB_NAME)  # installed next to the package
-    builds = sorted(
-        glob.glob(os.path.join(repo, "build*", LIB_NAME)),
-        key=lambda p: os.path.getmtime(p),
-        reverse=True,
-    )
-    for p in builds:
-        yield p
-    for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/local/lib64"):
-        yield os.path.join(d, LIB_NAME)
-    found = ctypes.util.find_library("sublet_torch")
-    if found:
-        yield found
+    return _loader.candidates(LIB_NAME, "SUBLET_TORCH_LIB", lib_path)
 
 
 def find_library(lib_path: Optional[str] = None) -> str:
-    """Path of libsublet_torch.so; RuntimeError when none is found."""
-    tried = []
-    for p in _candidates(lib_path):
-        tried.append(p)
-        if os.path.sep not in p or os.path.exists(p):
-            return p
-    raise RuntimeError(
-        "sublet.torch: %s not found (tried %s): build sublet with CMake "
-        "(cmake -S . -B build && cmake --build build) or set SUBLET_TORCH_LIB"
-        % (LIB_NAME, ", ".join(tried) or "nothing")
-    )
+    """Path of libsublet_torch.so (sublet._loader's search: the given path,
+    $SUBLET_TORCH_LIB, the bundled library, the build folders, the system);
+    RuntimeError when none is found."""
+    return _loader.find(LIB_NAME, "SUBLET_TORCH_LIB", lib_path, who="sublet.torch")
 
 
 def _parse_stats(text: str) -> Dict[str, Union[int, float]]:

@@ -1,4 +1,4 @@
-/* sublet CLI — a small streaming JSON writer (see cli.h).
+/* sublet views — a small streaming JSON writer (see json_writer.h).
  *
  * The writer tracks how many values each open object/array holds, so commas
  * and indentation come out right without the caller's help.  Strings are
@@ -8,15 +8,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "cli.h"
+#include "views/json_writer.h"
 
-void json_init(json_writer *w, FILE *out)
+void sl_json_init(sl_json_writer *w, FILE *out)
 {
     memset(w, 0, sizeof *w);
     w->out = out;
 }
 
-static void indent(json_writer *w)
+static void indent(sl_json_writer *w)
 {
     fputc('\n', w->out);
     for (int i = 0; i < w->depth; i++)
@@ -24,7 +24,7 @@ static void indent(json_writer *w)
 }
 
 /* Before any value or key: the separator and the line break. */
-static void before_value(json_writer *w)
+static void before_value(sl_json_writer *w)
 {
     if (w->after_key) {
         w->after_key = 0;
@@ -37,29 +37,29 @@ static void before_value(json_writer *w)
     }
 }
 
-static void open_level(json_writer *w, char c)
+static void open_level(sl_json_writer *w, char c)
 {
     before_value(w);
     fputc(c, w->out);
-    if (w->depth < JSON_MAX_DEPTH)
+    if (w->depth < SL_JSON_MAX_DEPTH)
         w->count[w->depth] = 0;
     w->depth++;
 }
 
-static void close_level(json_writer *w, char c)
+static void close_level(sl_json_writer *w, char c)
 {
     if (w->depth <= 0)
         return;
     w->depth--;
-    if (w->depth < JSON_MAX_DEPTH && w->count[w->depth] > 0)
+    if (w->depth < SL_JSON_MAX_DEPTH && w->count[w->depth] > 0)
         indent(w);
     fputc(c, w->out);
 }
 
-void json_object_begin(json_writer *w) { open_level(w, '{'); }
-void json_object_end(json_writer *w) { close_level(w, '}'); }
-void json_array_begin(json_writer *w) { open_level(w, '['); }
-void json_array_end(json_writer *w) { close_level(w, ']'); }
+void sl_json_object_begin(sl_json_writer *w) { open_level(w, '{'); }
+void sl_json_object_end(sl_json_writer *w) { close_level(w, '}'); }
+void sl_json_array_begin(sl_json_writer *w) { open_level(w, '['); }
+void sl_json_array_end(sl_json_writer *w) { close_level(w, ']'); }
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs,
  * no surrogates, nothing above U+10FFFF), or 0. */
@@ -85,7 +85,7 @@ static size_t utf8_len(const unsigned char *s)
     return 0;
 }
 
-void json_write_escaped(FILE *out, const char *str)
+void sl_json_write_escaped(FILE *out, const char *str)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
     fputc('"', out);
@@ -120,33 +120,33 @@ void json_write_escaped(FILE *out, const char *str)
     fputc('"', out);
 }
 
-void json_key(json_writer *w, const char *key)
+void sl_json_key(sl_json_writer *w, const char *key)
 {
     before_value(w);
-    json_write_escaped(w->out, key);
+    sl_json_write_escaped(w->out, key);
     fputs(": ", w->out);
     w->after_key = 1;
 }
 
-void json_string(json_writer *w, const char *s)
+void sl_json_string(sl_json_writer *w, const char *s)
 {
     before_value(w);
-    json_write_escaped(w->out, s);
+    sl_json_write_escaped(w->out, s);
 }
 
-void json_u64(json_writer *w, uint64_t v)
+void sl_json_u64(sl_json_writer *w, uint64_t v)
 {
     before_value(w);
     fprintf(w->out, "%" PRIu64, v);
 }
 
-void json_i64(json_writer *w, int64_t v)
+void sl_json_i64(sl_json_writer *w, int64_t v)
 {
     before_value(w);
     fprintf(w->out, "%" PRId64, v);
 }
 
-void json_double(json_writer *w, double v)
+void sl_json_double(sl_json_writer *w, double v)
 {
     before_value(w);
     if (isfinite(v))
@@ -155,49 +155,49 @@ void json_double(json_writer *w, double v)
         fputs("null", w->out);
 }
 
-void json_bool(json_writer *w, int v)
+void sl_json_bool(sl_json_writer *w, int v)
 {
     before_value(w);
     fputs(v ? "true" : "false", w->out);
 }
 
-void json_null(json_writer *w)
+void sl_json_null(sl_json_writer *w)
 {
     before_value(w);
     fputs("null", w->out);
 }
 
-void json_raw(json_writer *w, const char *text)
+void sl_json_raw(sl_json_writer *w, const char *text)
 {
     before_value(w);
     fputs(text, w->out);
 }
 
-void json_kv_u64(json_writer *w, const char *key, uint64_t v)
+void sl_json_kv_u64(sl_json_writer *w, const char *key, uint64_t v)
 {
-    json_key(w, key);
-    json_u64(w, v);
+    sl_json_key(w, key);
+    sl_json_u64(w, v);
 }
 
-void json_kv_string(json_writer *w, const char *key, const char *s)
+void sl_json_kv_string(sl_json_writer *w, const char *key, const char *s)
 {
-    json_key(w, key);
-    json_string(w, s);
+    sl_json_key(w, key);
+    sl_json_string(w, s);
 }
 
-void json_kv_double(json_writer *w, const char *key, double v)
+void sl_json_kv_double(sl_json_writer *w, const char *key, double v)
 {
-    json_key(w, key);
-    json_double(w, v);
+    sl_json_key(w, key);
+    sl_json_double(w, v);
 }
 
-void json_kv_bool(json_writer *w, const char *key, int v)
+void sl_json_kv_bool(sl_json_writer *w, const char *key, int v)
 {
-    json_key(w, key);
-    json_bool(w, v);
+    sl_json_key(w, key);
+    sl_json_bool(w, v);
 }
 
-void json_finish(json_writer *w)
+void sl_json_finish(sl_json_writer *w)
 {
     fputc('\n', w->out);
     fflush(w->out);

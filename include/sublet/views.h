@@ -1,0 +1,209 @@
+/* sublet — views: the analyst's results as documents.
+ *
+ * Each call runs an analysis of the layers below (a replay, a min-capacity
+ * search, the fragmentation state, the OOM diagnosis, the tuning) and
+ * renders its result as one document: the JSON object that `sublet replay
+ * --json`, `mincap --json`, `frag --json`, `diagnose --json` and `tune
+ * --json` print, or the self-contained HTML page of `sublet report`.  The
+ * document is returned as an allocated, NUL-terminated string (free it with
+ * sublet_string_free); the CLI prints it, bindings (python/sublet) parse it,
+ * so both show the same fields from the same code.  Nothing is printed.
+ *
+ * Two sets of entry points:
+ *   - sublet_replay_json, sublet_mincap_json, sublet_frag_json,
+ *     sublet_diagnose_json, sublet_tune_json, sublet_report_html take the
+ *     analyses' own option structs (the CLI; sublet_replay_stream_json is
+ *     replay's over a trace stream);
+ *   - sublet_view_replay, _mincap, _frag, _diagnose, _tune, _report take
+ *     plain arguments with the CLI's defaults (bindings: no struct to
+ *     mirror).
+ * Every call is reentrant: different threads may render at once (a trace is
+ * only read). */
+#ifndef SUBLET_VIEWS_H
+#define SUBLET_VIEWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sublet/error.h"
+#include "sublet/frag.h"
+#include "sublet/replay.h"
+#include "sublet/snapshot.h"
+#include "sublet/trace.h"
+#include "sublet/trace_stream.h"
+#include "sublet/tune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Frees a string a views call returned (NULL is fine). */
+void sublet_string_free(char *s);
+
+/* ---- inputs ---------------------------------------------------------------------------- */
+
+/* Read an input of any format sublet reads (detected by content, gzip'd or
+ * not) from bytes: a PyTorch snapshot (pickle or JSON) gives its trace and,
+ * when snap is not NULL, the snapshot itself in *snap (NULL for other
+ * formats); input that matches no format is read as the events CSV, so the
+ * message names its line.  name (may be NULL) starts every message.  Free
+ * *t with sublet_trace_free, *snap with sublet_snapshot_free. */
+sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
+                                 const sublet_trace_load_options *lo, sublet_trace **t,
+                                 sublet_snapshot **snap, char *err, size_t cap);
+/* The same from a file ("-": stdin); messages start with the path. */
+sublet_status sublet_input_load(const char *path, const sublet_trace_load_options *lo,
+                                sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
+/* A whole file ("-": stdin) into a malloc'd buffer (free()); SUBLET_ERR_IO
+ * or SUBLET_ERR_NO_MEMORY with the reason, naming the path, in err. */
+sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
+                                size_t cap);
+
+/* The settings a replay of t uses: `given` when not NULL, else those the
+ * trace recorded (*from_trace = 1 when from_trace is not NULL), else "". */
+const char *sublet_view_conf(const sublet_trace *t, const char *given, int *from_trace);
+/* The simulated device of `sublet frag`, `diagnose` and `report`: `given`
+ * when not 0, else the trace's recorded capacity, else 80 GiB. */
+uint64_t sublet_view_device_memory(const sublet_trace *t, uint64_t given);
+/* A prelude mode's name: "auto", "adopt" or "allocate". */
+const char *sublet_prelude_name(int mode);
+
+/* ---- documents from the analyses' options ------------------------------------------------ */
+
+enum {
+    /* replay: the JSON also carries "memory_summary_at_peak" and
+     * "memory_summary_at_end", memory_summary()'s texts (the CLI's
+     * --json has neither) */
+    SUBLET_VIEW_SUMMARIES = 1u << 0,
+    /* report: add the tuning section (sublet_report_options.tune) */
+    SUBLET_VIEW_TUNE = 1u << 1,
+};
+
+typedef struct sublet_view_options {
+    const char *name;         /* the input's name in the document; NULL: "" */
+    unsigned flags;           /* SUBLET_VIEW_* */
+    /* replay: echoed as "snapshot_out" (NULL: null).  Read after the replay,
+     * so the caller's on_finish may set it once it has written the file. */
+    const char *snapshot_out;
+    uint64_t resolution;      /* mincap: bisection step, 0 = 2 MiB */
+    uint64_t at;              /* frag: the state after this event; SUBLET_REPLAY_ALL: the end */
+    unsigned map_width;       /* frag: segment map width, 0 = 64 */
+    size_t top_pinning;       /* frag: pinning segments listed, 0 = 5 */
+    /* frag: the snapshot the trace came from (may be NULL): when the replay
+     * to the end stops, the state comes from its segments (of `device`, -1:
+     * the trace's) and `note` (when not NULL) says why. */
+    const sublet_snapshot *snapshot;
+    int64_t device;
+    char *note;
+    size_t note_cap;
+} sublet_view_options;
+
+void sublet_view_options_init(sublet_view_options *v);
+
+/* `sublet replay --json`: the replay of t under o (its on_oom, when set, is
+ * called too; o->capture_summary is implied by SUBLET_VIEW_SUMMARIES), then
+ * the fragmentation state after the last event and, when it OOMed, the
+ * diagnosis.  Returns the replay's status: *out is the document also when
+ * the replay failed (its "error" says why); NULL only on
+ * SUBLET_ERR_NO_MEMORY or bad arguments. */
+sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
+                                 const sublet_view_options *v, char **out, char *err, size_t cap);
+
+/* The same document from a stream (sublet/trace_stream.h: an events CSV or
+ * an event log read in bounded chunks), byte for byte what
+ * sublet_replay_json gives for the trace loaded whole: the rows after the
+ * replay's last are read too, to count and check them.  A stream that fails
+ * (a malformed row, a read error) gives no document: its status, the
+ * message in err.  o's observers (before_event, after_event, trace) are not
+ * called; its on_oom is.  The stream is read to its end (rewind it to read
+ * it again); its notice (sublet_trace_stream_notice) is the caller's to
+ * tell. */
+sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                        const sublet_view_options *v, char **out, char *err,
+                                        size_t cap);
+
+/* `sublet mincap --json` (and `replay --min-capacity --json`): the smallest
+ * simulated device that runs t under o (sublet_replay_min_capacity). */
+sublet_status sublet_mincap_json(const sublet_trace *t, const sublet_replay_options *o,
+                                 const sublet_view_options *v, char **out, char *err, size_t cap);
+
+/* `sublet frag --json`: the fragmentation state after v->at (metrics, the
+ * free-block histogram, pinning segments, the segment map). */
+sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
+                               const sublet_view_options *v, char **out, char *err, size_t cap);
+
+/* `sublet diagnose --json`: every OOM of the replay explained, and the
+ * settings that avoid it (d may be NULL: the defaults). */
+sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_options *o,
+                                   const sublet_frag_diagnose_options *d,
+                                   const sublet_view_options *v, char **out, char *err,
+                                   size_t cap);
+
+/* `sublet tune --json`: sublet_tune over n traces, names[i] naming each
+ * (may be NULL).  On a failed tuning the message is in err. */
+sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
+                               size_t n, const sublet_tune_options *o, char **out, char *err,
+                               size_t cap);
+
+typedef struct sublet_report_options {
+    size_t buckets;        /* points drawn per series, 0 = 2000 */
+    size_t oom_maps;       /* segment maps of the first OOMs, default 3 */
+    int diagnose;          /* explain the OOMs (more replays), default 1 */
+    /* with SUBLET_VIEW_TUNE: the tuning's options (its device_memory and
+     * current settings are the page's; NULL: the defaults) */
+    const sublet_tune_options *tune;
+    /* each segment map that could not be made, told (may be NULL) */
+    void (*on_note)(void *user, const char *note);
+    void *note_user;
+} sublet_report_options;
+
+void sublet_report_options_init(sublet_report_options *r);
+
+/* What a report holds, for the line that announces it. */
+typedef struct sublet_report_info {
+    size_t len;                   /* the page's length in bytes */
+    size_t nmaps;                 /* segment maps drawn */
+    int exact;                    /* the series are exact, not approximate */
+    uint64_t ooms;                /* of the page's replay */
+    uint64_t peak_reserved_bytes;
+} sublet_report_info;
+
+/* `sublet report`: the self-contained HTML page (no network) of t replayed
+ * under o; *info (may be NULL) what it holds. */
+sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
+                                 const sublet_report_options *ro, const sublet_view_options *v,
+                                 char **out, sublet_report_info *info, char *err, size_t cap);
+
+/* ---- the same from plain arguments (bindings) ---------------------------------------------- */
+/* conf NULL: the trace's recorded settings, else PyTorch's defaults;
+ * device_memory 0: the command's default; at SUBLET_REPLAY_ALL: to the end.
+ * progress (may be NULL): called as the work advances, done of total, from
+ * the calling thread or a worker of the tuning. */
+typedef void (*sublet_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+sublet_status sublet_view_replay(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t device_memory, uint64_t at, unsigned flags, char **out,
+                                 char *err, size_t cap);
+sublet_status sublet_view_mincap(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t at, char **out, char *err, size_t cap);
+sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
+                               const char *name, const char *conf, uint64_t device_memory,
+                               uint64_t at, char **out, char *err, size_t cap);
+sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name, const char *conf,
+                                   uint64_t device_memory, char **out, char *err, size_t cap);
+/* current: the settings in use (NULL: each trace's recorded ones);
+ * threads 0: every online core. */
+sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *const *names,
+                               size_t n, const char *current, uint64_t device_memory,
+                               unsigned threads, sublet_progress_fn progress, void *user,
+                               char **out, char *err, size_t cap);
+sublet_status sublet_view_report(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t device_memory, unsigned flags,
+                                 sublet_progress_fn progress, void *user, char **out,
+                                 size_t *len, char *err, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

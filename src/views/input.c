@@ -1,0 +1,319 @@
+/* sublet views — the entry of the views (sublet/views.h): reading an input
+ * of any format (a trace or a snapshot, detected by content), the defaults
+ * every view shares, the strings the views return, and the documents from
+ * plain arguments: the options each CLI command starts from, with the few
+ * arguments a binding passes, so that a binding (the Python package) needs
+ * no struct of the library and gets the CLI's defaults from the same code. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/config.h"
+#include "views/views_internal.h"
+
+void sublet_string_free(char *s) { free(s); }
+
+void sublet_view_options_init(sublet_view_options *v)
+{
+    memset(v, 0, sizeof *v);
+    v->at = SUBLET_REPLAY_ALL;
+    v->device = -1;
+}
+
+sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
+                                size_t cap)
+{
+    *buf = NULL;
+    *len = 0;
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
+        return SUBLET_ERR_IO;
+    }
+    size_t n = 0, bcap = 1 << 16;
+    uint8_t *b = malloc(bcap);
+    sublet_status st = b ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
+    while (st == SUBLET_OK) {
+        if (n == bcap) {
+            uint8_t *nb = bcap <= SIZE_MAX / 2 ? realloc(b, bcap * 2) : NULL;
+            if (!nb) {
+                st = SUBLET_ERR_NO_MEMORY;
+                break;
+            }
+            b = nb;
+            bcap *= 2;
+        }
+        size_t got = fread(b + n, 1, bcap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (st != SUBLET_OK)
+        snprintf(err, cap, "%s: out of memory reading the file", is_stdin ? "stdin" : path);
+    else if (ferror(f)) {
+        snprintf(err, cap, "%s: read error: %s", is_stdin ? "stdin" : path, strerror(errno));
+        st = SUBLET_ERR_IO;
+    }
+    if (!is_stdin)
+        fclose(f);
+    if (st != SUBLET_OK) {
+        free(b);
+        return st;
+    }
+    *buf = b;
+    *len = n;
+    return SUBLET_OK;
+}
+
+/* A trace of any format; nothing matched: read as the events CSV, whose
+ * errors name the line. */
+static sublet_status parse_trace(const uint8_t *buf, size_t n, const char *name,
+                                 const sublet_trace_load_options *opt, sublet_trace **out,
+                                 char *err, size_t cap)
+{
+    char inner[1024];
+    sublet_status st;
+    if (sublet_trace_detect(buf, n) == SUBLET_FORMAT_UNKNOWN && n && buf[0] != 0x1f) {
+        st = sublet_trace_parse_csv((const char *)buf, n, out, inner, sizeof inner);
+        if (st != SUBLET_OK)
+            snprintf(err, cap, "%s: not a recognised trace format; as an events CSV: %s", name,
+                     inner);
+    } else {
+        st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
+        if (st != SUBLET_OK)
+            snprintf(err, cap, "%s: %s", name, inner);
+    }
+    return st;
+}
+
+sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
+                                 const sublet_trace_load_options *lo, sublet_trace **t,
+                                 sublet_snapshot **snap, char *err, size_t cap)
+{
+    if (!t || (!buf && n))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *t = NULL;
+    if (snap)
+        *snap = NULL;
+    if (!name)
+        name = "input";
+    const uint8_t *b = buf ? buf : (const uint8_t *)"";
+    if (!snap)
+        return parse_trace(b, n, name, lo, t, err, cap);
+    sublet_trace_format f = sublet_trace_detect(b, n);
+    if (f != SUBLET_FORMAT_SNAPSHOT_PICKLE && f != SUBLET_FORMAT_SNAPSHOT_JSON)
+        return parse_trace(b, n, name, lo, t, err, cap);
+    char inner[1024];
+    sublet_status st = sublet_snapshot_parse(b, n, snap, inner, sizeof inner);
+    if (st == SUBLET_OK)
+        st = sublet_snapshot_trace(*snap, lo, t, inner, sizeof inner);
+    if (st != SUBLET_OK) {
+        snprintf(err, cap, "%s: %s", name, inner);
+        sublet_snapshot_free(*snap);
+        *snap = NULL;
+    }
+    return st;
+}
+
+sublet_status sublet_input_load(const char *path, const sublet_trace_load_options *lo,
+                                sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap)
+{
+    if (!path || !t)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *t = NULL;
+    if (snap)
+        *snap = NULL;
+    uint8_t *buf;
+    size_t n;
+    sublet_status st = sublet_input_read(path, &buf, &n, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    st = sublet_input_parse(buf, n, strcmp(path, "-") == 0 ? "stdin" : path, lo, t, snap, err,
+                            cap);
+    free(buf);
+    return st;
+}
+
+const char *sublet_view_conf(const sublet_trace *t, const char *given, int *from_trace)
+{
+    if (from_trace)
+        *from_trace = 0;
+    if (given)
+        return given;
+    const char *rec = sublet_trace_settings(t);
+    if (rec && *rec) {
+        if (from_trace)
+            *from_trace = 1;
+        return rec;
+    }
+    return "";
+}
+
+uint64_t sublet_view_device_memory(const sublet_trace *t, uint64_t given)
+{
+    uint64_t dm = sublet_trace_device_memory(t);
+    return given ? given : dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+}
+
+const char *sublet_prelude_name(int mode)
+{
+    return mode == SUBLET_PRELUDE_ADOPT      ? "adopt"
+           : mode == SUBLET_PRELUDE_ALLOCATE ? "allocate"
+                                             : "auto";
+}
+
+/* ---- the documents from plain arguments ------------------------------------------------ */
+
+/* A settings string the library can parse, or the message. */
+static sublet_status check_conf(const char *conf, char *err, size_t cap)
+{
+    if (!conf)
+        return SUBLET_OK;
+    sublet_settings probe;
+    sublet_settings_default(&probe);
+    return sublet_settings_parse(&probe, conf, err, cap);
+}
+
+/* `sublet replay`'s options: 80 GiB unless given, the trace's settings. */
+static void replay_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
+                           uint64_t at, sublet_replay_options *o)
+{
+    sublet_replay_options_init(o);
+    o->conf = sublet_view_conf(t, conf, NULL);
+    if (device_memory)
+        o->device_memory = device_memory;
+    o->stop_after = at;
+}
+
+/* `sublet frag`'s, `diagnose`'s and `report`'s: the trace's device unless given. */
+static void frag_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
+                         sublet_replay_options *o)
+{
+    sublet_replay_options_init(o);
+    o->conf = sublet_view_conf(t, conf, NULL);
+    o->device_memory = sublet_view_device_memory(t, device_memory);
+}
+
+#define CHECK_ARGS(t)                                                                     \
+    do {                                                                                  \
+        if (!out)                                                                         \
+            return SUBLET_ERR_INVALID_ARGUMENT;                                           \
+        *out = NULL;                                                                      \
+        if (!(t))                                                                         \
+            return SUBLET_ERR_INVALID_ARGUMENT;                                           \
+        sublet_status cs_ = check_conf(conf, err, cap);                                   \
+        if (cs_ != SUBLET_OK)                                                             \
+            return cs_;                                                                   \
+    } while (0)
+
+sublet_status sublet_view_replay(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t device_memory, uint64_t at, unsigned flags, char **out,
+                                 char *err, size_t cap)
+{
+    CHECK_ARGS(t);
+    sublet_replay_options o;
+    replay_options(t, conf, device_memory, at, &o);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    v.flags = flags & SUBLET_VIEW_SUMMARIES;
+    return sublet_replay_json(t, &o, &v, out, err, cap);
+}
+
+sublet_status sublet_view_mincap(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t at, char **out, char *err, size_t cap)
+{
+    CHECK_ARGS(t);
+    sublet_replay_options o;
+    replay_options(t, conf, 0, at, &o);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    return sublet_mincap_json(t, &o, &v, out, err, cap);
+}
+
+sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
+                               const char *name, const char *conf, uint64_t device_memory,
+                               uint64_t at, char **out, char *err, size_t cap)
+{
+    CHECK_ARGS(t);
+    sublet_replay_options o;
+    frag_options(t, conf, device_memory, &o);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    v.at = at;
+    v.snapshot = snap;
+    return sublet_frag_json(t, &o, &v, out, err, cap);
+}
+
+sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name, const char *conf,
+                                   uint64_t device_memory, char **out, char *err, size_t cap)
+{
+    CHECK_ARGS(t);
+    sublet_replay_options o;
+    frag_options(t, conf, device_memory, &o);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    return sublet_diagnose_json(t, &o, NULL, &v, out, err, cap);
+}
+
+sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *const *names,
+                               size_t n, const char *current, uint64_t device_memory,
+                               unsigned threads, sublet_progress_fn progress, void *user,
+                               char **out, char *err, size_t cap)
+{
+    const char *conf = current;
+    CHECK_ARGS(traces);
+    if (n == 0 || n > 64) {
+        snprintf(err, cap, "tune takes 1 to 64 traces, not %zu", n);
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!traces[i])
+            return SUBLET_ERR_INVALID_ARGUMENT;
+    const char *cur[64];
+    for (size_t i = 0; i < n; i++)
+        cur[i] = current;
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    o.device_memory = device_memory;
+    o.threads = threads;
+    o.current = cur;
+    o.progress = progress;
+    o.progress_user = user;
+    return sublet_tune_json(traces, names, n, &o, out, err, cap);
+}
+
+sublet_status sublet_view_report(const sublet_trace *t, const char *name, const char *conf,
+                                 uint64_t device_memory, unsigned flags,
+                                 sublet_progress_fn progress, void *user, char **out,
+                                 size_t *len, char *err, size_t cap)
+{
+    CHECK_ARGS(t);
+    sublet_replay_options o;
+    frag_options(t, conf, device_memory, &o);
+    sublet_tune_options to;
+    sublet_tune_options_init(&to);
+    /* your device and your current settings, as the page's replay */
+    to.device_memory = device_memory;
+    const char *cur[1] = {conf};
+    to.current = cur;
+    to.progress = progress;
+    to.progress_user = user;
+    sublet_report_options ro;
+    sublet_report_options_init(&ro);
+    ro.tune = &to;
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    v.flags = flags & SUBLET_VIEW_TUNE;
+    sublet_report_info info;
+    sublet_status st = sublet_report_html(t, &o, &ro, &v, out, &info, err, cap);
+    if (len)
+        *len = st == SUBLET_OK ? info.len : 0;
+    return st;
+}

@@ -1,0 +1,580 @@
+/* sublet views — the page of `sublet report`: one self-contained HTML page
+ * (no network, no server, no third-party code) that shows a trace's memory
+ * and fragmentation over time, the segment map at the peak, at each OOM and
+ * at the end with the block under the pointer named (size, stream, stack),
+ * the request sizes, the pinning segments and, when the replay OOMs, the
+ * diagnosis with the settings that avoid it.
+ *
+ * Everything is measured at every event (sublet_frag_series_run); what is
+ * drawn is decimated to at most --buckets buckets (2000) per series, each
+ * bucket keeping its min and max, so a 10^6-event trace gives a page of a
+ * few hundred KiB that draws in well under a second.  The page draws on
+ * <canvas> with the hand-written script src/views/report/page.js (its style:
+ * src/views/report/page.css; both compiled in by cmake/embed.cmake and written
+ * inline, so the page stays one file); the data travels as one JSON
+ * object in a <script type="application/json"> element.  When it has drawn
+ * every chart the script sets data-rendered (the count, against
+ * data-charts) and data-render-ms (performance.now()) on <body>, and
+ * data-errors when anything failed: tests/cli_report.sh reads them from
+ * headless Chromium. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_assets.h"
+#include "sublet/frag.h"
+#include "views/report.h"
+#include "views/views_internal.h"
+
+/* ---- a growable text buffer ----------------------------------------------------------- */
+
+void sl_tb_putn(sl_tbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 1 << 16;
+        while (nc < b->n + n + 1)
+            nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void sl_tb_puts(sl_tbuf *b, const char *s) { sl_tb_putn(b, s, strlen(s)); }
+
+void sl_tb_printf(sl_tbuf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        sl_tb_putn(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sl_tb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+/* Length of the valid UTF-8 sequence at s (0: invalid). */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!n || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* A JSON string literal that is also safe inside <script>: <, > and & are
+ * \u-escaped; bytes that are not UTF-8 become U+FFFD. */
+void sl_tb_json(sl_tbuf *b, const char *s)
+{
+    sl_tb_putn(b, "\"", 1);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sl_tb_putn(b, e, 2);
+            p++;
+        } else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
+            if (c == '\n')
+                sl_tb_puts(b, "\\n");
+            else
+                sl_tb_printf(b, "\\u%04x", c);
+            p++;
+        } else {
+            size_t n = utf8_len(p);
+            if (n)
+                sl_tb_putn(b, (const char *)p, n);
+            else
+                sl_tb_puts(b, "\\ufffd");
+            p += n ? n : 1;
+        }
+    }
+    sl_tb_putn(b, "\"", 1);
+}
+
+/* HTML text: &, <, >, " escaped; bytes that are not UTF-8 become U+FFFD. */
+void sl_tb_html(sl_tbuf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        unsigned c = *p;
+        if (c == '&')
+            sl_tb_puts(b, "&amp;");
+        else if (c == '<')
+            sl_tb_puts(b, "&lt;");
+        else if (c == '>')
+            sl_tb_puts(b, "&gt;");
+        else if (c == '"')
+            sl_tb_puts(b, "&quot;");
+        else if (c < 0x80)
+            sl_tb_putn(b, (const char *)p, 1);
+        else {
+            size_t n = utf8_len(p);
+            sl_tb_putn(b, n ? (const char *)p : "\xef\xbf\xbd", n ? n : 3);
+            p += n ? n : 1;
+            continue;
+        }
+        p++;
+    }
+}
+
+/* ---- stacks shared by every map, deduplicated ------------------------------------------- */
+
+typedef struct stack_table {
+    char **text;     /* borrowed from the states */
+    size_t n, cap;
+    uint32_t *slots; /* open addressing: index + 1, 0 = empty */
+    size_t nslots;
+} stack_table;
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* The 1-based id of `s` in the table (added when new); 0 on out of memory. */
+static uint32_t stack_id(stack_table *t, char *s)
+{
+    if ((t->n + 1) * 2 > t->nslots) {
+        size_t ns = t->nslots ? t->nslots * 2 : 256;
+        uint32_t *sl = calloc(ns, sizeof *sl);
+        if (!sl)
+            return 0;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t h = (size_t)fnv(t->text[i]) & (ns - 1);
+            while (sl[h])
+                h = (h + 1) & (ns - 1);
+            sl[h] = (uint32_t)i + 1;
+        }
+        free(t->slots);
+        t->slots = sl;
+        t->nslots = ns;
+    }
+    size_t h = (size_t)fnv(s) & (t->nslots - 1);
+    while (t->slots[h]) {
+        if (strcmp(t->text[t->slots[h] - 1], s) == 0)
+            return t->slots[h];
+        h = (h + 1) & (t->nslots - 1);
+    }
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 64;
+        char **nt = realloc(t->text, nc * sizeof *nt);
+        if (!nt)
+            return 0;
+        t->text = nt;
+        t->cap = nc;
+    }
+    t->text[t->n++] = s;
+    t->slots[h] = (uint32_t)t->n;
+    return (uint32_t)t->n;
+}
+
+/* ---- the data ----------------------------------------------------------------------------- */
+
+typedef struct rmap {
+    char title[96];
+    uint64_t event;
+    sublet_frag_state *st;
+} rmap;
+
+static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
+{
+    const sublet_frag_state *st = m->st;
+    sl_tb_puts(b, "{\"title\":");
+    sl_tb_json(b, m->title);
+    sl_tb_printf(b, ",\"event\":%" PRIu64 ",\"segs\":[", m->event);
+    for (size_t i = 0; i < st->nsegments; i++) {
+        const sublet_frag_segment *s = &st->segments[i];
+        unsigned flags = (s->is_small ? 1u : 0u) | (s->is_expandable ? 2u : 0u) |
+                         (s->live_blocks && s->free_size ? 4u : 0u);
+        sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%zu,%zu,%zu,%" PRIu64 ",%" PRIu64 "]",
+                  i ? "," : "", s->addr, s->size, s->stream, flags, s->first_block, s->nblocks,
+                  s->live_blocks, s->free_size, s->active_size);
+    }
+    sl_tb_puts(b, "],\"blocks\":[");
+    for (size_t i = 0; i < st->nsegments; i++) {
+        const sublet_frag_segment *s = &st->segments[i];
+        for (size_t k = 0; k < s->nblocks; k++) {
+            const sublet_frag_block *fb = &st->blocks[s->first_block + k];
+            uint32_t id = fb->stack && fb->stack <= st->nstacks
+                              ? stack_id(stacks, st->stacks[fb->stack - 1])
+                              : 0;
+            sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%u]",
+                      s->first_block + k ? "," : "", fb->addr - s->addr, fb->size,
+                      fb->requested_size, (int)fb->state, id);
+        }
+    }
+    sl_tb_puts(b, "],\"pins\":[");
+    size_t top[10];
+    size_t np = sublet_frag_pinning(st, top, 10);
+    for (size_t i = 0; i < np && i < 10; i++)
+        sl_tb_printf(b, "%s%zu", i ? "," : "", top[i]);
+    sublet_frag_stats f;
+    sublet_frag_compute(st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
+    sublet_stream s0 = 0;
+    sublet_frag_streams(st, &s0, 1);
+    sl_tb_printf(b,
+              "],\"metrics\":{\"reserved\":%" PRIu64 ",\"allocated\":%" PRIu64
+              ",\"requested\":%" PRIu64 ",\"free_blocks\":%" PRIu64 ",\"free_bytes\":%" PRIu64
+              ",\"largest\":%" PRIu64 ",\"external\":%.6f,\"unused\":%.6f,\"spread\":%.6f"
+              ",\"internal_waste\":%" PRIu64 ",\"inactive_split\":%" PRIu64
+              ",\"stream\":%" PRIu64 ",\"max_allocatable\":%" PRIu64 "}}",
+              f.reserved_bytes, f.allocated_bytes, f.requested_bytes, f.free_blocks, f.free_bytes,
+              f.largest_free_block, f.external, f.unused, f.spread, f.internal_waste_bytes,
+              f.inactive_split_bytes, s0, sublet_frag_max_allocatable(st, s0));
+}
+
+static void series_json(sl_tbuf *b, const sublet_frag_series *s)
+{
+    sl_tb_printf(b, "{\"nbuckets\":%zu,\"events\":%" PRIu64 ",\"exact\":%s,\"min\":[", s->nbuckets,
+              s->events, s->exact ? "true" : "false");
+    for (int pass = 0; pass < 2; pass++) {
+        const double *v = pass ? s->max : s->min;
+        if (pass)
+            sl_tb_puts(b, "],\"max\":[");
+        for (int q = 0; q < SUBLET_FRAG_SERIES_COUNT; q++) {
+            int frac = q == SUBLET_FRAG_SERIES_EXTERNAL || q == SUBLET_FRAG_SERIES_UNUSED;
+            sl_tb_puts(b, q ? ",[" : "[");
+            for (size_t k = 0; k < s->nbuckets; k++) {
+                double x = v[(size_t)q * s->nbuckets + k];
+                if (frac)
+                    sl_tb_printf(b, "%s%.4g", k ? "," : "", x);
+                else
+                    sl_tb_printf(b, "%s%.0f", k ? "," : "", x);
+            }
+            sl_tb_puts(b, "]");
+        }
+    }
+    sl_tb_puts(b, "]}");
+}
+
+static void request_hist_json(sl_tbuf *b, const sublet_trace *t)
+{
+    uint64_t count[64] = {0}, bytes[64] = {0};
+    size_t n = sublet_trace_count(t);
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    int lo = 64, hi = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].kind != SUBLET_ACT_ALLOC && ev[i].kind != SUBLET_TRACE_PRE_ALLOC)
+            continue;
+        int k = (int)sublet_frag_bucket(ev[i].size);
+        count[k]++;
+        bytes[k] += ev[i].size;
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    sl_tb_puts(b, "[");
+    for (int k = lo; k <= hi; k++)
+        sl_tb_printf(b, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k > lo ? "," : "", k, count[k], bytes[k]);
+    sl_tb_puts(b, "]");
+}
+
+/* ---- the page ----------------------------------------------------------------------------- */
+
+static void card(sl_tbuf *b, const char *value, const char *label, int bad)
+{
+    sl_tb_puts(b, bad ? "<div class=\"card bad\"><b>" : "<div class=\"card\"><b>");
+    sl_tb_html(b, value);
+    sl_tb_puts(b, "</b><span>");
+    sl_tb_html(b, label);
+    sl_tb_puts(b, "</span></div>\n");
+}
+
+typedef struct report {
+    const char *path;
+    const sublet_trace *t;
+    const sublet_replay_options *o;
+    const sublet_replay_result *r;
+    const sublet_frag_series *s;
+    rmap *maps;
+    size_t nmaps;
+    const char *diagnosis; /* text or NULL */
+    const sublet_tune_result *tune; /* or NULL */
+    const sublet_tune_options *tune_o;
+} report;
+
+static void page(sl_tbuf *b, const report *rp)
+{
+    const char *name = strrchr(rp->path, '/') ? strrchr(rp->path, '/') + 1 : rp->path;
+    const sublet_replay_result *r = rp->r;
+    char t1[48];
+    sl_tb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+               "<title>sublet report: ");
+    sl_tb_html(b, name);
+    sl_tb_puts(b, "</title>\n<style>\n");
+    sl_tb_putn(b, sl_report_page_css, sl_report_page_css_len);
+    sl_tb_printf(b, "\n</style></head>\n<body data-charts=\"%d\">\n<header><h1>sublet report: ",
+              rp->tune ? 5 : 4);
+    sl_tb_html(b, name);
+    sl_tb_puts(b, "</h1><p>");
+    sl_tb_html(b, rp->path);
+    sublet_format_size(rp->o->device_memory, t1, sizeof t1);
+    sl_tb_printf(b, " &middot; %s &middot; %zu events &middot; settings ",
+              sublet_trace_format_name(sublet_trace_source_format(rp->t)), sublet_trace_count(rp->t));
+    sl_tb_html(b, rp->o->conf && *rp->o->conf ? rp->o->conf : "(PyTorch defaults)");
+    sl_tb_printf(b, " &middot; simulated device %s &middot; sublet %s</p></header>\n<main>\n",
+              t1, sublet_version());
+
+    sl_tb_puts(b, "<section class=\"cards\">\n");
+    sublet_format_size(r->peak_reserved_bytes, t1, sizeof t1);
+    card(b, t1, "peak reserved", 0);
+    sublet_format_size(r->peak_requested_bytes, t1, sizeof t1);
+    card(b, t1, "peak requested: the lower bound", 0);
+    snprintf(t1, sizeof t1, "%+.1f %%",
+             r->peak_requested_bytes
+                 ? 100.0 * ((double)r->peak_reserved_bytes / (double)r->peak_requested_bytes - 1.0)
+                 : 0.0);
+    card(b, t1, "reserved over the lower bound at the peaks", 0);
+    snprintf(t1, sizeof t1, "%" PRIu64, r->ooms);
+    card(b, t1, r->ooms ? "OOMs: see the diagnosis below" : "OOMs", r->ooms != 0);
+    if (rp->nmaps) {
+        sublet_frag_stats f;
+        sublet_frag_compute(rp->maps[0].st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
+        snprintf(t1, sizeof t1, "%.1f %%", 100.0 * f.external);
+        char label[160];
+        snprintf(label, sizeof label, "external fragmentation, %" PRIu64 " free blocks, %.90s",
+                 f.free_blocks, rp->maps[0].title);
+        card(b, t1, label, 0);
+    }
+    sl_tb_puts(b, "</section>\n");
+
+    sl_tb_printf(b, "<section><h2>Memory over time</h2><p class=\"note\">Measured after every one of "
+                 "the %" PRIu64 " events and drawn as %zu buckets, each from its minimum to its "
+                 "maximum%s. Dashed red: OOMs; triangle: the reserved peak.</p>\n",
+              rp->s->events, rp->s->nbuckets,
+              rp->s->exact ? "" : " (approximate: the replay's record and the engine disagreed at the end)");
+    sl_tb_puts(b, "<canvas id=\"c-mem\"></canvas><div class=\"legend\" id=\"c-mem-legend\"></div>"
+               "</section>\n<section><h2>Fragmentation over time</h2><canvas id=\"c-frag\"></canvas>"
+               "<div class=\"legend\" id=\"c-frag-legend\"></div></section>\n");
+    sl_tb_puts(b, "<section><h2>Segment map</h2><div id=\"map-tabs\"></div>"
+               "<p class=\"note\" id=\"map-note\"></p><p class=\"note\">Every reserved byte, to "
+               "scale, segment after segment (dark ticks: segment starts)."
+               "<span class=\"swatch\" style=\"background:#3266cc\"></span>allocated"
+               "<span class=\"swatch\" style=\"background:#f0960e\"></span>freed, pending on a stream"
+               "<span class=\"swatch\" style=\"background:#f3aaaa\"></span>free, pinned by live blocks"
+               "<span class=\"swatch\" style=\"background:#dde1e6\"></span>free, releasable. "
+               "Hover a block for its size, stream and stack.</p>"
+               "<canvas id=\"c-map\"></canvas>\n<div class=\"two\"><div><h2>Top pinning segments"
+               "</h2><table id=\"pins\"></table></div><div><h2>Metrics</h2><table id=\"metrics\">"
+               "</table></div></div></section>\n");
+    sl_tb_puts(b, "<section><h2>Request sizes</h2><p class=\"note\">Allocation requests by size, "
+               "log2 buckets.</p><canvas id=\"c-hist\"></canvas></section>\n");
+    if (rp->diagnosis) {
+        sl_tb_puts(b, "<section><h2>OOM diagnosis</h2><pre class=\"diag\">");
+        sl_tb_html(b, rp->diagnosis);
+        sl_tb_puts(b, "</pre></section>\n");
+    }
+    if (rp->tune)
+        sl_report_tune_section(b, rp->tune, rp->tune_o);
+    sl_tb_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
+
+    /* the data */
+    stack_table stacks = {0};
+    sl_tb_printf(b, "{\"device_memory\":%" PRIu64 ",\"oom_count\":%" PRIu64 ",\"peak_event\":",
+              rp->o->device_memory, r->ooms);
+    if (r->peak_reserved_event == SUBLET_REPLAY_NONE)
+        sl_tb_puts(b, "null");
+    else
+        sl_tb_printf(b, "%" PRIu64, r->peak_reserved_event);
+    sl_tb_puts(b, ",\"ooms\":[");
+    for (size_t i = 0; i < rp->s->nooms && i < 5000; i++)
+        sl_tb_printf(b, "%s%" PRIu64, i ? "," : "", rp->s->oom_events[i]);
+    sl_tb_puts(b, "],\"series\":");
+    series_json(b, rp->s);
+    sl_tb_puts(b, ",\"request_hist\":");
+    request_hist_json(b, rp->t);
+    sl_tb_puts(b, ",\"maps\":[");
+    for (size_t i = 0; i < rp->nmaps; i++) {
+        if (i)
+            sl_tb_puts(b, ",");
+        map_json(b, &rp->maps[i], &stacks);
+    }
+    sl_tb_puts(b, "],\"stacks\":[");
+    for (size_t i = 0; i < stacks.n; i++) {
+        if (i)
+            sl_tb_puts(b, ",");
+        sl_tb_json(b, stacks.text[i]);
+    }
+    sl_tb_puts(b, "]}</script>\n<script>\n");
+    free(stacks.text);
+    free(stacks.slots);
+    sl_tb_putn(b, sl_report_page_js, sl_report_page_js_len);
+    sl_tb_puts(b, "\n</script>\n");
+    if (rp->tune)
+        sl_report_tune_script(b, rp->tune);
+    sl_tb_puts(b, "</body></html>\n");
+}
+
+/* ---- the page from a trace ----------------------------------------------------------------- */
+
+void sublet_report_options_init(sublet_report_options *r)
+{
+    memset(r, 0, sizeof *r);
+    r->buckets = 2000;
+    r->oom_maps = 3;
+    r->diagnose = 1;
+}
+
+static void note(const sublet_report_options *ro, const char *fmt, const char *a, const char *b)
+{
+    if (!ro->on_note)
+        return;
+    char line[1024];
+    snprintf(line, sizeof line, fmt, a, b);
+    ro->on_note(ro->note_user, line);
+}
+
+static int add_map(rmap *maps, size_t *n, const sublet_trace *t, const sublet_replay_options *o,
+                   uint64_t event, const char *title, const sublet_report_options *ro)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (maps[i].event == event)
+            return 0;
+    char err[512] = "";
+    sublet_frag_state *st = NULL;
+    sublet_status rs = sublet_frag_state_at(t, o, event, &st, NULL, err, sizeof err);
+    if (rs != SUBLET_OK) {
+        note(ro, "no segment map %s: %s", title, err[0] ? err : sublet_status_text(rs));
+        return -1;
+    }
+    maps[*n].st = st;
+    maps[*n].event = event;
+    snprintf(maps[*n].title, sizeof maps[*n].title, "%s", title);
+    (*n)++;
+    return 0;
+}
+
+sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
+                                 const sublet_report_options *ro_in, const sublet_view_options *v,
+                                 char **out, sublet_report_info *info, char *err, size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (info)
+        memset(info, 0, sizeof *info);
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_report_options ro;
+    if (ro_in)
+        ro = *ro_in;
+    else
+        sublet_report_options_init(&ro);
+    size_t buckets = ro.buckets ? ro.buckets : 2000;
+    size_t oom_maps = ro.oom_maps > 16 ? 16 : ro.oom_maps;
+    const char *path = v->name ? v->name : "";
+    char rerr[1024] = "";
+    sublet_frag_series s;
+    sublet_replay_result r;
+    rmap maps[20];
+    size_t nmaps = 0;
+    char *diag = NULL;
+    sublet_status st = sublet_frag_series_run(t, o, buckets, &s, &r, rerr, sizeof rerr);
+    if (st != SUBLET_OK) {
+        snprintf(err, cap, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
+        return st;
+    }
+    size_t npre = sublet_trace_prelude_count(t);
+    uint64_t peak = r.peak_reserved_event != SUBLET_REPLAY_NONE ? r.peak_reserved_event
+                    : npre                                   ? npre - 1
+                                                             : SUBLET_REPLAY_ALL;
+    char title[96];
+    snprintf(title, sizeof title, "at the reserved peak (event %" PRIu64 ")", peak);
+    add_map(maps, &nmaps, t, o, peak, title, &ro);
+    for (size_t i = 0; i < s.nooms && i < oom_maps; i++) {
+        snprintf(title, sizeof title, "at OOM %zu (event %" PRIu64 ")", i + 1, s.oom_events[i]);
+        add_map(maps, &nmaps, t, o, s.oom_events[i], title, &ro);
+    }
+    if (r.last_event != SUBLET_REPLAY_NONE) {
+        snprintf(title, sizeof title, "at the end (event %" PRIu64 ")", r.last_event);
+        add_map(maps, &nmaps, t, o, r.last_event, title, &ro);
+    }
+    if (!nmaps) {
+        snprintf(err, cap, "no state to draw");
+        st = SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    if (st == SUBLET_OK && ro.diagnose && r.ooms) {
+        sublet_frag_diagnosis d;
+        if (sublet_frag_diagnose_trace(t, o, NULL, &d, rerr, sizeof rerr) == SUBLET_OK) {
+            size_t n = sublet_frag_diagnosis_format(&d, NULL, 0);
+            diag = malloc(n + 1);
+            if (diag)
+                sublet_frag_diagnosis_format(&d, diag, n + 1);
+        }
+        sublet_frag_diagnosis_free(&d);
+    }
+    int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
+    sublet_tune_options to;
+    if (ro.tune)
+        to = *ro.tune;
+    else
+        sublet_tune_options_init(&to);
+    sublet_tune_result tr;
+    memset(&tr, 0, sizeof tr);
+    if (st == SUBLET_OK && tune) {
+        const sublet_trace *tt = t;
+        st = sublet_tune(&tt, 1, &to, &tr);
+        if (st != SUBLET_OK)
+            snprintf(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
+    }
+    if (st == SUBLET_OK) {
+        report rp = {path, t, o, &r, &s, maps, nmaps, diag, tune ? &tr : NULL, &to};
+        sl_tbuf b = {0};
+        page(&b, &rp);
+        if (b.oom || !b.p) {
+            free(b.p);
+            snprintf(err, cap, "out of memory");
+            st = SUBLET_ERR_NO_MEMORY;
+        } else {
+            *out = b.p;
+            if (info) {
+                info->len = b.n;
+                info->nmaps = nmaps;
+                info->exact = s.exact;
+                info->ooms = r.ooms;
+                info->peak_reserved_bytes = r.peak_reserved_bytes;
+            }
+        }
+    }
+    free(diag);
+    sublet_tune_result_free(&tr);
+    for (size_t i = 0; i < nmaps; i++)
+        sublet_frag_state_free(maps[i].st);
+    sublet_frag_series_free(&s);
+    sublet_replay_result_free(&r);
+    return st;
+}

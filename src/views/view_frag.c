@@ -1,0 +1,381 @@
+/* sublet views — the fragmentation documents: `sublet frag --json` (the
+ * state at any event: metrics, free blocks by size, pinning segments,
+ * segment map) and `sublet diagnose --json` (every OOM explained, with the
+ * settings that avoid it), and the pieces other documents carry (the
+ * "fragmentation" object, the diagnosis). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "views/views_internal.h"
+
+sublet_status sl_doc_open(sl_doc *d)
+{
+    d->p = NULL;
+    d->n = 0;
+    d->f = open_memstream(&d->p, &d->n);
+    return d->f ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
+}
+
+sublet_status sl_doc_close(sl_doc *d, char **out)
+{
+    int bad = ferror(d->f);
+    if (fclose(d->f) != 0)
+        bad = 1;
+    d->f = NULL;
+    if (bad || !d->p) {
+        free(d->p);
+        *out = NULL;
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    *out = d->p;
+    return SUBLET_OK;
+}
+
+/* ---- JSON pieces ----------------------------------------------------------------------- */
+
+static void json_metrics(sl_json_writer *w, const sublet_frag_stats *m)
+{
+    sl_json_object_begin(w);
+    sl_json_kv_u64(w, "reserved_bytes", m->reserved_bytes);
+    sl_json_kv_u64(w, "allocated_bytes", m->allocated_bytes);
+    sl_json_kv_u64(w, "active_bytes", m->active_bytes);
+    sl_json_kv_u64(w, "requested_bytes", m->requested_bytes);
+    sl_json_kv_u64(w, "inactive_split_bytes", m->inactive_split_bytes);
+    sl_json_kv_u64(w, "unallocated_bytes", m->unallocated_bytes);
+    sl_json_kv_u64(w, "internal_waste_bytes", m->internal_waste_bytes);
+    sl_json_kv_u64(w, "free_bytes", m->free_bytes);
+    sl_json_kv_u64(w, "free_blocks", m->free_blocks);
+    sl_json_kv_u64(w, "largest_free_block", m->largest_free_block);
+    sl_json_kv_double(w, "external", m->external);
+    sl_json_kv_double(w, "unused", m->unused);
+    sl_json_kv_double(w, "spread", m->spread);
+    sl_json_object_end(w);
+}
+
+void sl_view_frag_json(sl_json_writer *w, const char *key, const sublet_frag_state *st)
+{
+    static const char *const pools[3] = {"all", "small_pool", "large_pool"};
+    sl_json_key(w, key);
+    if (!st) {
+        sl_json_null(w);
+        return;
+    }
+    sl_json_object_begin(w);
+    for (int k = 0; k < 3; k++) {
+        sublet_frag_stats m;
+        sublet_frag_compute(st, k, SUBLET_STREAM_ALL, &m);
+        sl_json_key(w, pools[k]);
+        json_metrics(w, &m);
+    }
+    sl_json_key(w, "streams");
+    sl_json_array_begin(w);
+    size_t ns = sublet_frag_streams(st, NULL, 0);
+    sublet_stream *streams = ns ? malloc(ns * sizeof *streams) : NULL;
+    if (streams) {
+        sublet_frag_streams(st, streams, ns);
+        for (size_t i = 0; i < ns; i++) {
+            sublet_frag_stats m;
+            sublet_frag_compute(st, SUBLET_POOL_ALL, streams[i], &m);
+            sl_json_object_begin(w);
+            sl_json_kv_u64(w, "stream", streams[i]);
+            sl_json_kv_u64(w, "free_blocks", m.free_blocks);
+            sl_json_kv_u64(w, "free_bytes", m.free_bytes);
+            sl_json_kv_u64(w, "largest_free_block", m.largest_free_block);
+            sl_json_kv_double(w, "external", m.external);
+            sl_json_kv_double(w, "spread", m.spread);
+            sl_json_kv_u64(w, "max_allocatable", sublet_frag_max_allocatable(st, streams[i]));
+            sl_json_object_end(w);
+        }
+        free(streams);
+    }
+    sl_json_array_end(w);
+    sl_json_object_end(w);
+}
+
+static const char *state_name(sublet_block_state s)
+{
+    return s == SUBLET_BLOCK_ACTIVE_ALLOCATED      ? "active_allocated"
+           : s == SUBLET_BLOCK_ACTIVE_PENDING_FREE ? "active_pending_free"
+                                                   : "inactive";
+}
+
+static void json_stack(sl_json_writer *w, const sublet_frag_state *st, uint32_t stack)
+{
+    sl_json_key(w, "stack");
+    sl_json_array_begin(w);
+    if (stack && stack <= st->nstacks) {
+        const char *p = st->stacks[stack - 1];
+        while (*p) {
+            const char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1),
+                     p);
+            sl_json_string(w, line);
+            p += len + (e ? 1 : 0);
+        }
+    }
+    sl_json_array_end(w);
+}
+
+static void json_segment_head(sl_json_writer *w, const sublet_frag_segment *s)
+{
+    sl_json_kv_u64(w, "address", s->addr);
+    sl_json_kv_u64(w, "size", s->size);
+    sl_json_kv_u64(w, "stream", s->stream);
+    sl_json_kv_string(w, "pool", s->is_small ? "small" : "large");
+    sl_json_kv_bool(w, "expandable", s->is_expandable);
+    sl_json_kv_u64(w, "allocated_bytes", s->allocated_size);
+    sl_json_kv_u64(w, "active_bytes", s->active_size);
+    sl_json_kv_u64(w, "requested_bytes", s->requested_size);
+    sl_json_kv_u64(w, "free_bytes", s->free_size);
+    sl_json_kv_u64(w, "largest_free_block", s->largest_free);
+    sl_json_kv_u64(w, "live_blocks", s->live_blocks);
+}
+
+void sl_view_pinning_json(sl_json_writer *w, const char *key, const sublet_frag_state *st, size_t top)
+{
+    sl_json_key(w, key);
+    sl_json_array_begin(w);
+    size_t *idx = top ? malloc(top * sizeof *idx) : NULL;
+    size_t n = idx ? sublet_frag_pinning(st, idx, top) : 0;
+    for (size_t r = 0; r < n && r < top; r++) {
+        const sublet_frag_segment *s = &st->segments[idx[r]];
+        sl_json_object_begin(w);
+        sl_json_kv_u64(w, "rank", r + 1);
+        json_segment_head(w, s);
+        sl_json_kv_u64(w, "hostage_bytes", s->size - s->active_size);
+        sl_json_key(w, "live");
+        sl_json_array_begin(w);
+        for (size_t k = 0; k < s->nblocks; k++) {
+            const sublet_frag_block *b = &st->blocks[s->first_block + k];
+            if (b->state == SUBLET_BLOCK_INACTIVE)
+                continue;
+            sl_json_object_begin(w);
+            sl_json_kv_u64(w, "address", b->addr);
+            sl_json_kv_u64(w, "size", b->size);
+            sl_json_kv_u64(w, "requested_size", b->requested_size);
+            sl_json_kv_u64(w, "stream", s->stream);
+            sl_json_kv_string(w, "state", state_name(b->state));
+            json_stack(w, st, b->stack);
+            sl_json_object_end(w);
+        }
+        sl_json_array_end(w);
+        sl_json_object_end(w);
+    }
+    free(idx);
+    sl_json_array_end(w);
+}
+
+static void json_histogram(sl_json_writer *w, const sublet_frag_state *st)
+{
+    sublet_frag_histogram h;
+    sublet_frag_histogram_of(st, SUBLET_POOL_ALL, &h);
+    sl_json_key(w, "free_block_histogram");
+    sl_json_array_begin(w);
+    for (unsigned k = 0; k < SUBLET_FRAG_HIST_BUCKETS; k++) {
+        if (!h.count[k])
+            continue;
+        sl_json_object_begin(w);
+        sl_json_kv_u64(w, "min_size", UINT64_C(1) << k);
+        sl_json_kv_u64(w, "max_size", k < 63 ? (UINT64_C(1) << (k + 1)) - 1 : UINT64_MAX);
+        sl_json_kv_u64(w, "count", h.count[k]);
+        sl_json_kv_u64(w, "bytes", h.bytes[k]);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+}
+
+static void json_segments(sl_json_writer *w, const sublet_frag_state *st, unsigned width)
+{
+    char *row = malloc((size_t)width + 1);
+    sl_json_key(w, "segments");
+    sl_json_array_begin(w);
+    for (size_t i = 0; row && i < st->nsegments; i++) {
+        const sublet_frag_segment *s = &st->segments[i];
+        sl_json_object_begin(w);
+        json_segment_head(w, s);
+        sublet_frag_map_row(st, i, width, row);
+        sl_json_kv_string(w, "map", row);
+        sl_json_key(w, "blocks");
+        sl_json_array_begin(w);
+        for (size_t k = 0; k < s->nblocks; k++) {
+            const sublet_frag_block *b = &st->blocks[s->first_block + k];
+            sl_json_object_begin(w);
+            sl_json_kv_u64(w, "address", b->addr);
+            sl_json_kv_u64(w, "size", b->size);
+            sl_json_kv_u64(w, "requested_size", b->requested_size);
+            sl_json_kv_string(w, "state", state_name(b->state));
+            sl_json_object_end(w);
+        }
+        sl_json_array_end(w);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+    free(row);
+}
+
+/* ---- diagnosis output -------------------------------------------------------------------- */
+
+void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_frag_diagnosis *d)
+{
+    sl_json_key(w, key);
+    sl_json_object_begin(w);
+    sl_json_kv_string(w, "conf", d->conf);
+    sl_json_kv_u64(w, "device_memory_bytes", d->device_memory);
+    sl_json_kv_u64(w, "ooms", d->ooms);
+    sl_json_kv_u64(w, "peak_reserved_bytes", d->peak_reserved_bytes);
+    sl_json_key(w, "oom_list");
+    sl_json_array_begin(w);
+    for (size_t i = 0; i < d->noom; i++) {
+        const sublet_frag_oom *o = &d->oom[i];
+        sl_json_object_begin(w);
+        sl_json_kv_u64(w, "event", o->event);
+        sl_json_kv_u64(w, "line", o->line);
+        sl_json_kv_u64(w, "size", o->size);
+        sl_json_kv_u64(w, "stream", o->stream);
+        sl_json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
+        sl_json_kv_string(w, "message", o->message ? o->message : "");
+        sl_json_key(w, "diagnosis");
+        if (o->diagnosis)
+            sl_json_string(w, o->diagnosis);
+        else
+            sl_json_null(w);
+        sl_json_key(w, "avoided_by");
+        sl_json_array_begin(w);
+        for (size_t c = 0; c < d->ncandidates; c++)
+            if (sublet_frag_candidate_avoids(&d->candidates[c], o->event))
+                sl_json_string(w, d->candidates[c].setting);
+        sl_json_array_end(w);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+    sl_json_key(w, "candidates");
+    sl_json_array_begin(w);
+    for (size_t i = 0; i < d->ncandidates; i++) {
+        const sublet_frag_candidate *c = &d->candidates[i];
+        sl_json_object_begin(w);
+        sl_json_kv_string(w, "setting", c->setting);
+        sl_json_kv_string(w, "conf", c->conf);
+        sl_json_kv_bool(w, "replayed", c->status == SUBLET_OK);
+        if (c->status != SUBLET_OK)
+            sl_json_kv_string(w, "error", c->error[0] ? c->error : sublet_status_text(c->status));
+        sl_json_kv_u64(w, "ooms", c->ooms);
+        sl_json_key(w, "first_oom_event");
+        if (c->first_oom_event == SUBLET_REPLAY_NONE)
+            sl_json_null(w);
+        else
+            sl_json_u64(w, c->first_oom_event);
+        sl_json_kv_u64(w, "peak_reserved_bytes", c->peak_reserved_bytes);
+        sl_json_kv_bool(w, "avoids_all", c->status == SUBLET_OK && c->ooms == 0);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+    sl_json_object_end(w);
+}
+
+
+/* ---- the documents ------------------------------------------------------------------------ */
+
+sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
+                               const sublet_view_options *v, char **out, char *err, size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    size_t n = sublet_trace_count(t);
+    if (v->at != SUBLET_REPLAY_ALL && v->at >= n) {
+        snprintf(err, cap, "--at %" PRIu64 ": the trace has %zu events (0..%zu)", v->at, n,
+                 n ? n - 1 : 0);
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    sublet_frag_state *st = NULL;
+    sublet_replay_result r;
+    memset(&r, 0, sizeof r);
+    r.last_event = SUBLET_REPLAY_NONE;
+    const char *source = "replay";
+    sublet_status rs = sublet_frag_state_at(t, o, v->at, &st, &r, err, cap);
+    if (rs != SUBLET_OK && v->snapshot && v->at == SUBLET_REPLAY_ALL) {
+        if (v->note && v->note_cap)
+            snprintf(v->note, v->note_cap,
+                     "the replay stopped (%s): the state comes from the snapshot's segments",
+                     err && err[0] ? err : sublet_status_text(rs));
+        int64_t dev = v->device >= 0 ? v->device : sublet_trace_device(t);
+        rs = sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &st);
+        source = "segments";
+        if (rs == SUBLET_OK && err && cap)
+            err[0] = '\0';
+    }
+    sl_doc doc;
+    if (rs == SUBLET_OK)
+        rs = sl_doc_open(&doc);
+    if (rs != SUBLET_OK) {
+        sublet_frag_state_free(st);
+        sublet_replay_result_free(&r);
+        return rs;
+    }
+    sl_json_writer w;
+    sl_json_init(&w, doc.f);
+    sl_json_object_begin(&w);
+    sl_json_kv_string(&w, "file", v->name ? v->name : "");
+    sl_json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_source_format(t)));
+    sl_json_kv_string(&w, "source", source);
+    sl_json_kv_u64(&w, "trace_events", n);
+    sl_json_key(&w, "event");
+    if (r.last_event == SUBLET_REPLAY_NONE)
+        sl_json_null(&w);
+    else
+        sl_json_u64(&w, r.last_event);
+    sl_json_kv_string(&w, "conf", o->conf ? o->conf : "");
+    sl_json_kv_u64(&w, "device_memory_bytes", o->device_memory);
+    sl_json_kv_u64(&w, "ooms", r.ooms);
+    sl_json_kv_u64(&w, "replay_errors", r.errors);
+    sl_view_frag_json(&w, "fragmentation", st);
+    json_histogram(&w, st);
+    sl_view_pinning_json(&w, "pinning", st, v->top_pinning ? v->top_pinning : 5);
+    json_segments(&w, st, v->map_width ? v->map_width : 64);
+    sl_json_object_end(&w);
+    sl_json_finish(&w);
+    sublet_frag_state_free(st);
+    sublet_replay_result_free(&r);
+    return sl_doc_close(&doc, out);
+}
+
+sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_options *o,
+                                   const sublet_frag_diagnose_options *dopt,
+                                   const sublet_view_options *v, char **out, char *err,
+                                   size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_frag_diagnosis d;
+    sublet_status st = sublet_frag_diagnose_trace(t, o, dopt, &d, err, cap);
+    if (st != SUBLET_OK) {
+        sublet_frag_diagnosis_free(&d);
+        return st;
+    }
+    sl_doc doc;
+    st = sl_doc_open(&doc);
+    if (st == SUBLET_OK) {
+        sl_json_writer w;
+        sl_json_init(&w, doc.f);
+        sl_json_object_begin(&w);
+        sl_json_kv_string(&w, "file", v->name ? v->name : "");
+        sl_view_diagnosis_json(&w, "diagnosis", &d);
+        sl_json_object_end(&w);
+        sl_json_finish(&w);
+        st = sl_doc_close(&doc, out);
+    }
+    sublet_frag_diagnosis_free(&d);
+    return st;
+}

@@ -1,0 +1,50 @@
+/* sublet views — what the views' files share (not public): the document
+ * being written, the JSON pieces several documents carry, and the number
+ * formats of the texts.  The CLI uses these too, for its text outputs. */
+#ifndef SL_VIEWS_INTERNAL_H
+#define SL_VIEWS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sublet/views.h"
+#include "views/json_writer.h"
+
+/* A document written through a FILE* into memory (open_memstream). */
+typedef struct sl_doc {
+    FILE *f;
+    char *p;
+    size_t n;
+} sl_doc;
+
+/* Open: SUBLET_OK or SUBLET_ERR_NO_MEMORY. */
+sublet_status sl_doc_open(sl_doc *d);
+/* Close; the text in *out (NULL when it failed: SUBLET_ERR_NO_MEMORY). */
+sublet_status sl_doc_close(sl_doc *d, char **out);
+
+/* key: {"all": {metrics}, "small_pool": ..., "large_pool": ..., "streams": [...]}
+ * (null when st is NULL): the "fragmentation" object of the stats outputs. */
+void sl_view_frag_json(sl_json_writer *w, const char *key, const sublet_frag_state *st);
+/* key: [the top pinning segments with their live blocks and stacks]. */
+void sl_view_pinning_json(sl_json_writer *w, const char *key, const sublet_frag_state *st,
+                          size_t top);
+/* The OOM diagnosis of a replay (sublet_frag_diagnose_trace). */
+void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_frag_diagnosis *d);
+
+/* Whether a warm-up plan is worth applying: derived, not empty, it fits the
+ * device and it lowers the run's device allocations. */
+int sl_view_plan_helps(const sublet_tune_plan *p);
+/* The plan as the "warmup" object of `sublet tune --json`. */
+void sl_view_plan_json(sl_json_writer *w, const sublet_tune_plan *p);
+/* "given", "recorded" or "default": where the tuning's device size came from. */
+const char *sl_view_device_source(const sublet_tune_result *r);
+
+/* n bytes as MiB, exact when whole ("6 MiB", else "6.5 MiB"); returns buf. */
+const char *sl_fmt_mib(uint64_t n, char *buf, size_t cap);
+/* A modelled cost in microseconds as "12 \xc2\xb5s", "3.4 ms" or "1.25 s"; returns buf. */
+const char *sl_fmt_us(double us, char *buf, size_t cap);
+/* The device calls of an evaluation summed over its traces. */
+void sl_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out);
+
+#endif

@@ -1,0 +1,287 @@
+/* The views (sublet/views.h): inputs from bytes and files, the documents of
+ * each analysis made by one call, their errors, and the same documents from
+ * several threads at once.  (That the CLI prints exactly these documents is
+ * checked by the cli_*.sh tests; that Python reads them, by cli_python.sh.) */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sublet/views.h"
+#include "test_data.h"
+
+static char *data_path(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s", testdata_dir(), name);
+    return path;
+}
+
+static sublet_trace *load(const char *name, sublet_snapshot **snap)
+{
+    sublet_trace *t = NULL;
+    char err[1024] = "";
+    assert_int_equal(sublet_input_load(data_path(name), NULL, &t, snap, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_input_errors(void **state)
+{
+    (void)state;
+    sublet_trace *t = (sublet_trace *)1;
+    sublet_snapshot *s = (sublet_snapshot *)1;
+    char err[1024];
+    const char junk[] = "\x81\xa5 not a trace";
+    assert_int_not_equal(sublet_input_parse(junk, sizeof junk - 1, "<junk>", NULL, &t, &s, err,
+                                            sizeof err),
+                         SUBLET_OK);
+    assert_null(t);
+    assert_null(s);
+    assert_non_null(strstr(err, "<junk>: not a recognised trace format"));
+    assert_non_null(strstr(err, "line 1"));
+    assert_int_equal(sublet_input_load("/nonexistent/x.csv", NULL, &t, NULL, err, sizeof err),
+                     SUBLET_ERR_IO);
+    assert_non_null(strstr(err, "/nonexistent/x.csv: cannot open"));
+    assert_int_equal(sublet_input_parse(NULL, 5, "x", NULL, &t, NULL, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    /* a truncated gzip names the byte */
+    uint8_t *buf;
+    size_t n;
+    assert_int_equal(sublet_input_read(data_path("cs336_attention_microbench.pickle.gz"), &buf,
+                                       &n, err, sizeof err),
+                     SUBLET_OK);
+    assert_int_not_equal(sublet_input_parse(buf, n / 2, "cut", NULL, &t, &s, err, sizeof err),
+                         SUBLET_OK);
+    assert_non_null(strstr(err, "cut: gzip byte"));
+    /* the whole file: the trace and its snapshot */
+    assert_int_equal(sublet_input_parse(buf, n, "whole", NULL, &t, &s, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(t);
+    assert_non_null(s);
+    assert_int_equal(sublet_trace_count(t), 97);
+    sublet_trace_free(t);
+    sublet_snapshot_free(s);
+    free(buf);
+}
+
+static void test_documents(void **state)
+{
+    (void)state;
+    sublet_snapshot *snap = NULL;
+    sublet_trace *t = load("cs336_attention_microbench.pickle.gz", &snap);
+    char *doc = NULL, err[1024] = "";
+    assert_int_equal(sublet_view_replay(t, "name", NULL, 0, SUBLET_REPLAY_ALL,
+                                        SUBLET_VIEW_SUMMARIES, &doc, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(strstr(doc, "\"trace\": \"name\""));
+    assert_non_null(strstr(doc, "\"events\": 97,"));
+    assert_non_null(strstr(doc, "\"memory_summary_at_peak\": \"|====="));
+    assert_non_null(strstr(doc, "\"memory_stats_at_peak\": {"));
+    assert_int_equal(doc[strlen(doc) - 1], '\n');
+    sublet_string_free(doc);
+    /* without the flag, no summaries (the CLI's --json) */
+    assert_int_equal(sublet_view_replay(t, NULL, NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &doc,
+                                        err, sizeof err),
+                     SUBLET_OK);
+    assert_null(strstr(doc, "memory_summary_at_peak"));
+    assert_non_null(strstr(doc, "\"diagnosis\": {")); /* it OOMs on 70 MiB */
+    sublet_string_free(doc);
+    assert_int_equal(sublet_view_mincap(t, "n", NULL, SUBLET_REPLAY_ALL, &doc, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(strstr(doc, "\"min_capacity_bytes\": "));
+    sublet_string_free(doc);
+    assert_int_equal(sublet_view_frag(t, snap, "n", NULL, 0, 10, &doc, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(strstr(doc, "\"event\": 10,"));
+    sublet_string_free(doc);
+    assert_int_equal(sublet_view_diagnose(t, "n", NULL, 70u << 20, &doc, err, sizeof err),
+                     SUBLET_OK);
+    assert_non_null(strstr(doc, "\"diagnosis\": {"));
+    sublet_string_free(doc);
+    const sublet_trace *ts[1] = {t};
+    const char *names[1] = {"n"};
+    assert_int_equal(sublet_view_tune(ts, names, 1, NULL, 0, 1, NULL, NULL, &doc, err,
+                                      sizeof err),
+                     SUBLET_OK);
+    assert_non_null(strstr(doc, "\"pytorch\": {"));
+    sublet_string_free(doc);
+    size_t len = 0;
+    assert_int_equal(sublet_view_report(t, "dir/n.pickle", NULL, 0, 0, NULL, NULL, &doc, &len,
+                                        err, sizeof err),
+                     SUBLET_OK);
+    assert_int_equal(len, strlen(doc));
+    assert_memory_equal(doc, "<!DOCTYPE html>", 15);
+    sublet_string_free(doc);
+    sublet_trace_free(t);
+    sublet_snapshot_free(snap);
+}
+
+static void test_document_errors(void **state)
+{
+    (void)state;
+    sublet_trace *t = load("cs336_attention_microbench.events.csv", NULL);
+    char *doc = (char *)1, err[1024] = "";
+    assert_int_equal(sublet_view_replay(t, "n", "max_split_size_mb:foo", 0, SUBLET_REPLAY_ALL, 0,
+                                        &doc, err, sizeof err),
+                     SUBLET_ERR_CONFIG);
+    assert_null(doc);
+    assert_non_null(strstr(err, "Invalid value 'foo' for max_split_size_mb"));
+    assert_int_equal(sublet_view_frag(t, NULL, "n", NULL, 0, 1000000, &doc, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_null(doc);
+    assert_non_null(strstr(err, "the trace has 97 events"));
+    assert_int_equal(sublet_view_tune(NULL, NULL, 0, NULL, 0, 1, NULL, NULL, &doc, err,
+                                      sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sublet_view_replay(NULL, "n", NULL, 0, SUBLET_REPLAY_ALL, 0, &doc, err,
+                                        sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    sublet_trace_free(t);
+    /* a replay that fails still gives its document, its error said */
+    const char mid[] = "seq,action,addr,size,stream,time_us\n"
+                       "0,pre_segment,140000000000000,20971520,0,\n"
+                       "1,pre_alloc,140000000000000,4194304,0,\n"
+                       "2,segment_map,140000020971520,20971520,0,\n"
+                       "3,alloc,140000020971520,20971520,0,\n";
+    assert_int_equal(sublet_input_parse(mid, sizeof mid - 1, "mid", NULL, &t, NULL, err,
+                                        sizeof err),
+                     SUBLET_OK);
+    sublet_status st = sublet_view_replay(t, "mid", "expandable_segments:True", 0,
+                                          SUBLET_REPLAY_ALL, 0, &doc, err, sizeof err);
+    assert_int_not_equal(st, SUBLET_OK);
+    assert_non_null(doc);
+    assert_non_null(strstr(doc, "\"error\": \"the trace was recorded mid-run"));
+    assert_non_null(strstr(err, "recorded mid-run under expandable segments"));
+    sublet_string_free(doc);
+    sublet_trace_free(t);
+}
+
+typedef struct job {
+    const sublet_trace *t;
+    const char *want;
+    int same;
+} job;
+
+/* sublet_replay_stream_json gives the whole trace's document, byte for
+ * byte (a fitting device and one that OOMs); a cut row is an error and no
+ * document. */
+static void test_stream_document(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cs336_attention_microbench.events.csv",
+                                        "nonmonotone.events.csv"};
+    static const uint64_t devices[] = {0, (uint64_t)64 << 20};
+    char err[1024];
+    for (size_t i = 0; i < 2; i++) {
+        sublet_trace *t = load(names[i], NULL);
+        for (size_t d = 0; d < 2; d++) {
+            sublet_replay_options o;
+            sublet_replay_options_init(&o);
+            o.conf = sublet_view_conf(t, NULL, NULL);
+            if (devices[d])
+                o.device_memory = devices[d];
+            sublet_view_options v;
+            sublet_view_options_init(&v);
+            v.name = names[i];
+            char *whole = NULL, *streamed = NULL;
+            sublet_status ws = sublet_replay_json(t, &o, &v, &whole, err, sizeof err);
+            sublet_trace_stream *ts = NULL;
+            assert_int_equal(sublet_trace_stream_open(data_path(names[i]), NULL, &ts, err,
+                                                      sizeof err),
+                             SUBLET_OK);
+            assert_int_equal(sublet_replay_stream_json(ts, &o, &v, &streamed, err, sizeof err),
+                             ws);
+            assert_non_null(whole);
+            assert_non_null(streamed);
+            assert_string_equal(streamed, whole);
+            sublet_string_free(whole);
+            sublet_string_free(streamed);
+            sublet_trace_stream_close(ts);
+        }
+        sublet_trace_free(t);
+    }
+    /* a row cut short after the replay's last: no document */
+    char tmp[] = "/tmp/test_views_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    FILE *in = fopen(data_path("nonmonotone.events.csv"), "r");
+    assert_non_null(in);
+    char line[4096];
+    while (fgets(line, sizeof line, in))
+        fputs(line, f);
+    fclose(in);
+    fputs("alloc,oops\n", f);
+    fclose(f);
+    sublet_trace_stream *ts = NULL;
+    assert_int_equal(sublet_trace_stream_open(tmp, NULL, &ts, err, sizeof err), SUBLET_OK);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.stop_after = 3;
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    char *doc = (char *)1;
+    assert_int_not_equal(sublet_replay_stream_json(ts, &o, &v, &doc, err, sizeof err), SUBLET_OK);
+    assert_null(doc);
+    assert_true(err[0] != '\0');
+    sublet_trace_stream_close(ts);
+    remove(tmp);
+}
+
+static void *replay_job(void *arg)
+{
+    job *j = arg;
+    j->same = 1;
+    for (int i = 0; i < 4; i++) {
+        char *doc = NULL, err[512];
+        if (sublet_view_replay(j->t, "n", NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &doc, err,
+                               sizeof err) != SUBLET_OK ||
+            strcmp(doc, j->want) != 0)
+            j->same = 0;
+        sublet_string_free(doc);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    sublet_trace *t = load("cs336_attention_microbench.events.csv", NULL);
+    char *want = NULL, err[512];
+    assert_int_equal(sublet_view_replay(t, "n", NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &want,
+                                        err, sizeof err),
+                     SUBLET_OK);
+    pthread_t th[4];
+    job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){t, want, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, replay_job, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(jobs[i].same);
+    }
+    sublet_string_free(want);
+    sublet_trace_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_input_errors),
+        cmocka_unit_test(test_documents),
+        cmocka_unit_test(test_document_errors),
+        cmocka_unit_test(test_stream_document),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
