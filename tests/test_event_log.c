@@ -164,7 +164,7 @@ static void compare_with_history(sublet_allocator *a, const char *path, bool exp
     assert_int_equal(sublet_trace_create(&ht), SUBLET_OK);
     for (size_t i = 0; i < n; i++) {
         sublet_trace_event e = {(uint32_t)h[i].action, SUBLET_TRACE_HAS_TIME, h[i].addr,
-                                h[i].size, h[i].stream, h[i].time_us, 0, 0, 0};
+                                h[i].size, h[i].stream, h[i].time_us, 0, 0, 0, {0, 0}};
         assert_int_equal(sublet_trace_append(ht, &e), SUBLET_OK);
     }
     char *c1 = NULL, *c2 = NULL;

@@ -225,7 +225,8 @@ typedef struct sublet_replay_result {
  * SUBLET_ERR_CONFIG / SUBLET_ERR_UNSUPPORTED for the settings,
  * SUBLET_ERR_CORRUPT when `check` found a violated invariant,
  * SUBLET_ERR_UNSUPPORTED for a trace recorded mid-run under expandable
- * segments (unless the prelude is allocated), SUBLET_ERR_NO_MEMORY;
+ * segments (unless the prelude is allocated) or with a row in a private
+ * pool (sublet_trace_event.pool_id; docs/pools.md), SUBLET_ERR_NO_MEMORY;
  * err receives the reason (with the event index), and *r holds what was
  * measured so far.  Release *r with sublet_replay_result_free. */
 sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,

@@ -12,7 +12,8 @@
  *
  * Segment: device, address, total_size, allocated_size, active_size,
  * requested_size, stream, segment_type ("small"/"large"), segment_pool_id
- * (0, 0), is_expandable, frames, blocks[] (address, size, requested_size,
+ * (the owning pool's id as a 2-tuple, (0, 0) for the default pools; a list
+ * in JSON), is_expandable, frames, blocks[] (address, size, requested_size,
  * state "active_allocated"/"active_pending_free"/"inactive", frames).
  * TraceEntry: action, addr (oom: device_free), size, stream, time_us, frames,
  * compile_context "N/A", user_metadata "" (time_us is left out when the
@@ -114,7 +115,8 @@ size_t sublet_snapshot_trace_count(const sublet_snapshot *s, size_t device);
 const char *sublet_snapshot_conf(const sublet_snapshot *s);
 
 /* Walk the segments in the snapshot's order.  The views are valid during the
- * callback only; `stack` fields are 0 (frames are in the trace view).  Returns
+ * callback only; `stack` fields are 0 (frames are in the trace view);
+ * pool_id is the segment_pool_id ((0, 0) when absent or None).  Returns
  * SUBLET_ERR_NO_MEMORY when the block array cannot be allocated. */
 typedef void (*sublet_snapshot_segment_fn)(void *user, int64_t device,
                                            const sublet_segment_view *seg);
@@ -142,7 +144,9 @@ void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, sublet_stat
  * `seq,action,addr,size,stream,time_us`, then one row per event, prelude
  * rows first, seq counting from 0, time_us empty when the event has none,
  * CRLF line ends (as the shared traces).  Stacks and pre_alloc block sizes
- * have no column and are dropped.  Encode into a malloc'd buffer (free() it),
+ * have no column and are dropped.  Pool ids have no column either: a trace
+ * with an event in a private pool (sublet_trace_event.pool_id) is refused
+ * with SUBLET_ERR_UNSUPPORTED (docs/pools.md).  Encode into a malloc'd buffer (free() it),
  * or write atomically to `path` (gzip'd when it ends in .gz; errors as
  * sublet_snapshot_write). */
 sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,

@@ -184,6 +184,9 @@ typedef struct sublet_segment_view {
     uint32_t stack; /* stack of the device allocation when recorded, 0 = none */
     size_t nblocks;
     const sublet_block_view *blocks; /* valid during the callback only */
+    /* The owning pool's id (sublet/pool.h's sublet_pool_id: first, second);
+     * (0, 0) for the default pools.  PyTorch's snapshot segment_pool_id. */
+    uint64_t pool_id[2];
 } sublet_segment_view;
 
 /* Walk the segments in address order under the lock. */

@@ -50,6 +50,15 @@ typedef struct sublet_trace_event {
                            * when the source knows it (a snapshot's final
                            * segments[].blocks[].size); 0 = unknown */
     uint32_t frames;      /* call stack: an id for sublet_trace_stack, 0 = none */
+    /* The private pool the event's memory belongs to (sublet/pool.h's
+     * sublet_pool_id: first, second); (0, 0) = the default pools or unknown.
+     * Set by the snapshot readers: pre_segment / pre_alloc rows from the
+     * final segments' segment_pool_id, recorded events from the entry's
+     * pool_id when the snapshot has one (newest PyTorch), and a
+     * segment_alloc of a final private-pool segment from that segment.
+     * Every other reader leaves it (0, 0).  sublet replay refuses a trace
+     * with a private pool (SUBLET_ERR_UNSUPPORTED), docs/pools.md. */
+    uint64_t pool_id[2];
 } sublet_trace_event;
 
 typedef struct sublet_trace sublet_trace;

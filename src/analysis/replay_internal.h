@@ -61,10 +61,17 @@ sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, 
 
 /* The same check row by row, for a stream: begin with the recorded settings
  * and the prelude (it may refuse there), then each recorded row (only
- * segment_map / segment_unmap rows matter; a refusal comes at the row that
- * shows it, with the text rf_expandable_prelude gives). */
+ * segment_map / segment_unmap rows and rows in a private pool matter; a
+ * refusal comes at the row that shows it, with the text
+ * rf_expandable_prelude gives).
+ *
+ * Both also refuse, whatever the prelude mode, a trace with a row in a
+ * private pool (sublet_trace_event.pool_id other than (0, 0): a CUDA graph's
+ * pool or a MemPool): the replay drives the default pools only, so its
+ * decisions for that memory would not be PyTorch's (docs/pools.md). */
 typedef struct rf_xcheck {
-    int active;     /* rows still need looking at */
+    int active;     /* rows still need looking at (for a private pool, always) */
+    int mapping;    /* segment_map / segment_unmap rows still need looking at */
     int expandable; /* known to be recorded under expandable segments */
     size_t npre;
     uint64_t pre_segs, pre_bytes, pre_allocs;

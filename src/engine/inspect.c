@@ -374,6 +374,9 @@ static void walk_run(sl_segment *seg, sl_block *first, sl_block *stop, sublet_bl
                                * shown only while that block is the head */
                               .stack = seg->stack_holder == first ? seg->stack : 0,
                               .blocks = views};
+    sublet_pool_id pid = sl_pool_id_of(seg->pool);
+    sv.pool_id[0] = pid.first;
+    sv.pool_id[1] = pid.second;
     size_t n = 0;
     for (sl_block *b = first; b != stop; b = b->next, n++) {
         sublet_block_state state = b->allocated         ? SUBLET_BLOCK_ACTIVE_ALLOCATED

@@ -87,6 +87,17 @@ bool snap_bld_init(snap_bld *b)
     return b->small && b->large && b->na && b->empty_str && b->pool_id && b->no_frames && b->segs;
 }
 
+pyval *snap_pool_id(snap_bld *b, const uint64_t id[2])
+{
+    if (id[0] == 0 && id[1] == 0)
+        return b->pool_id;
+    pyval *pair[2] = {snap_u(b, id[0]), snap_u(b, id[1])};
+    pyval *t = pair[0] && pair[1] ? pv_new_tuple(b->ar, pair, 2) : NULL;
+    if (!t)
+        b->fail = true;
+    return t;
+}
+
 /* The frames list of stack `id` (the shared [] for 0).  Takes the allocator's
  * lock: never call it from inside the segment walk. */
 pyval *snap_frames_of(snap_bld *b, uint32_t id)
@@ -168,7 +179,7 @@ static void on_segment(void *user, const sublet_segment_view *sv)
     snap_set(b, d, K_REQUESTED_SIZE, snap_u(b, sv->requested_size));
     snap_set(b, d, K_STREAM, snap_u(b, sv->stream));
     snap_set(b, d, K_SEGMENT_TYPE, sv->is_small ? b->small : b->large);
-    snap_set(b, d, K_SEGMENT_POOL_ID, b->pool_id);
+    snap_set(b, d, K_SEGMENT_POOL_ID, snap_pool_id(b, sv->pool_id));
     snap_set(b, d, K_IS_EXPANDABLE, pv_bool(sv->is_expandable != 0));
     pyval *blocks = pv_new_list(b->ar);
     if (!blocks) {
@@ -388,6 +399,11 @@ static sublet_status validate_segments(const pyval *segs, char *err, size_t cap)
         const pyval *ty = pv_dict_get(sg, "segment_type");
         if (ty && !pv_str(ty, NULL))
             return need(err, cap, path, "segment_type", "a str", ty);
+        const pyval *pid = pv_dict_get(sg, "segment_pool_id");
+        uint64_t pool[2];
+        if (pid && !sl_snapshot_pool_id(pid, pool))
+            return need(err, cap, path, "segment_pool_id",
+                        "a pair of non-negative ints (or None)", pid);
         const pyval *blocks = pv_dict_get(sg, "blocks");
         if (!is_seq(blocks))
             return need(err, cap, path, "blocks", "a list", blocks);
@@ -693,6 +709,8 @@ static bool segment_view(const pyval *sg, sublet_segment_view *sv, sublet_block_
     bool ex = false;
     pv_as_bool(pv_dict_get(sg, "is_expandable"), &ex);
     sv->is_expandable = ex;
+    if (!sl_snapshot_pool_id(pv_dict_get(sg, "segment_pool_id"), sv->pool_id))
+        sv->pool_id[0] = sv->pool_id[1] = 0;
     uint64_t at = sv->addr, alloc = 0, active = 0, req = 0;
     for (size_t j = 0; j < nb; j++) {
         const pyval *bk = pv_list_at(blocks, j);

@@ -58,6 +58,9 @@ pyval *snap_u(snap_bld *b, uint64_t v);
 pyval *snap_new_dict(snap_bld *b);
 /* d[key] = v (a NULL v marks the failure). */
 void snap_set(snap_bld *b, pyval *d, int key, pyval *v);
+/* A segment_pool_id tuple: the shared (0, 0) for the default pools, else a
+ * new (first, second). */
+pyval *snap_pool_id(snap_bld *b, const uint64_t id[2]);
 /* The frames list of stack `id` from the allocator or the trace (the shared
  * [] for 0).  With an allocator it takes the allocator's lock. */
 pyval *snap_frames_of(snap_bld *b, uint32_t id);

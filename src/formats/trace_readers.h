@@ -167,6 +167,10 @@ void sl_log_stream_free(sl_log_stream *ls);
 sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_load_options *opt,
                                          sublet_trace_format fmt, sublet_trace **out, char *err,
                                          size_t err_cap);
+/* A segment_pool_id (or a trace entry's pool_id): a tuple (pickle) or list
+ * (JSON) of two non-negative ints into out; absent (NULL) or None is (0, 0).
+ * false, out (0, 0), for anything else. */
+bool sl_snapshot_pool_id(const pyval *v, uint64_t out[2]);
 /* A Kineto chrome trace (dict with traceEvents, or the bare event list). */
 sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_load_options *opt,
                                        sublet_trace **out, char *err, size_t err_cap);

@@ -72,6 +72,27 @@ static sublet_status get_dict(snap *s, const pyval *v, const char *path)
 
 static bool is_seq(const pyval *v) { return pv_typeof(v) == PV_LIST || pv_typeof(v) == PV_TUPLE; }
 
+bool sl_snapshot_pool_id(const pyval *v, uint64_t out[2])
+{
+    out[0] = out[1] = 0;
+    if (!v || pv_typeof(v) == PV_NONE)
+        return true;
+    if (!is_seq(v) || pv_list_len(v) != 2 || !pv_as_uint64(pv_list_at(v, 0), &out[0]) ||
+        !pv_as_uint64(pv_list_at(v, 1), &out[1])) {
+        out[0] = out[1] = 0;
+        return false;
+    }
+    return true;
+}
+
+static sublet_status get_pool_id(snap *s, const pyval *d, const char *path, const char *key,
+                                 uint64_t out[2])
+{
+    const pyval *v = pv_dict_get(d, key);
+    return sl_snapshot_pool_id(v, out) ? SUBLET_OK
+                                       : bad(s, path, key, "a pair of non-negative ints", v);
+}
+
 /* The stack under d["frames"] (absent, None or [] -> 0). */
 static sublet_status get_frames(snap *s, const pyval *d, const char *path, uint32_t *id)
 {
@@ -221,6 +242,12 @@ typedef struct walk {
     size_t nmaps, maps_cap;
     sl_ranges mapped; /* the final expandable segments' mapped runs, then the prelude's */
     size_t my_segments; /* final segments on the device read */
+    /* the final segments of the device in private pools (segment_pool_id
+     * other than (0, 0)), sorted by address once read */
+    struct privseg {
+        uint64_t addr, pool[2];
+    } * priv;
+    size_t npriv, priv_cap;
 } walk;
 
 static void walk_free(walk *w)
@@ -231,7 +258,50 @@ static void walk_free(walk *w)
     u64set_free(&w->live_alloc);
     u64set_free(&w->live_seg);
     free(w->maps);
+    free(w->priv);
     sl_ranges_free(&w->mapped);
+}
+
+static sublet_status add_priv(walk *w, uint64_t addr, const uint64_t pool[2])
+{
+    if (w->npriv == w->priv_cap) {
+        size_t nc = w->priv_cap ? w->priv_cap * 2 : 8;
+        void *n = nc <= SIZE_MAX / sizeof *w->priv ? realloc(w->priv, nc * sizeof *w->priv) : NULL;
+        if (!n)
+            return SUBLET_ERR_NO_MEMORY;
+        w->priv = n;
+        w->priv_cap = nc;
+    }
+    w->priv[w->npriv++] = (struct privseg){addr, {pool[0], pool[1]}};
+    return SUBLET_OK;
+}
+
+static int cmp_priv(const void *x, const void *y)
+{
+    const struct privseg *a = x, *b = y;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+/* A recorded segment_alloc / segment_map without a pool_id of its own, of a
+ * final private-pool segment's address, is that pool's (the allocator cannot
+ * move a segment between pools). */
+static void tag_private_segments(walk *w)
+{
+    if (!w->npriv)
+        return;
+    qsort(w->priv, w->npriv, sizeof *w->priv, cmp_priv);
+    for (size_t i = 0; i < w->events.n; i++) {
+        sublet_trace_event *e = &w->events.v[i];
+        if ((e->kind != SUBLET_ACT_SEGMENT_ALLOC && e->kind != SUBLET_ACT_SEGMENT_MAP) ||
+            e->pool_id[0] || e->pool_id[1])
+            continue;
+        struct privseg key = {.addr = e->addr};
+        const struct privseg *p = bsearch(&key, w->priv, w->npriv, sizeof *w->priv, cmp_priv);
+        if (p) {
+            e->pool_id[0] = p->pool[0];
+            e->pool_id[1] = p->pool[1];
+        }
+    }
 }
 
 /* One trace entry (d = device_traces[dev][i]); *skip for entries that are not
@@ -271,6 +341,8 @@ static sublet_status read_event(snap *s, const pyval *e, const char *path, uint6
     }
     if ((st = get_u64(s, e, path, "size", true, &ev->size, NULL)) ||
         (st = get_u64(s, e, path, "stream", true, &ev->stream, NULL)))
+        return st;
+    if ((st = get_pool_id(s, e, path, "pool_id", ev->pool_id)))
         return st;
     const pyval *tv = pv_dict_get(e, "time_us");
     if (tv && pv_typeof(tv) != PV_NONE) {
@@ -404,15 +476,20 @@ static sublet_status read_segment(snap *s, walk *w, const pyval *seg, size_t i, 
     uint32_t seg_frames;
     if ((st = get_frames(s, seg, path, &seg_frames)))
         return st;
+    uint64_t pool[2];
+    if ((st = get_pool_id(s, seg, path, "segment_pool_id", pool)))
+        return st;
     bool mine = sdev == dev;
     w->my_segments += mine;
+    if (mine && (pool[0] || pool[1]) && add_priv(w, addr, pool) != SUBLET_OK)
+        return nomem(s);
     if (mine && expandable && total) {
         /* its mapped pages: what the trace did not map is the prelude's */
         if (sl_ranges_add(&w->mapped, addr, range_end(addr, total), stream) != 0)
             return nomem(s);
     } else if (mine && !u64set_has(&w->live_seg, addr)) {
         sublet_trace_event p = {.addr = addr, .size = total, .stream = stream,
-                                .frames = seg_frames};
+                                .frames = seg_frames, .pool_id = {pool[0], pool[1]}};
         if (trace_vec_push(&w->pre_seg, &p) != SUBLET_OK)
             return nomem(s);
     }
@@ -443,7 +520,8 @@ static sublet_status read_segment(snap *s, walk *w, const pyval *seg, size_t i, 
                                     .size = has_req ? req : bsize,
                                     .stream = stream,
                                     .block_size = bsize,
-                                    .frames = bf};
+                                    .frames = bf,
+                                    .pool_id = {pool[0], pool[1]}};
             if (trace_vec_push(&w->pre_alloc, &p) != SUBLET_OK)
                 return nomem(s);
         }
@@ -521,6 +599,8 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
         st = read_segment(&s, &w, pv_list_at(segs, i), i, dev);
     if (!st)
         st = expandable_prelude(&s, &w);
+    if (!st)
+        tag_private_segments(&w);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
         sl_msg(err, cap,
                   "device %lld: the snapshot has no events and no segments for it (%zu "

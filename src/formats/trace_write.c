@@ -37,6 +37,19 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     *out_len = 0;
     size_t n = sublet_trace_count(t);
     const sublet_trace_event *ev = sublet_trace_events(t);
+    /* the CSV has no pool column (docs/pools.md): refused rather than a
+     * private pool's memory silently read back as the default pools' */
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
+            if (err && cap)
+                snprintf(err, cap,
+                         "event %zu (%s at %" PRIu64 ") belongs to private pool (%" PRIu64
+                         ", %" PRIu64 "): the events CSV has no pool column; keep the "
+                         "snapshot (pickle or JSON), which records segment_pool_id",
+                         i, sublet_trace_kind_name(ev[i].kind), ev[i].addr, ev[i].pool_id[0],
+                         ev[i].pool_id[1]);
+            return SUBLET_ERR_UNSUPPORTED;
+        }
     /* a row: 5 numbers of at most 20 digits, an action name, separators */
     enum { ROW_MAX = 5 * 20 + 32 + 8 };
     size_t cap_bytes = sizeof CSV_HEADER + n * (size_t)ROW_MAX;
@@ -296,7 +309,7 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
         snap_set(&b, d, K_REQUESTED_SIZE, snap_u(&b, req_sz));
         snap_set(&b, d, K_STREAM, snap_u(&b, sg->stream));
         snap_set(&b, d, K_SEGMENT_TYPE, small ? b.small : b.large);
-        snap_set(&b, d, K_SEGMENT_POOL_ID, b.pool_id);
+        snap_set(&b, d, K_SEGMENT_POOL_ID, snap_pool_id(&b, sg->pool_id));
         snap_set(&b, d, K_IS_EXPANDABLE, pv_bool(sg->kind == SUBLET_ACT_SEGMENT_MAP));
         snap_set(&b, d, K_BLOCKS, blocks);
         snap_set(&b, d, K_FRAMES, snap_frames_of(&b, sg->frames));

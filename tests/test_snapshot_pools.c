@@ -1,0 +1,385 @@
+/* sublet — tests of private pools in snapshots and traces (docs/pools.md,
+ * "Snapshots and traces"): the engine's segment view carries the pool id,
+ * sublet_snapshot_take writes it as PyTorch's segment_pool_id tuple, pickle
+ * and JSON round trips keep it, the snapshot reader puts it on the rebuilt
+ * prelude and on the recorded segment_alloc of a private segment, the
+ * events CSV refuses to drop it, and the replay refuses a trace with a
+ * private pool (whole or streamed) instead of misreporting its fidelity.
+ *
+ * SUBLET_SEED_OUT: when set, the round trip's JSON snapshot is written there
+ * (the fuzz seed fuzz/seeds/fuzz_trace_snapshot/private_pools.json). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sublet/history.h"
+#include "sublet/pool.h"
+#include "sublet/replay.h"
+#include "sublet/snapshot.h"
+#include "sublet/trace.h"
+#include "sublet/trace_stream.h"
+#include "support/harness.h"
+
+/* ---- segments as (address, pool id) ---------------------------------------------------- */
+
+typedef struct seglist {
+    size_t n;
+    uint64_t addr[64], pool[64][2];
+    int small[64];
+} seglist;
+
+static void add_seg(seglist *l, const sublet_segment_view *sv)
+{
+    assert_true(l->n < 64);
+    l->addr[l->n] = sv->addr;
+    l->pool[l->n][0] = sv->pool_id[0];
+    l->pool[l->n][1] = sv->pool_id[1];
+    l->small[l->n] = sv->is_small;
+    l->n++;
+}
+
+static void on_engine_seg(void *user, const sublet_segment_view *sv) { add_seg(user, sv); }
+
+static void on_snap_seg(void *user, int64_t device, const sublet_segment_view *sv)
+{
+    assert_int_equal(device, 0);
+    add_seg(user, sv);
+}
+
+static void seglist_equal(const seglist *a, const seglist *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->addr[i], b->addr[i]);
+        assert_int_equal(a->pool[i][0], b->pool[i][0]);
+        assert_int_equal(a->pool[i][1], b->pool[i][1]);
+        assert_int_equal(a->small[i], b->small[i]);
+    }
+}
+
+static seglist snap_segs(const sublet_snapshot *s)
+{
+    seglist l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(sublet_snapshot_segments_walk(s, on_snap_seg, &l), SUBLET_OK);
+    return l;
+}
+
+static sublet_snapshot *reparse(const void *buf, size_t n)
+{
+    sublet_snapshot *s = NULL;
+    char err[512];
+    if (sublet_snapshot_parse(buf, n, &s, err, sizeof err) != SUBLET_OK)
+        fail_msg("parse: %s", err);
+    return s;
+}
+
+static sublet_trace *trace_of(const sublet_snapshot *s)
+{
+    sublet_trace *t = NULL;
+    char err[512];
+    if (sublet_snapshot_trace(s, NULL, &t, err, sizeof err) != SUBLET_OK)
+        fail_msg("snapshot trace: %s", err);
+    return t;
+}
+
+static void trace_release(sublet_trace *t)
+{
+    sublet_trace_extras_release(t);
+    sublet_trace_free(t);
+}
+
+/* Replay t whole and streamed: both refuse with SUBLET_ERR_UNSUPPORTED and a
+ * message naming `pool` (NULL: both succeed). */
+static void replay_expect(const sublet_trace *t, const char *pool)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    for (int streamed = 0; streamed < 2; streamed++) {
+        sublet_replay_result r;
+        char err[1024] = "";
+        sublet_status st;
+        if (streamed) {
+            sublet_trace_stream *ts = NULL;
+            assert_int_equal(sublet_trace_stream_from_trace(t, &ts), SUBLET_OK);
+            st = sublet_replay_stream(ts, &o, &r, err, sizeof err);
+            sublet_trace_stream_close(ts);
+        } else {
+            st = sublet_replay_run(t, &o, &r, err, sizeof err);
+        }
+        if (!pool) {
+            if (st != SUBLET_OK)
+                fail_msg("replay (%s): %s", streamed ? "stream" : "whole", err);
+        } else {
+            assert_int_equal(st, SUBLET_ERR_UNSUPPORTED);
+            if (!strstr(err, pool) || !strstr(err, "private pool"))
+                fail_msg("replay (%s) refusal without '%s': %s", streamed ? "stream" : "whole",
+                         pool, err);
+        }
+        sublet_replay_result_free(&r);
+    }
+}
+
+/* ---- an allocator with the default pools, a graph pool and a MemPool -------------------- */
+
+typedef struct three {
+    h_env e;
+    sublet_pool_id graph, user;
+    void *p[5];
+} three;
+
+static void three_init(three *t)
+{
+    h_env_init(&t->e, H_SIM, 80 * GiB, "");
+    sublet_allocator *a = t->e.a;
+    assert_int_equal(sublet_history_record(a, SUBLET_RECORD_ALL, SUBLET_CONTEXT_NONE, 0),
+                     SUBLET_OK);
+    t->p[0] = h_malloc(a, 4 * MiB, 0); /* default large */
+    t->p[1] = h_malloc(a, 1000, 0);    /* default small */
+    /* a graph capture on stream 7 */
+    assert_int_equal(sublet_pool_handle(a, SUBLET_POOL_ID_GRAPH, &t->graph), SUBLET_OK);
+    assert_int_equal(sublet_pool_begin_allocate(a, t->graph, SUBLET_POOL_FILTER_STREAM, 7),
+                     SUBLET_OK);
+    t->p[2] = h_malloc(a, 3 * MiB, 7);
+    t->p[3] = h_malloc(a, 512, 7);
+    assert_int_equal(sublet_pool_end_allocate(a, t->graph), SUBLET_OK);
+    /* a MemPool under use_mem_pool */
+    assert_int_equal(sublet_pool_create(a, NULL, &t->user), SUBLET_OK);
+    assert_int_equal(sublet_pool_begin_allocate(a, t->user, SUBLET_POOL_FILTER_THREAD, 0),
+                     SUBLET_OK);
+    t->p[4] = h_malloc(a, 5 * MiB, 0);
+    assert_int_equal(sublet_pool_end_allocate(a, t->user), SUBLET_OK);
+    CHECK(a);
+}
+
+static void three_fini(three *t)
+{
+    for (int i = 0; i < 5; i++)
+        h_free(t->e.a, t->p[i]);
+    h_env_fini(&t->e);
+}
+
+/* The engine's walk shows each segment's pool, as sublet_pool_of does. */
+static void test_engine_segment_view(void **state)
+{
+    (void)state;
+    three t;
+    three_init(&t);
+    seglist l;
+    memset(&l, 0, sizeof l);
+    sublet_segments_walk(t.e.a, on_engine_seg, &l);
+    assert_int_equal(l.n, 5);
+    int graph = 0, user = 0, dflt = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        sublet_pool_id id;
+        assert_int_equal(sublet_pool_of(t.e.a, (void *)(uintptr_t)l.addr[i], &id), SUBLET_OK);
+        assert_int_equal(l.pool[i][0], id.first);
+        assert_int_equal(l.pool[i][1], id.second);
+        graph += id.first == t.graph.first && id.second == t.graph.second;
+        user += id.first == t.user.first && id.second == t.user.second;
+        dflt += id.first == 0 && id.second == 0;
+    }
+    assert_int_equal(graph, 2); /* a small and a large segment */
+    assert_int_equal(user, 1);
+    assert_int_equal(dflt, 2);
+    assert_int_equal(t.graph.first, 1);
+    assert_int_equal(t.graph.second, 0);
+    assert_int_equal(t.user.first, 0);
+    assert_int_equal(t.user.second, 1);
+    three_fini(&t);
+}
+
+/* sublet_snapshot_take -> pickle and JSON -> parse: the same pool ids; the
+ * JSON holds PyTorch's form; the trace read back carries them and is
+ * refused by the replay; the CSV writer refuses; the direct snapshot from
+ * the trace keeps them. */
+static void test_round_trip(void **state)
+{
+    (void)state;
+    three t;
+    three_init(&t);
+    seglist eng;
+    memset(&eng, 0, sizeof eng);
+    sublet_segments_walk(t.e.a, on_engine_seg, &eng);
+    sublet_snapshot *s = NULL;
+    assert_int_equal(sublet_snapshot_take(t.e.a, &s), SUBLET_OK);
+    seglist taken = snap_segs(s);
+    seglist_equal(&eng, &taken);
+    char err[1024];
+    for (int f = SUBLET_SNAPSHOT_PICKLE; f <= SUBLET_SNAPSHOT_JSON; f++) {
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        assert_int_equal(sublet_snapshot_encode(s, (sublet_snapshot_format)f, 0, &buf, &n, err,
+                                                sizeof err),
+                         SUBLET_OK);
+        if (f == SUBLET_SNAPSHOT_JSON) {
+            /* json.dumps of the tuples, in the key order of _snapshot() */
+            char *text = malloc(n + 1);
+            assert_non_null(text);
+            memcpy(text, buf, n);
+            text[n] = '\0';
+            assert_non_null(strstr(text, "\"segment_type\": \"large\", \"segment_pool_id\": "
+                                         "[1, 0], \"is_expandable\": false"));
+            assert_non_null(strstr(text, "\"segment_pool_id\": [0, 1]"));
+            assert_non_null(strstr(text, "\"segment_pool_id\": [0, 0]"));
+            const char *seed = getenv("SUBLET_SEED_OUT");
+            if (seed && *seed) {
+                FILE *fp = fopen(seed, "wb");
+                assert_non_null(fp);
+                assert_int_equal(fwrite(buf, 1, n, fp), n);
+                assert_int_equal(fclose(fp), 0);
+            }
+            free(text);
+        }
+        sublet_snapshot *back = reparse(buf, n);
+        free(buf);
+        seglist got = snap_segs(back);
+        seglist_equal(&eng, &got);
+
+        /* the trace: segment_alloc rows of private segments carry the pool */
+        sublet_trace *tr = trace_of(back);
+        size_t tagged = 0;
+        for (size_t i = 0; i < sublet_trace_count(tr); i++) {
+            const sublet_trace_event *ev = sublet_trace_at(tr, i);
+            if (ev->kind != SUBLET_ACT_SEGMENT_ALLOC) {
+                assert_int_equal(ev->pool_id[0] | ev->pool_id[1], 0);
+                continue;
+            }
+            for (size_t k = 0; k < eng.n; k++)
+                if (eng.addr[k] == ev->addr) {
+                    assert_int_equal(ev->pool_id[0], eng.pool[k][0]);
+                    assert_int_equal(ev->pool_id[1], eng.pool[k][1]);
+                    tagged += (eng.pool[k][0] | eng.pool[k][1]) != 0;
+                }
+        }
+        assert_int_equal(tagged, 3);
+        replay_expect(tr, "private pool (1, 0), a CUDA graph's pool");
+
+        char *csv = NULL;
+        size_t cn = 0;
+        assert_int_equal(sublet_trace_encode_csv(tr, &csv, &cn, err, sizeof err),
+                         SUBLET_ERR_UNSUPPORTED);
+        assert_null(csv);
+        assert_non_null(strstr(err, "no pool column"));
+
+        sublet_snapshot *direct = NULL;
+        assert_int_equal(sublet_snapshot_from_trace(tr, NULL, &direct, err, sizeof err),
+                         SUBLET_OK);
+        seglist d = snap_segs(direct);
+        seglist_equal(&eng, &d);
+        sublet_snapshot_free(direct);
+        trace_release(tr);
+        sublet_snapshot_free(back);
+    }
+    sublet_snapshot_free(s);
+    three_fini(&t);
+}
+
+/* ---- a hand-made PyTorch snapshot -------------------------------------------------------- */
+
+/* Two final segments, no recorded event: a default one and one of MemPool
+ * (0, 1), each with a live block; one trace entry with the newest
+ * PyTorch's pool_id. */
+static const char k_snap[] =
+    "{\"segments\": ["
+    "{\"device\": 0, \"address\": 1048576000, \"total_size\": 20971520, "
+    "\"allocated_size\": 4194304, \"active_size\": 4194304, \"requested_size\": 4000000, "
+    "\"stream\": 0, \"segment_type\": \"large\", \"segment_pool_id\": [0, 0], "
+    "\"is_expandable\": false, \"blocks\": ["
+    "{\"address\": 1048576000, \"size\": 4194304, \"requested_size\": 4000000, "
+    "\"state\": \"active_allocated\", \"frames\": []}, "
+    "{\"address\": 1052770304, \"size\": 16777216, \"requested_size\": 0, "
+    "\"state\": \"inactive\", \"frames\": []}], \"frames\": []}, "
+    "{\"device\": 0, \"address\": 2097152000, \"total_size\": 20971520, "
+    "\"allocated_size\": 20971520, \"active_size\": 20971520, \"requested_size\": 20971520, "
+    "\"stream\": 0, \"segment_type\": \"large\", \"segment_pool_id\": %s, "
+    "\"is_expandable\": false, \"blocks\": ["
+    "{\"address\": 2097152000, \"size\": 20971520, \"requested_size\": 20971520, "
+    "\"state\": \"active_allocated\", \"frames\": []}], \"frames\": []}], "
+    "\"device_traces\": [[%s]]}";
+
+static sublet_trace *parse_snap(const char *pool, const char *entries, sublet_status want,
+                                const char *want_err)
+{
+    char text[4096];
+    snprintf(text, sizeof text, k_snap, pool, entries);
+    sublet_trace *t = NULL;
+    char err[512] = "";
+    sublet_status st = sublet_trace_parse(text, strlen(text), NULL, &t, err, sizeof err);
+    if (st != want)
+        fail_msg("parse %s: %d (%s)", pool, (int)st, err);
+    if (want_err && !strstr(err, want_err))
+        fail_msg("parse %s: '%s' lacks '%s'", pool, err, want_err);
+    sublet_snapshot *s = NULL;
+    assert_int_equal(sublet_snapshot_parse(text, strlen(text), &s, err, sizeof err), want);
+    if (want_err && !strstr(err, want_err))
+        fail_msg("snapshot parse %s: '%s' lacks '%s'", pool, err, want_err);
+    sublet_snapshot_free(s);
+    return t;
+}
+
+static void test_pytorch_private_segment(void **state)
+{
+    (void)state;
+    /* the MemPool's segment: pre_segment and pre_alloc rows keep (0, 1) */
+    sublet_trace *t = parse_snap("[0, 1]", "", SUBLET_OK, NULL);
+    assert_int_equal(sublet_trace_prelude_count(t), 4);
+    for (size_t i = 0; i < 4; i++) {
+        const sublet_trace_event *ev = sublet_trace_at(t, i);
+        int priv = ev->addr >= 2097152000u;
+        assert_int_equal(ev->pool_id[0], 0);
+        assert_int_equal(ev->pool_id[1], priv ? 1 : 0);
+    }
+    replay_expect(t, "private pool (0, 1), a MemPool");
+    char err[512];
+    char *csv = NULL;
+    size_t n = 0;
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err),
+                     SUBLET_ERR_UNSUPPORTED);
+    trace_release(t);
+
+    /* a pickle-style tuple parses the same way (None: the default pools) */
+    t = parse_snap("null", "", SUBLET_OK, NULL);
+    for (size_t i = 0; i < sublet_trace_count(t); i++)
+        assert_int_equal(sublet_trace_at(t, i)->pool_id[1], 0);
+    replay_expect(t, NULL);
+    /* default pools only: the CSV keeps its header */
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err), SUBLET_OK);
+    assert_true(n > 37);
+    assert_memory_equal(csv, "seq,action,addr,size,stream,time_us\r\n", 37);
+    free(csv);
+    trace_release(t);
+
+    /* the newest PyTorch's trace entries: pool_id on a recorded row */
+    t = parse_snap("[0, 0]",
+                   "{\"action\": \"alloc\", \"addr\": 1052770304, \"size\": 1000, "
+                   "\"stream\": 0, \"pool_id\": [3, 0], \"frames\": []}",
+                   SUBLET_OK, NULL);
+    const sublet_trace_event *last = sublet_trace_at(t, sublet_trace_count(t) - 1);
+    assert_int_equal(last->kind, SUBLET_ACT_ALLOC);
+    assert_int_equal(last->pool_id[0], 3);
+    assert_int_equal(last->pool_id[1], 0);
+    replay_expect(t, "private pool (3, 0)");
+    trace_release(t);
+
+    /* malformed ids */
+    assert_null(parse_snap("\"x\"", "", SUBLET_ERR_PARSE, "segments[1].segment_pool_id"));
+    assert_null(parse_snap("[1]", "", SUBLET_ERR_PARSE, "segment_pool_id"));
+    assert_null(parse_snap("[1, -2]", "", SUBLET_ERR_PARSE, "segment_pool_id"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_segment_view),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_pytorch_private_segment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
