@@ -18,6 +18,7 @@
 #include "sublet/replay.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 void cli_mincap_usage(FILE *out)
 {
@@ -159,15 +160,28 @@ static void json_report(FILE *out, const char *path, const sublet_replay_options
     json_finish(&w);
 }
 
-int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
-                     uint64_t resolution, int json, FILE *out)
+/* The search over t, or over ts when t is NULL; prog: the command, for a
+ * stream's error (a malformed row: reported as loading reports it). */
+static int min_capacity(const sublet_trace *t, sublet_trace_stream *ts, const char *prog,
+                        const char *path, const sublet_replay_options *base, uint64_t resolution,
+                        int json, FILE *out)
 {
     sublet_replay_options o = *base;
     if (!o.conf)
         o.conf = "";
     sublet_mincap_result m;
     char err[512] = "";
-    sublet_status st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
+    sublet_status st = t ? sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err)
+                         : sublet_replay_min_capacity_stream(ts, &o, resolution, &m, err,
+                                                             sizeof err);
+    size_t none;
+    char serr[1024];
+    if (st != SUBLET_OK && ts && sublet_trace_stream_next(ts, NULL, 0, &none, serr, sizeof serr) !=
+                                     SUBLET_OK) {
+        fprintf(stderr, "%s: %s\n", prog, serr);
+        sublet_mincap_result_free(&m);
+        return CLI_ERROR;
+    }
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
                 err[0] ? err : sublet_status_text(st));
@@ -180,6 +194,48 @@ int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_repla
         text_report(out, path, &o, &m);
     sublet_mincap_result_free(&m);
     return ferror(out) ? CLI_ERROR : CLI_OK;
+}
+
+int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
+                     uint64_t resolution, int json, FILE *out)
+{
+    return min_capacity(t, NULL, NULL, path, base, resolution, json, out);
+}
+
+int cli_min_capacity_streamed(const char *prog, const char *path, const char *conf,
+                              const sublet_replay_options *base, uint64_t resolution, int json,
+                              FILE *out)
+{
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (whole && *whole && strcmp(whole, "0") != 0)
+        return -1;
+    sublet_trace_format f = sublet_trace_detect_path(path);
+    if (f != SUBLET_FORMAT_EVENTS_CSV && f != SUBLET_FORMAT_EVENT_LOG)
+        return -1;
+    char err[1024];
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_open(path, NULL, &ts, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
+        return CLI_ERROR;
+    }
+    /* one pass first, as loading reads the file: a malformed row is an
+     * error before any replay, and an event log's notice is known */
+    sublet_trace_info info;
+    st = sublet_trace_stream_info(ts, &info, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
+        sublet_trace_stream_close(ts);
+        return CLI_ERROR;
+    }
+    if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
+        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+    sublet_replay_options o = *base;
+    int from_trace;
+    o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &from_trace);
+    int rc = min_capacity(NULL, ts, prog, path, &o, resolution, json, out);
+    sublet_trace_stream_close(ts);
+    return rc;
 }
 
 int cli_mincap(int argc, char **argv)
@@ -254,6 +310,10 @@ int cli_mincap(int argc, char **argv)
         cli_mincap_usage(stderr);
         return CLI_USAGE;
     }
+    /* an events CSV or an event log streams, as in `sublet replay` */
+    int rc = cli_min_capacity_streamed("sublet mincap", path, conf, &o, resolution, json, stdout);
+    if (rc >= 0)
+        return rc;
     sublet_trace *t = NULL;
     char err[512];
     sublet_status st = cli_load_trace(path, NULL, &t, err, sizeof err);
@@ -263,7 +323,7 @@ int cli_mincap(int argc, char **argv)
     }
     int from_trace;
     o.conf = cli_conf_for(t, conf, &from_trace);
-    int rc = cli_min_capacity(t, path, &o, resolution, json, stdout);
+    rc = cli_min_capacity(t, path, &o, resolution, json, stdout);
     cli_trace_free(t);
     return rc;
 }

@@ -66,6 +66,13 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
  * prelude read again; standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
 sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size_t err_cap);
 
+/* What sublet_trace_info_get gives for the trace, in one pass over the
+ * stream (rewound first when it has handed out rows; standard input then
+ * cannot be: SUBLET_ERR_UNSUPPORTED).  The stream is left at its end; a
+ * malformed row is its error, as from _next.  Memory: the distinct streams. */
+sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
+                                       size_t err_cap);
+
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
 /* Rows handed out so far, the prelude included (after the end: the number

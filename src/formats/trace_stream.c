@@ -504,3 +504,76 @@ size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
         *out = f;
     return n;
 }
+
+/* ---- what the trace records, in one pass ------------------------------------------------------- */
+
+/* Add v to the sorted set (*set)[0, *n): 0, or -1 when out of memory. */
+static int set_add(uint64_t **set, size_t *n, size_t *cap, uint64_t v)
+{
+    size_t lo = 0, hi = *n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((*set)[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < *n && (*set)[lo] == v)
+        return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        uint64_t *ns = realloc(*set, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        *set = ns;
+        *cap = nc;
+    }
+    memmove(*set + lo + 1, *set + lo, (*n - lo) * sizeof **set);
+    (*set)[lo] = v;
+    (*n)++;
+    return 0;
+}
+
+sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
+                                       size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(s, &pre);
+    if (s->rows != npre) {
+        sublet_status st = sublet_trace_stream_rewind(s, err, err_cap);
+        if (st != SUBLET_OK)
+            return st;
+        npre = sublet_trace_stream_prelude(s, &pre);
+    }
+    uint64_t reserved = 0, requested = 0;
+    uint64_t *set = NULL;
+    size_t nset = 0, capset = 0;
+    int nomem = 0;
+    size_t i = 0;
+    for (; i < npre; i++) {
+        sl_trace_info_step(out, &reserved, &requested, &pre[i], i);
+        nomem |= set_add(&set, &nset, &capset, pre[i].stream);
+    }
+    sublet_trace_event buf[1024];
+    size_t got;
+    sublet_status st;
+    while ((st = sublet_trace_stream_next(s, buf, 1024, &got, err, err_cap)) == SUBLET_OK && got)
+        for (size_t k = 0; k < got; k++, i++) {
+            sl_trace_info_step(out, &reserved, &requested, &buf[k], i);
+            nomem |= set_add(&set, &nset, &capset, buf[k].stream);
+        }
+    free(set);
+    out->final_reserved_bytes = reserved;
+    out->final_requested_bytes = requested;
+    out->streams = nset;
+    if (st != SUBLET_OK)
+        return st;
+    return nomem ? SUBLET_ERR_NO_MEMORY : SUBLET_OK;
+}
