@@ -73,6 +73,15 @@ sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size
 sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
                                        size_t err_cap);
 
+/* Write the trace as an events CSV at `path` (.gz: gzip'd), the same bytes
+ * as sublet_trace_write_csv gives for the trace loaded whole, in memory for
+ * a chunk of rows: from the stream's start (rewound first when it has
+ * handed out rows) to its end.  Replaced atomically: on any error (a
+ * malformed row: the stream's error and text; a write: "PATH: STEP failed:
+ * ...") the target is left as it was. */
+sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path, char *err,
+                                            size_t err_cap);
+
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
 /* Rows handed out so far, the prelude included (after the end: the number
