@@ -178,10 +178,15 @@ static int min_capacity(const sublet_trace *t, sublet_trace_stream *ts, const ch
     char serr[1024];
     if (st != SUBLET_OK && ts && sublet_trace_stream_next(ts, NULL, 0, &none, serr, sizeof serr) !=
                                      SUBLET_OK) {
+        /* the file's error (a malformed row), reported as loading reports it */
         fprintf(stderr, "%s: %s\n", prog, serr);
         sublet_mincap_result_free(&m);
         return CLI_ERROR;
     }
+    /* the stream was read to its end (into the search's copy): an event
+     * log's notice is known, printed as loading prints it */
+    if (ts && sublet_trace_stream_notice(ts))
+        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
                 err[0] ? err : sublet_status_text(st));
@@ -219,17 +224,6 @@ int cli_min_capacity_streamed(const char *prog, const char *path, const char *co
         fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
         return CLI_ERROR;
     }
-    /* one pass first, as loading reads the file: a malformed row is an
-     * error before any replay, and an event log's notice is known */
-    sublet_trace_info info;
-    st = sublet_trace_stream_info(ts, &info, err, sizeof err);
-    if (st != SUBLET_OK) {
-        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
-        sublet_trace_stream_close(ts);
-        return CLI_ERROR;
-    }
-    if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
-        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
     sublet_replay_options o = *base;
     int from_trace;
     o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &from_trace);

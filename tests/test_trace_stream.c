@@ -272,8 +272,9 @@ static void test_rewind_and_memory_trace(void **state)
 }
 
 /* sublet_trace_stream_info gives sublet_trace_info_get's figures (after a
- * partial read too: it rewinds), and the min-capacity search over a stream
- * gives the whole trace's answer, probes and replay at the minimum. */
+ * partial read too: it rewinds), a binary copy gives the same rows and
+ * extras, and the min-capacity search over a stream gives the whole trace's
+ * answer, probes and replay at the minimum. */
 static void test_info_and_mincap(void **state)
 {
     (void)state;
@@ -296,6 +297,24 @@ static void test_info_and_mincap(void **state)
         assert_int_equal(sublet_trace_stream_info(ts, &si, err, sizeof err), SUBLET_OK);
         assert_memory_equal(&wi, &si, sizeof wi);
         assert_int_equal(sublet_trace_stream_rows(ts), sublet_trace_count(t));
+
+        /* the binary copy: the same rows, twice (rewound), the same extras */
+        sublet_trace_stream *c = NULL;
+        assert_int_equal(sublet_trace_stream_copy(ts, &c, err, sizeof err), SUBLET_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            size_t i = sublet_trace_prelude_count(t);
+            while (sublet_trace_stream_next(c, ev, 3, &got, err, sizeof err) == SUBLET_OK && got)
+                for (size_t k = 0; k < got; k++, i++)
+                    assert_memory_equal(&ev[k], sublet_trace_at(t, i), sizeof ev[k]);
+            assert_int_equal(i, sublet_trace_count(t));
+            assert_int_equal(sublet_trace_stream_rows(c), sublet_trace_count(t));
+            assert_int_equal(sublet_trace_stream_rewind(c, err, sizeof err), SUBLET_OK);
+        }
+        assert_true(same_str(sublet_trace_stream_settings(c), sublet_trace_settings(t)));
+        assert_true(same_str(sublet_trace_stream_notice(c), sublet_trace_notice(t)));
+        assert_int_equal(sublet_trace_stream_stack_count(c), sublet_trace_stack_count(t));
+        assert_int_equal(sublet_trace_stream_bounded(c), 1);
+        sublet_trace_stream_close(c);
 
         sublet_replay_options o;
         sublet_replay_options_init(&o);

@@ -82,6 +82,16 @@ sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info
 sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path, char *err,
                                             size_t err_cap);
 
+/* A binary copy of the stream's recorded rows (read from its start,
+ * rewound first when it has handed out rows, to its end) in an unnamed
+ * temporary file (tmpfile(): 64 bytes a row on disk, none in memory),
+ * handed out as a stream of its own: rewinding it is a seek, reading it a
+ * read of fixed records, no parsing.  Its prelude and extras are s's: s must
+ * stay open while the copy is used (close the copy first).  The stream's
+ * error and text for a malformed row. */
+sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
+                                       char *err, size_t err_cap);
+
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
 /* Rows handed out so far, the prelude included (after the end: the number

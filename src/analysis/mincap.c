@@ -16,11 +16,12 @@
  * holds: the answer is the smallest probed size with no failure probed above
  * it, and `monotone` says whether any probed size failed above one that ran.
  *
- * One search over a stream (sublet/trace_stream.h): each replay rewinds it
- * and reads it again, so that a streamed file is searched in memory for its
- * live blocks; a trace in memory is a stream over its array.  (Rewinding was
- * measured against keeping a binary copy of the rows: docs/replay.md,
- * "Streaming".) */
+ * One search over a stream (sublet/trace_stream.h), so that a streamed file
+ * is searched in memory for its live blocks: a trace in memory is a stream
+ * over its array; a file is read once into a binary copy on disk
+ * (sublet_trace_stream_copy), which each replay rewinds and reads again
+ * without parsing (measured against re-reading the file itself for each
+ * replay: docs/replay.md, "Streaming"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,10 @@ static int cmp_probe(const void *a, const void *b)
     return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
+static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
+                                uint64_t resolution, const sublet_trace_info *ip,
+                                sublet_mincap_result *out, char *err, size_t err_cap);
+
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *base,
                                          uint64_t resolution, sublet_mincap_result *out,
                                          char *err, size_t err_cap)
@@ -224,10 +229,25 @@ sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
 
     sublet_trace_info info;
     const sublet_trace *t = sublet_trace_stream_trace(ts);
-    sublet_status st = t ? sublet_trace_info_get(t, &info)
-                         : sublet_trace_stream_info(ts, &info, err, err_cap);
+    sublet_trace_stream *copy = NULL;
+    sublet_status st = t ? SUBLET_OK : sublet_trace_stream_copy(ts, &copy, err, err_cap);
     if (st != SUBLET_OK)
         return st;
+    st = t ? sublet_trace_info_get(t, &info) : sublet_trace_stream_info(copy, &info, err, err_cap);
+    if (st == SUBLET_OK)
+        st = search_all(copy ? copy : ts, &o, resolution, &info, out, err, err_cap);
+    sublet_trace_stream_close(copy);
+    return st;
+}
+
+/* The search proper over ts (the trace in memory, or the binary copy). */
+static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
+                                uint64_t resolution, const sublet_trace_info *ip,
+                                sublet_mincap_result *out, char *err, size_t err_cap)
+{
+    sublet_replay_options o = *op;
+    sublet_trace_info info = *ip;
+    sublet_status st;
     out->peak_requested_bytes = info.peak_requested_bytes;
 
     /* the reference run: a device far larger than the trace needs */
