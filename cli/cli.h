@@ -37,6 +37,12 @@ void cli_mincap_usage(FILE *out);
  * Returns CLI_OK or CLI_ERROR. */
 int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *o,
                      uint64_t resolution, int json, FILE *out);
+/* The same over a stream when `path` is an events CSV or an event log (and
+ * SUBLET_REPLAY_WHOLE is not set): conf as cli_conf_for; errors prefixed
+ * with prog.  -1 when the file does not stream (the caller loads it). */
+int cli_min_capacity_streamed(const char *prog, const char *path, const char *conf,
+                              const sublet_replay_options *o, uint64_t resolution, int json,
+                              FILE *out);
 
 /* `sublet frag FILE ...` and `sublet diagnose FILE ...` (frag.c). */
 int cli_frag(int argc, char **argv);

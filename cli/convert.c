@@ -103,6 +103,35 @@ static int devices_in(const sublet_snapshot *s, char *which, size_t cap)
     return n;
 }
 
+/* An events CSV or an event log (in, a file) to an events CSV: the same
+ * file, messages and exit status as from the trace loaded whole, except
+ * that the notice and the stacks note come after the rows are read. */
+static int convert_streamed(const char *in, const char *out, const sublet_trace_load_options *lo)
+{
+    char err[1024];
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_open(in, lo, &ts, err, sizeof err);
+    if (st == SUBLET_OK)
+        st = sublet_trace_stream_write_csv(ts, out, err, sizeof err);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet convert: %s\n", err[0] ? err : sublet_status_text(st));
+        sublet_trace_stream_close(ts);
+        return CLI_ERROR;
+    }
+    if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
+        fprintf(stderr, "sublet: %s: warning: %s\n", in, sublet_trace_stream_notice(ts));
+    if (sublet_trace_stream_stack_count(ts))
+        fprintf(stderr, "sublet convert: note: an events CSV has no column for stacks; "
+                        "%u distinct stacks were dropped\n",
+                sublet_trace_stream_stack_count(ts));
+    const sublet_trace_event *pre;
+    printf("%s (%s) -> %s (events CSV): %zu rows (%zu prelude)\n", in,
+           sublet_trace_format_name(sublet_trace_stream_format(ts)), out,
+           (size_t)sublet_trace_stream_rows(ts), sublet_trace_stream_prelude(ts, &pre));
+    sublet_trace_stream_close(ts);
+    return CLI_OK;
+}
+
 static const char *snapshot_kind(sublet_snapshot_format f)
 {
     return f == SUBLET_SNAPSHOT_JSON ? "snapshot JSON" : "snapshot pickle";
@@ -178,6 +207,15 @@ int cli_convert(int argc, char **argv)
             fprintf(stderr, "sublet convert: --conf: %s\n", err);
             return CLI_USAGE;
         }
+    }
+
+    /* an events CSV or an event log to an events CSV: streamed, in memory
+     * for a chunk of rows (SUBLET_REPLAY_WHOLE=1: loaded whole) */
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (to_csv && strcmp(in, "-") != 0 && !(whole && *whole && strcmp(whole, "0") != 0)) {
+        sublet_trace_format f = sublet_trace_detect_path(in);
+        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
+            return convert_streamed(in, out, &lo);
     }
 
     uint8_t *buf;

@@ -18,6 +18,7 @@
 #include "sublet/replay.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 void cli_mincap_usage(FILE *out)
 {
@@ -98,38 +99,90 @@ static void text_report(FILE *out, const char *path, const sublet_replay_options
             r->events, r->allocs, r->frees);
 }
 
-int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
-                     uint64_t resolution, int json, FILE *out)
+/* The search over t, or over ts when t is NULL; prog: the command, for a
+ * stream's error (a malformed row: reported as loading reports it). */
+static int min_capacity(const sublet_trace *t, sublet_trace_stream *ts, const char *prog,
+                        const char *path, const sublet_replay_options *base, uint64_t resolution,
+                        int json, FILE *out)
 {
     sublet_replay_options o = *base;
     if (!o.conf)
         o.conf = "";
+    sublet_mincap_result m;
     char err[512] = "";
-    sublet_status st;
+    sublet_status st = t ? sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err)
+                         : sublet_replay_min_capacity_stream(ts, &o, resolution, &m, err,
+                                                             sizeof err);
+    size_t none;
+    char serr[1024];
+    if (st != SUBLET_OK && ts && sublet_trace_stream_next(ts, NULL, 0, &none, serr, sizeof serr) !=
+                                     SUBLET_OK) {
+        /* the file's error (a malformed row), reported as loading reports it */
+        fprintf(stderr, "%s: %s\n", prog, serr);
+        sublet_mincap_result_free(&m);
+        return CLI_ERROR;
+    }
+    /* the stream was read to its end (into the search's copy): an event
+     * log's notice is known, printed as loading prints it */
+    if (ts && sublet_trace_stream_notice(ts))
+        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
+                err[0] ? err : sublet_status_text(st));
+        sublet_mincap_result_free(&m);
+        return CLI_ERROR;
+    }
     if (json) {
         sublet_view_options v;
         sublet_view_options_init(&v);
         v.name = path;
         v.resolution = resolution;
         char *doc = NULL;
-        st = sublet_mincap_json(t, &o, &v, &doc, err, sizeof err);
+        st = sublet_mincap_result_json(&m, &o, &v, &doc);
         if (st == SUBLET_OK)
             fputs(doc, out);
         sublet_string_free(doc);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet: min capacity: %s\n", sublet_status_text(st));
+            sublet_mincap_result_free(&m);
+            return CLI_ERROR;
+        }
     } else {
-        sublet_mincap_result m;
-        st = sublet_replay_min_capacity(t, &o, resolution, &m, err, sizeof err);
-        if (st == SUBLET_OK)
-            text_report(out, path, &o, &m);
-        sublet_mincap_result_free(&m);
+        text_report(out, path, &o, &m);
     }
+    sublet_mincap_result_free(&m);
+    return ferror(out) ? CLI_ERROR : CLI_OK;
+}
+
+int cli_min_capacity(const sublet_trace *t, const char *path, const sublet_replay_options *base,
+                     uint64_t resolution, int json, FILE *out)
+{
+    return min_capacity(t, NULL, NULL, path, base, resolution, json, out);
+}
+
+int cli_min_capacity_streamed(const char *prog, const char *path, const char *conf,
+                              const sublet_replay_options *base, uint64_t resolution, int json,
+                              FILE *out)
+{
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (whole && *whole && strcmp(whole, "0") != 0)
+        return -1;
+    sublet_trace_format f = sublet_trace_detect_path(path);
+    if (f != SUBLET_FORMAT_EVENTS_CSV && f != SUBLET_FORMAT_EVENT_LOG)
+        return -1;
+    char err[1024];
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_open(path, NULL, &ts, err, sizeof err);
     if (st != SUBLET_OK) {
-        fprintf(stderr, "sublet: min capacity%s%s: %s\n", path ? " of " : "", path ? path : "",
-                err[0] ? err : sublet_status_text(st));
+        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
         return CLI_ERROR;
     }
-    fflush(out);
-    return ferror(out) ? CLI_ERROR : CLI_OK;
+    sublet_replay_options o = *base;
+    int from_trace;
+    o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &from_trace);
+    int rc = min_capacity(NULL, ts, prog, path, &o, resolution, json, out);
+    sublet_trace_stream_close(ts);
+    return rc;
 }
 
 int cli_mincap(int argc, char **argv)
@@ -204,6 +257,10 @@ int cli_mincap(int argc, char **argv)
         cli_mincap_usage(stderr);
         return CLI_USAGE;
     }
+    /* an events CSV or an event log streams, as in `sublet replay` */
+    int rc = cli_min_capacity_streamed("sublet mincap", path, conf, &o, resolution, json, stdout);
+    if (rc >= 0)
+        return rc;
     sublet_trace *t = NULL;
     char err[512];
     sublet_status st = cli_load_input(path, NULL, &t, NULL, err, sizeof err);
@@ -213,7 +270,7 @@ int cli_mincap(int argc, char **argv)
     }
     int from_trace;
     o.conf = cli_conf_for(t, conf, &from_trace);
-    int rc = cli_min_capacity(t, path, &o, resolution, json, stdout);
+    rc = cli_min_capacity(t, path, &o, resolution, json, stdout);
     cli_trace_free(t);
     return rc;
 }

@@ -606,6 +606,11 @@ int cli_replay(int argc, char **argv)
         if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
             return replay_streamed(path, conf, o, json);
     }
+    if (min_capacity) { /* before the load: a streamable file streams */
+        int rc = cli_min_capacity_streamed("sublet replay", path, conf, &o, 0, json, stdout);
+        if (rc >= 0)
+            return rc;
+    }
     sublet_trace *t = NULL;
     sublet_status st = cli_load_input(path, NULL, &t, NULL, err, sizeof err);
     if (st != SUBLET_OK) {

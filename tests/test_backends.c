@@ -290,6 +290,25 @@ static void test_sim_events(void **state)
     sublet_sim_stream_complete(b, 499 * 7919 + 3);
     assert_true(query(b, e1));
 
+    /* A completed stream is forgotten (a replay uses one per deferred free):
+     * when it is recorded on again, what it completed before stays done. */
+    const sublet_stream s3 = 0x3000;
+    assert_int_equal(b->ops->event_record(b, e2, s3), SUBLET_OK);
+    sublet_sim_stream_complete(b, s3);
+    assert_true(query(b, e2));
+    assert_int_equal(b->ops->event_record(b, e4, s3), SUBLET_OK);
+    assert_true(query(b, e2));
+    assert_false(query(b, e4));
+    assert_int_equal(b->ops->event_synchronize(b, e4), SUBLET_OK); /* completes s3 again */
+    assert_true(query(b, e4));
+    assert_int_equal(b->ops->event_record(b, e2, s3), SUBLET_OK);
+    assert_true(query(b, e4));
+    assert_false(query(b, e2));
+    assert_int_equal(b->ops->event_synchronize(b, e4), SUBLET_OK); /* already done */
+    assert_false(query(b, e2));
+    sublet_sim_complete_all(b);
+    assert_true(query(b, e2));
+
     assert_int_equal(b->ops->event_destroy(b, NULL), SUBLET_ERR_INVALID_ARGUMENT);
     assert_int_equal(b->ops->event_destroy(b, e1), SUBLET_OK);
     assert_int_equal(b->ops->event_destroy(b, e2), SUBLET_OK);

@@ -271,6 +271,78 @@ static void test_rewind_and_memory_trace(void **state)
     assert_non_null(strstr(err, "/nonexistent: cannot open"));
 }
 
+/* sublet_trace_stream_info gives sublet_trace_info_get's figures (after a
+ * partial read too: it rewinds), a binary copy gives the same rows and
+ * extras, and the min-capacity search over a stream gives the whole trace's
+ * answer, probes and replay at the minimum. */
+static void test_info_and_mincap(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof k_traces / sizeof *k_traces; f++) {
+        const char *path = path_of(k_traces[f]);
+        if (access(path, R_OK) != 0)
+            continue;
+        sublet_trace *t = NULL;
+        char err[512];
+        assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+        sublet_trace_stream *ts = NULL;
+        sublet_trace_load_options lo = {0};
+        lo.read_chunk = 7;
+        assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
+        sublet_trace_event ev[3];
+        size_t got;
+        assert_int_equal(sublet_trace_stream_next(ts, ev, 3, &got, err, sizeof err), SUBLET_OK);
+        sublet_trace_info wi, si;
+        assert_int_equal(sublet_trace_info_get(t, &wi), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_info(ts, &si, err, sizeof err), SUBLET_OK);
+        assert_memory_equal(&wi, &si, sizeof wi);
+        assert_int_equal(sublet_trace_stream_rows(ts), sublet_trace_count(t));
+
+        /* the binary copy: the same rows, twice (rewound), the same extras */
+        sublet_trace_stream *c = NULL;
+        assert_int_equal(sublet_trace_stream_copy(ts, &c, err, sizeof err), SUBLET_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            size_t i = sublet_trace_prelude_count(t);
+            while (sublet_trace_stream_next(c, ev, 3, &got, err, sizeof err) == SUBLET_OK && got)
+                for (size_t k = 0; k < got; k++, i++)
+                    assert_memory_equal(&ev[k], sublet_trace_at(t, i), sizeof ev[k]);
+            assert_int_equal(i, sublet_trace_count(t));
+            assert_int_equal(sublet_trace_stream_rows(c), sublet_trace_count(t));
+            assert_int_equal(sublet_trace_stream_rewind(c, err, sizeof err), SUBLET_OK);
+        }
+        assert_true(same_str(sublet_trace_stream_settings(c), sublet_trace_settings(t)));
+        assert_true(same_str(sublet_trace_stream_notice(c), sublet_trace_notice(t)));
+        assert_int_equal(sublet_trace_stream_stack_count(c), sublet_trace_stack_count(t));
+        assert_int_equal(sublet_trace_stream_bounded(c), 1);
+        sublet_trace_stream_close(c);
+
+        sublet_replay_options o;
+        sublet_replay_options_init(&o);
+        o.conf = sublet_trace_settings(t) ? sublet_trace_settings(t) : "";
+        sublet_mincap_result mw, ms;
+        sublet_status a = sublet_replay_min_capacity(t, &o, 0, &mw, err, sizeof err);
+        sublet_status b = sublet_replay_min_capacity_stream(ts, &o, 0, &ms, err, sizeof err);
+        assert_int_equal(a, b);
+        if (a == SUBLET_OK) {
+            assert_int_equal(mw.min_capacity_bytes, ms.min_capacity_bytes);
+            assert_int_equal(mw.peak_requested_bytes, ms.peak_requested_bytes);
+            assert_int_equal(mw.replays, ms.replays);
+            assert_int_equal(mw.nprobes, ms.nprobes);
+            for (size_t i = 0; i < mw.nprobes; i++) {
+                assert_int_equal(mw.probes[i].bytes, ms.probes[i].bytes);
+                assert_int_equal(mw.probes[i].ok, ms.probes[i].ok);
+                assert_int_equal(mw.probes[i].checked, ms.probes[i].checked);
+            }
+            assert_int_equal(mw.monotone, ms.monotone);
+            assert_results_equal(&mw.at_min, &ms.at_min);
+        }
+        sublet_mincap_result_free(&mw);
+        sublet_mincap_result_free(&ms);
+        sublet_trace_stream_close(ts);
+        sublet_trace_free(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_replay_stream_equals_run),
         cmocka_unit_test(test_malformed_same_error),
         cmocka_unit_test(test_rewind_and_memory_trace),
+        cmocka_unit_test(test_info_and_mincap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,6 +300,16 @@ typedef struct sublet_mincap_result {
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *o,
                                          uint64_t resolution, sublet_mincap_result *out,
                                          char *err, size_t err_cap);
+/* The same search over a stream (sublet/trace_stream.h), in memory for the
+ * live blocks, whatever the length of the trace: one pass for the trace's
+ * peaks (sublet_trace_stream_info), then each replay rewinds the stream
+ * (standard input, once read, cannot be: SUBLET_ERR_UNSUPPORTED).  The same
+ * answer, probes and at_min as sublet_replay_min_capacity on the trace
+ * loaded whole; a malformed row anywhere is an error (the stream's text). */
+sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
+                                                const sublet_replay_options *o,
+                                                uint64_t resolution, sublet_mincap_result *out,
+                                                char *err, size_t err_cap);
 void sublet_mincap_result_free(sublet_mincap_result *r);
 
 #ifdef __cplusplus

@@ -66,6 +66,32 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
  * prelude read again; standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
 sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size_t err_cap);
 
+/* What sublet_trace_info_get gives for the trace, in one pass over the
+ * stream (rewound first when it has handed out rows; standard input then
+ * cannot be: SUBLET_ERR_UNSUPPORTED).  The stream is left at its end; a
+ * malformed row is its error, as from _next.  Memory: the distinct streams. */
+sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
+                                       size_t err_cap);
+
+/* Write the trace as an events CSV at `path` (.gz: gzip'd), the same bytes
+ * as sublet_trace_write_csv gives for the trace loaded whole, in memory for
+ * a chunk of rows: from the stream's start (rewound first when it has
+ * handed out rows) to its end.  Replaced atomically: on any error (a
+ * malformed row: the stream's error and text; a write: "PATH: STEP failed:
+ * ...") the target is left as it was. */
+sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path, char *err,
+                                            size_t err_cap);
+
+/* A binary copy of the stream's recorded rows (read from its start,
+ * rewound first when it has handed out rows, to its end) in an unnamed
+ * temporary file (tmpfile(): 64 bytes a row on disk, none in memory),
+ * handed out as a stream of its own: rewinding it is a seek, reading it a
+ * read of fixed records, no parsing.  Its prelude and extras are s's: s must
+ * stay open while the copy is used (close the copy first).  The stream's
+ * error and text for a malformed row. */
+sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
+                                       char *err, size_t err_cap);
+
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
 /* Rows handed out so far, the prelude included (after the end: the number

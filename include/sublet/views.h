@@ -126,6 +126,12 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
  * simulated device that runs t under o (sublet_replay_min_capacity). */
 sublet_status sublet_mincap_json(const sublet_trace *t, const sublet_replay_options *o,
                                  const sublet_view_options *v, char **out, char *err, size_t cap);
+/* The same document for a search already run (sublet_mincap_result, e.g. of
+ * sublet_replay_min_capacity_stream over a file read in chunks): o as the
+ * search ran, v->name and v->resolution as above. */
+sublet_status sublet_mincap_result_json(const sublet_mincap_result *m,
+                                        const sublet_replay_options *o,
+                                        const sublet_view_options *v, char **out);
 
 /* `sublet frag --json`: the fragmentation state after v->at (metrics, the
  * free-block histogram, pinning segments, the segment map). */

@@ -14,19 +14,27 @@
  * there fails, the search bisects again between the highest failure and the
  * next size that ran, and checks the new answer's neighbourhood, until it
  * holds: the answer is the smallest probed size with no failure probed above
- * it, and `monotone` says whether any probed size failed above one that ran. */
+ * it, and `monotone` says whether any probed size failed above one that ran.
+ *
+ * One search over a stream (sublet/trace_stream.h), so that a streamed file
+ * is searched in memory for its live blocks: a trace in memory is a stream
+ * over its array; a file is read once into a binary copy on disk
+ * (sublet_trace_stream_copy), which each replay rewinds and reads again
+ * without parsing (measured against re-reading the file itself for each
+ * replay: docs/replay.md, "Streaming"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sublet/replay.h"
+#include "sublet/trace_stream.h"
 
 #define DEFAULT_RESOLUTION ((uint64_t)2 << 20)
 #define MAX_DOUBLINGS 16
 #define MAX_ROUNDS 8 /* re-searches above a failure in the neighbourhood */
 
 typedef struct search {
-    const sublet_trace *t;
+    sublet_trace_stream *ts;
     const sublet_replay_options *o;
     uint64_t res, errors_allowed;
     sublet_mincap_result *out;
@@ -35,6 +43,21 @@ typedef struct search {
     char *err;
     size_t err_cap;
 } search;
+
+/* One replay from the stream's first row (rewound when it was read). */
+static sublet_status run(sublet_trace_stream *ts, const sublet_replay_options *o,
+                         sublet_replay_result *r, char *err, size_t err_cap)
+{
+    const sublet_trace_event *pre;
+    if (sublet_trace_stream_rows(ts) != sublet_trace_stream_prelude(ts, &pre)) {
+        sublet_status st = sublet_trace_stream_rewind(ts, err, err_cap);
+        if (st != SUBLET_OK) {
+            memset(r, 0, sizeof *r);
+            return st;
+        }
+    }
+    return sublet_replay_stream(ts, o, r, err, err_cap);
+}
 
 static const sublet_mincap_probe *find_probe(const search *s, uint64_t bytes)
 {
@@ -59,7 +82,7 @@ static sublet_status probe(search *s, uint64_t units, int checked, int keep, int
     o.device_memory = cap;
     o.stop_on_oom = 1;
     sublet_replay_result r;
-    sublet_status st = sublet_replay_run(s->t, &o, &r, s->err, s->err_cap);
+    sublet_status st = run(s->ts, &o, &r, s->err, s->err_cap);
     s->out->replays++;
     *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= s->errors_allowed;
     /* a failed seeding (the prelude does not fit) is a failure to run, not
@@ -155,11 +178,33 @@ static int cmp_probe(const void *a, const void *b)
     return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
+static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
+                                uint64_t resolution, const sublet_trace_info *ip,
+                                sublet_mincap_result *out, char *err, size_t err_cap);
+
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *base,
                                          uint64_t resolution, sublet_mincap_result *out,
                                          char *err, size_t err_cap)
 {
     if (!t || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_from_trace(t, &ts);
+    if (st != SUBLET_OK) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    st = sublet_replay_min_capacity_stream(ts, base, resolution, out, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
+                                                const sublet_replay_options *base,
+                                                uint64_t resolution, sublet_mincap_result *out,
+                                                char *err, size_t err_cap)
+{
+    if (!ts || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
     sublet_replay_options o;
@@ -183,9 +228,26 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
     out->resolution = resolution;
 
     sublet_trace_info info;
-    sublet_status st = sublet_trace_info_get(t, &info);
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    sublet_trace_stream *copy = NULL;
+    sublet_status st = t ? SUBLET_OK : sublet_trace_stream_copy(ts, &copy, err, err_cap);
     if (st != SUBLET_OK)
         return st;
+    st = t ? sublet_trace_info_get(t, &info) : sublet_trace_stream_info(copy, &info, err, err_cap);
+    if (st == SUBLET_OK)
+        st = search_all(copy ? copy : ts, &o, resolution, &info, out, err, err_cap);
+    sublet_trace_stream_close(copy);
+    return st;
+}
+
+/* The search proper over ts (the trace in memory, or the binary copy). */
+static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
+                                uint64_t resolution, const sublet_trace_info *ip,
+                                sublet_mincap_result *out, char *err, size_t err_cap)
+{
+    sublet_replay_options o = *op;
+    sublet_trace_info info = *ip;
+    sublet_status st;
     out->peak_requested_bytes = info.peak_requested_bytes;
 
     /* the reference run: a device far larger than the trace needs */
@@ -195,13 +257,13 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
     sublet_replay_result ref;
     sublet_replay_options ro = o;
     ro.device_memory = big;
-    st = sublet_replay_run(t, &ro, &ref, err, err_cap);
+    st = run(ts, &ro, &ref, err, err_cap);
     out->replays++;
     if (st != SUBLET_OK) {
         sublet_replay_result_free(&ref);
         return st;
     }
-    search s = {t, &o, resolution, ref.errors, out, 0, 0, err, err_cap};
+    search s = {ts, &o, resolution, ref.errors, out, 0, 0, err, err_cap};
     if (ref.ooms) {
         sublet_replay_result_free(&ref);
         if (err && err_cap)

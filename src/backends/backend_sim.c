@@ -27,10 +27,16 @@
  * reservation exactly and is refused with SUBLET_ERR_BUSY while any of it is
  * still mapped.
  *
- * Events.  Every stream has a counter of records issued and a counter of
- * records completed.  Recording an event gives it the stream's next sequence
- * number; it is done when the stream's completed counter reaches it.  An
- * event never recorded is done.  Streams live in a sorted array too.
+ * Events.  Recording an event gives it the next number of one sequence
+ * shared by all streams; each stream keeps the number of its latest record
+ * and how far it has completed, and an event is done when its stream has
+ * completed up to its number.  An event never recorded is done.  Streams
+ * live in a sorted array too, and only while they have work outstanding:
+ * a stream whose records have all completed is dropped (a replay gives
+ * every deferred free a stream of its own, so keeping them all would grow
+ * with the length of the trace).  An event whose stream is not there is
+ * done, and a stream that comes back starts as completed up to the number
+ * reached so far, so the events recorded on it before are still done.
  *
  * One mutex guards everything. */
 #include <pthread.h>
@@ -64,9 +70,10 @@ typedef struct sim_backend {
     uint64_t live_events;
     sl_rtree placed;     /* segments and reservations, by address (rtree.c) */
     sl_vmem vm;           /* mapped VA ranges and the physical bytes behind them */
-    sim_stream *streams;  /* sorted by id */
+    sim_stream *streams;  /* sorted by id; those with records not completed */
     size_t n_streams;
     size_t cap_streams;
+    uint64_t seq;         /* the latest record's number, all streams */
     /* one-shot placement for the next segment_alloc or va_reserve: atomic, so
      * that setting it (twice per replayed alloc) costs no lock round trip */
     _Atomic uint64_t next_hint;
@@ -150,10 +157,20 @@ static sim_stream *find_stream(sim_backend *s, sublet_stream id, int create)
     }
     memmove(&s->streams[lo + 1], &s->streams[lo], (s->n_streams - lo) * sizeof s->streams[0]);
     s->streams[lo].id = id;
-    s->streams[lo].recorded = 0;
-    s->streams[lo].completed = 0;
+    s->streams[lo].recorded = s->seq;
+    s->streams[lo].completed = s->seq;
     s->n_streams++;
     return &s->streams[lo];
+}
+
+/* Drop *ss when all its records have completed (see Events above). */
+static void settle_stream(sim_backend *s, sim_stream *ss)
+{
+    if (ss->completed < ss->recorded)
+        return;
+    size_t i = (size_t)(ss - s->streams);
+    memmove(&s->streams[i], &s->streams[i + 1], (s->n_streams - i - 1) * sizeof s->streams[0]);
+    s->n_streams--;
 }
 
 static int event_ok(const sim_backend *s, const sublet_event *ev)
@@ -252,7 +269,7 @@ static sublet_status sim_event_record(sublet_backend *b, sublet_event *ev, suble
         st = SUBLET_ERR_NO_MEMORY;
     } else {
         ev->stream = stream;
-        ev->seq = ++ss->recorded;
+        ev->seq = ss->recorded = ++s->seq;
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -267,7 +284,7 @@ static sublet_status sim_event_query(sublet_backend *b, sublet_event *ev, int *d
     int done = 1;
     if (ev->seq != 0) {
         const sim_stream *ss = find_stream(s, ev->stream, 0);
-        done = ss && ss->completed >= ev->seq;
+        done = !ss || ss->completed >= ev->seq;
     }
     pthread_mutex_unlock(&s->lock);
     *done_out = done;
@@ -282,8 +299,10 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
     pthread_mutex_lock(&s->lock);
     if (ev->seq != 0) {
         sim_stream *ss = find_stream(s, ev->stream, 0);
-        if (ss && ss->completed < ev->seq)
+        if (ss && ss->completed < ev->seq) {
             ss->completed = ev->seq;
+            settle_stream(s, ss);
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return SUBLET_OK;
@@ -483,8 +502,10 @@ void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
         return;
     pthread_mutex_lock(&s->lock);
     sim_stream *ss = find_stream(s, stream, 0);
-    if (ss)
+    if (ss) {
         ss->completed = ss->recorded;
+        settle_stream(s, ss);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -494,8 +515,7 @@ void sublet_sim_complete_all(sublet_backend *sim)
     if (!s)
         return;
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->n_streams; i++)
-        s->streams[i].completed = s->streams[i].recorded;
+    s->n_streams = 0; /* every record completed */
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -28,6 +28,18 @@ sublet_status sublet_atomic_write(const char *path, const void *data, size_t n, 
  * environment variable is then consulted again). */
 void sublet_atomic_write_fail_after(long long n);
 
+/* The same replacement written piece by piece (a writer that streams):
+ * open makes the temporary file next to `path` (gzip: the bytes given are
+ * compressed as sublet_gzip does, the same output); write appends (an error
+ * is kept and given by commit); commit fsyncs, closes and renames, and
+ * frees f; abort removes the temporary file and frees f.  Messages as
+ * sublet_atomic_write's; the test hook counts the bytes of all writes. */
+typedef struct sl_afile sl_afile;
+sublet_status sl_afile_open(const char *path, int gzip, sl_afile **out, char *err, size_t err_cap);
+void sl_afile_write(sl_afile *f, const void *data, size_t n);
+sublet_status sl_afile_commit(sl_afile *f, char *err, size_t err_cap);
+void sl_afile_abort(sl_afile *f);
+
 /* gzip (RFC 1952, one member, default level) of n bytes into a malloc'd
  * buffer (*out, free() it).  SUBLET_ERR_NO_MEMORY. */
 sublet_status sublet_gzip(const void *data, size_t n, uint8_t **out, size_t *out_len, char *err,

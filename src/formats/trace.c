@@ -127,6 +127,60 @@ static int cmp_u64(const void *a, const void *b)
 static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 static uint64_t sub_sat(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
+void sl_trace_info_step(sublet_trace_info *out, uint64_t *reserved_io, uint64_t *requested_io,
+                        const sublet_trace_event *e, size_t i)
+{
+    uint64_t reserved = *reserved_io, requested = *requested_io;
+    switch (e->kind) {
+    case SUBLET_TRACE_PRE_SEGMENT:
+        out->pre_segments++;
+        out->pre_segment_bytes = add_sat(out->pre_segment_bytes, e->size);
+        reserved = add_sat(reserved, e->size);
+        break;
+    case SUBLET_TRACE_PRE_ALLOC:
+        out->pre_allocs++;
+        requested = add_sat(requested, e->size);
+        break;
+    case SUBLET_ACT_ALLOC:
+        out->allocs++;
+        requested = add_sat(requested, e->size);
+        break;
+    case SUBLET_ACT_FREE_REQUESTED:
+        out->frees_requested++;
+        break;
+    case SUBLET_ACT_FREE_COMPLETED:
+        out->frees_completed++;
+        requested = sub_sat(requested, e->size);
+        break;
+    case SUBLET_ACT_SEGMENT_ALLOC:
+    case SUBLET_ACT_SEGMENT_MAP:
+        out->segment_allocs += e->kind == SUBLET_ACT_SEGMENT_ALLOC;
+        reserved = add_sat(reserved, e->size);
+        break;
+    case SUBLET_ACT_SEGMENT_FREE:
+    case SUBLET_ACT_SEGMENT_UNMAP:
+        out->segment_frees += e->kind == SUBLET_ACT_SEGMENT_FREE;
+        reserved = sub_sat(reserved, e->size);
+        break;
+    case SUBLET_ACT_OOM:
+        out->ooms++;
+        break;
+    case SUBLET_ACT_SNAPSHOT:
+        out->snapshots++;
+        break;
+    default:
+        break;
+    }
+    if (reserved > out->peak_reserved_bytes || (i == 0 && reserved)) {
+        out->peak_reserved_bytes = reserved;
+        out->peak_reserved_event = i;
+    }
+    if (requested > out->peak_requested_bytes)
+        out->peak_requested_bytes = requested;
+    *reserved_io = reserved;
+    *requested_io = requested;
+}
+
 sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out)
 {
     if (!out)
@@ -135,55 +189,8 @@ sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *ou
     if (!t)
         return SUBLET_ERR_INVALID_ARGUMENT;
     uint64_t reserved = 0, requested = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        const sublet_trace_event *e = &t->ev[i];
-        switch (e->kind) {
-        case SUBLET_TRACE_PRE_SEGMENT:
-            out->pre_segments++;
-            out->pre_segment_bytes = add_sat(out->pre_segment_bytes, e->size);
-            reserved = add_sat(reserved, e->size);
-            break;
-        case SUBLET_TRACE_PRE_ALLOC:
-            out->pre_allocs++;
-            requested = add_sat(requested, e->size);
-            break;
-        case SUBLET_ACT_ALLOC:
-            out->allocs++;
-            requested = add_sat(requested, e->size);
-            break;
-        case SUBLET_ACT_FREE_REQUESTED:
-            out->frees_requested++;
-            break;
-        case SUBLET_ACT_FREE_COMPLETED:
-            out->frees_completed++;
-            requested = sub_sat(requested, e->size);
-            break;
-        case SUBLET_ACT_SEGMENT_ALLOC:
-        case SUBLET_ACT_SEGMENT_MAP:
-            out->segment_allocs += e->kind == SUBLET_ACT_SEGMENT_ALLOC;
-            reserved = add_sat(reserved, e->size);
-            break;
-        case SUBLET_ACT_SEGMENT_FREE:
-        case SUBLET_ACT_SEGMENT_UNMAP:
-            out->segment_frees += e->kind == SUBLET_ACT_SEGMENT_FREE;
-            reserved = sub_sat(reserved, e->size);
-            break;
-        case SUBLET_ACT_OOM:
-            out->ooms++;
-            break;
-        case SUBLET_ACT_SNAPSHOT:
-            out->snapshots++;
-            break;
-        default:
-            break;
-        }
-        if (reserved > out->peak_reserved_bytes || (i == 0 && reserved)) {
-            out->peak_reserved_bytes = reserved;
-            out->peak_reserved_event = i;
-        }
-        if (requested > out->peak_requested_bytes)
-            out->peak_requested_bytes = requested;
-    }
+    for (size_t i = 0; i < t->n; i++)
+        sl_trace_info_step(out, &reserved, &requested, &t->ev[i], i);
     out->final_reserved_bytes = reserved;
     out->final_requested_bytes = requested;
 

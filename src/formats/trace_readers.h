@@ -160,6 +160,12 @@ sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_ev
                                  int *got, char *err, size_t cap);
 void sl_log_stream_free(sl_log_stream *ls);
 
+/* trace.c: one row of sublet_trace_info_get's pass (row i; reserved and
+ * requested bytes so far in *reserved_io, *requested_io); the streams are
+ * counted apart. */
+void sl_trace_info_step(sublet_trace_info *out, uint64_t *reserved_io, uint64_t *requested_io,
+                        const sublet_trace_event *e, size_t i);
+
 /* ---- readers from a parsed value tree --------------------------------------------- */
 /* A PyTorch memory snapshot (the dict of torch.cuda.memory._snapshot(), or the
  * bare list of segments of memory_snapshot()).  fmt is what the trace reports

@@ -71,7 +71,7 @@ void sl_src_take(sl_src *s, size_t n)
 
 /* ---- the stream ------------------------------------------------------------------------------ */
 
-enum { K_TRACE, K_CSV, K_LOG };
+enum { K_TRACE, K_CSV, K_LOG, K_RAW };
 
 struct sublet_trace_stream {
     int kind;
@@ -87,6 +87,8 @@ struct sublet_trace_stream {
     uint64_t lineno;          /* K_CSV: last line read */
     sl_log_stream *log;
     trace_extras *x; /* K_CSV, K_LOG */
+    FILE *raw;                 /* K_RAW: the recorded rows as sublet_trace_event records */
+    sublet_trace_stream *origin; /* K_RAW: the stream copied (prelude, extras) */
     uint64_t rows;   /* handed out, prelude included */
     sublet_status st; /* sticky error */
     char msg[600];
@@ -328,6 +330,8 @@ void sublet_trace_stream_close(sublet_trace_stream *s)
     if (!s)
         return;
     close_source(s);
+    if (s->raw)
+        fclose(s->raw);
     if (s->owned) {
         sublet_trace_extras_release(s->owned);
         sublet_trace_free(s->owned);
@@ -345,6 +349,13 @@ sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size
     if (s->kind == K_TRACE) {
         s->pos = s->rows = sublet_trace_prelude_count(s->t);
         s->st = SUBLET_OK;
+        return SUBLET_OK;
+    }
+    if (s->kind == K_RAW) {
+        s->rows = sublet_trace_stream_prelude(s, NULL);
+        s->st = SUBLET_OK;
+        if (fseek(s->raw, 0, SEEK_SET) != 0)
+            return fail(s, SUBLET_ERR_IO, "copy: seek failed");
         return SUBLET_OK;
     }
     if (strcmp(s->path, "-") == 0) {
@@ -378,6 +389,13 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
         if (k)
             memcpy(ev, sublet_trace_events(s->t) + s->pos, k * sizeof *ev);
         s->pos += k;
+    } else if (s->kind == K_RAW) {
+        k = cap ? fread(ev, sizeof *ev, cap, s->raw) : 0;
+        if (k < cap && ferror(s->raw)) {
+            fail(s, SUBLET_ERR_IO, "copy: read error");
+            sl_msg(err, err_cap, "%s", s->msg);
+            return s->st;
+        }
     } else {
         if (s->has_pend && cap) {
             ev[k++] = s->pend;
@@ -421,8 +439,15 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
     return SUBLET_OK;
 }
 
+/* A copy's prelude and extras are its origin's. */
+static const sublet_trace_stream *through(const sublet_trace_stream *s)
+{
+    return s && s->kind == K_RAW ? s->origin : s;
+}
+
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev)
 {
+    s = through(s);
     if (ev)
         *ev = NULL;
     if (!s)
@@ -449,6 +474,7 @@ const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s)
 
 sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return SUBLET_FORMAT_UNKNOWN;
     return s->kind == K_TRACE ? sublet_trace_source_format(s->t) : trace_extras_format(s->x);
@@ -456,6 +482,7 @@ sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s)
 
 int64_t sublet_trace_stream_device(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return -1;
     return s->kind == K_TRACE ? sublet_trace_device(s->t) : trace_extras_device(s->x);
@@ -463,6 +490,7 @@ int64_t sublet_trace_stream_device(const sublet_trace_stream *s)
 
 const char *sublet_trace_stream_settings(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return NULL;
     return s->kind == K_TRACE ? sublet_trace_settings(s->t) : trace_extras_settings(s->x);
@@ -470,6 +498,7 @@ const char *sublet_trace_stream_settings(const sublet_trace_stream *s)
 
 uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return 0;
     return s->kind == K_TRACE ? sublet_trace_device_memory(s->t) : trace_extras_memory(s->x);
@@ -477,6 +506,7 @@ uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s)
 
 const char *sublet_trace_stream_notice(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return NULL;
     return s->kind == K_TRACE ? sublet_trace_notice(s->t) : trace_extras_notice(s->x);
@@ -484,6 +514,7 @@ const char *sublet_trace_stream_notice(const sublet_trace_stream *s)
 
 uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s)
 {
+    s = through(s);
     if (!s)
         return 0;
     return s->kind == K_TRACE ? sublet_trace_stack_count(s->t) : trace_extras_stack_count(s->x);
@@ -492,6 +523,7 @@ uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s)
 size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
                                  const sublet_trace_frame **out)
 {
+    s = through(s);
     if (out)
         *out = NULL;
     if (!s)
@@ -503,4 +535,134 @@ size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
     if (out)
         *out = f;
     return n;
+}
+
+/* ---- what the trace records, in one pass ------------------------------------------------------- */
+
+/* Add v to the sorted set (*set)[0, *n): 0, or -1 when out of memory. */
+static int set_add(uint64_t **set, size_t *n, size_t *cap, uint64_t v)
+{
+    size_t lo = 0, hi = *n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((*set)[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < *n && (*set)[lo] == v)
+        return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        uint64_t *ns = realloc(*set, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        *set = ns;
+        *cap = nc;
+    }
+    memmove(*set + lo + 1, *set + lo, (*n - lo) * sizeof **set);
+    (*set)[lo] = v;
+    (*n)++;
+    return 0;
+}
+
+sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
+                                       size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(s, &pre);
+    if (s->rows != npre) {
+        sublet_status st = sublet_trace_stream_rewind(s, err, err_cap);
+        if (st != SUBLET_OK)
+            return st;
+        npre = sublet_trace_stream_prelude(s, &pre);
+    }
+    uint64_t reserved = 0, requested = 0;
+    uint64_t *set = NULL;
+    size_t nset = 0, capset = 0;
+    int nomem = 0;
+    size_t i = 0;
+    for (; i < npre; i++) {
+        sl_trace_info_step(out, &reserved, &requested, &pre[i], i);
+        nomem |= set_add(&set, &nset, &capset, pre[i].stream);
+    }
+    sublet_trace_event buf[1024];
+    size_t got;
+    sublet_status st;
+    while ((st = sublet_trace_stream_next(s, buf, 1024, &got, err, err_cap)) == SUBLET_OK && got)
+        for (size_t k = 0; k < got; k++, i++) {
+            sl_trace_info_step(out, &reserved, &requested, &buf[k], i);
+            nomem |= set_add(&set, &nset, &capset, buf[k].stream);
+        }
+    free(set);
+    out->final_reserved_bytes = reserved;
+    out->final_requested_bytes = requested;
+    out->streams = nset;
+    if (st != SUBLET_OK)
+        return st;
+    return nomem ? SUBLET_ERR_NO_MEMORY : SUBLET_OK;
+}
+
+/* ---- a binary copy -------------------------------------------------------------------------------- */
+
+sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
+                                       char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!s || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(s, &pre);
+    if (s->rows != npre) {
+        sublet_status st = sublet_trace_stream_rewind(s, err, err_cap);
+        if (st != SUBLET_OK)
+            return st;
+        npre = sublet_trace_stream_prelude(s, &pre);
+    }
+    sublet_trace_stream *c = calloc(1, sizeof *c);
+    if (!c) {
+        sl_msg(err, err_cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    c->kind = K_RAW;
+    c->origin = s;
+    c->rows = npre;
+    errno = 0;
+    c->raw = tmpfile();
+    if (!c->raw) {
+        sl_msg(err, err_cap, "%s: cannot make a temporary copy: %s", s->path ? s->path : "trace",
+               errno ? strerror(errno) : "out of memory");
+        free(c);
+        return SUBLET_ERR_IO;
+    }
+    sublet_trace_event buf[1024];
+    size_t got;
+    sublet_status st;
+    while ((st = sublet_trace_stream_next(s, buf, 1024, &got, err, err_cap)) == SUBLET_OK && got)
+        if (fwrite(buf, sizeof *buf, got, c->raw) != got) {
+            sl_msg(err, err_cap, "%s: temporary copy: write failed: %s",
+                   s->path ? s->path : "trace", strerror(errno));
+            st = SUBLET_ERR_IO;
+            break;
+        }
+    if (st == SUBLET_OK && (fflush(c->raw) != 0 || fseek(c->raw, 0, SEEK_SET) != 0)) {
+        sl_msg(err, err_cap, "%s: temporary copy: write failed: %s", s->path ? s->path : "trace",
+               strerror(errno));
+        st = SUBLET_ERR_IO;
+    }
+    if (st != SUBLET_OK) {
+        sublet_trace_stream_close(c);
+        return st;
+    }
+    *out = c;
+    return SUBLET_OK;
 }

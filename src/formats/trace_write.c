@@ -17,11 +17,36 @@
 #include "formats/snapshot_internal.h"
 #include "sublet/snapshot.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 /* ---- events CSV ------------------------------------------------------------------------------- */
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us\r\n"
 #define CSV_PRE_SEGMENT_EXPANDABLE "pre_segment_expandable"
+
+/* a row: 5 numbers of at most 20 digits, an action name, separators */
+enum { ROW_MAX = 5 * 20 + 32 + 8 };
+
+/* Row i as text at p (at most ROW_MAX bytes); its length. */
+static size_t csv_row(char *p, uint64_t i, const sublet_trace_event *e)
+{
+    char *p0 = p;
+    /* the expandable flag rides in the action name: the CSV has no
+     * column for it, and the shared traces' CSVs never need it */
+    const char *action = sublet_trace_kind_name(e->kind);
+    if (e->kind == SUBLET_TRACE_PRE_SEGMENT && (e->flags & SUBLET_TRACE_EXPANDABLE))
+        action = CSV_PRE_SEGMENT_EXPANDABLE;
+    int k = snprintf(p, ROW_MAX, "%" PRIu64 ",%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", i, action,
+                     e->addr, e->size, (uint64_t)e->stream);
+    p += k > 0 ? k : 0;
+    if (e->flags & SUBLET_TRACE_HAS_TIME) {
+        k = snprintf(p, 24, "%" PRIu64, e->time_us);
+        p += k > 0 ? k : 0;
+    }
+    *p++ = '\r';
+    *p++ = '\n';
+    return (size_t)(p - p0);
+}
 
 sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
                                       char *err, size_t cap)
@@ -50,8 +75,6 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
                          ev[i].pool_id[1]);
             return SUBLET_ERR_UNSUPPORTED;
         }
-    /* a row: 5 numbers of at most 20 digits, an action name, separators */
-    enum { ROW_MAX = 5 * 20 + 32 + 8 };
     size_t cap_bytes = sizeof CSV_HEADER + n * (size_t)ROW_MAX;
     if (n > (SIZE_MAX - sizeof CSV_HEADER) / ROW_MAX || !(*out = malloc(cap_bytes))) {
         if (err && cap)
@@ -61,23 +84,8 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     char *p = *out;
     memcpy(p, CSV_HEADER, sizeof CSV_HEADER - 1);
     p += sizeof CSV_HEADER - 1;
-    for (size_t i = 0; i < n; i++) {
-        const sublet_trace_event *e = &ev[i];
-        /* the expandable flag rides in the action name: the CSV has no
-         * column for it, and the shared traces' CSVs never need it */
-        const char *action = sublet_trace_kind_name(e->kind);
-        if (e->kind == SUBLET_TRACE_PRE_SEGMENT && (e->flags & SUBLET_TRACE_EXPANDABLE))
-            action = CSV_PRE_SEGMENT_EXPANDABLE;
-        int k = snprintf(p, ROW_MAX, "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", i, action,
-                         e->addr, e->size, (uint64_t)e->stream);
-        p += k > 0 ? k : 0;
-        if (e->flags & SUBLET_TRACE_HAS_TIME) {
-            k = snprintf(p, 24, "%" PRIu64, e->time_us);
-            p += k > 0 ? k : 0;
-        }
-        *p++ = '\r';
-        *p++ = '\n';
-    }
+    for (size_t i = 0; i < n; i++)
+        p += csv_row(p, i, &ev[i]);
     *out_len = (size_t)(p - *out);
     return SUBLET_OK;
 }
@@ -119,6 +127,62 @@ sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, ch
     st = sublet_atomic_write(path, text, n, err, cap);
     free(text);
     return st;
+}
+
+sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *ts, const char *path, char *err,
+                                            size_t cap)
+{
+    if (err && cap)
+        err[0] = '\0';
+    if (!ts || !path || !*path) {
+        if (err && cap)
+            snprintf(err, cap, "invalid argument");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(ts, &pre);
+    if (sublet_trace_stream_rows(ts) != npre) {
+        sublet_status st = sublet_trace_stream_rewind(ts, err, cap);
+        if (st != SUBLET_OK)
+            return st;
+        npre = sublet_trace_stream_prelude(ts, &pre);
+    }
+    size_t len = strlen(path);
+    sl_afile *f;
+    sublet_status st = sl_afile_open(path, len >= 3 && strcmp(path + len - 3, ".gz") == 0, &f,
+                                     err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    enum { ROWS = 1024 };
+    sublet_trace_event ev[ROWS];
+    char *text = malloc((size_t)ROWS * ROW_MAX);
+    if (!text) {
+        sl_afile_abort(f);
+        if (err && cap)
+            snprintf(err, cap, "%s: out of memory", path);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sl_afile_write(f, CSV_HEADER, sizeof CSV_HEADER - 1);
+    uint64_t i = 0;
+    for (size_t k = 0; k < npre;) {
+        size_t m = 0;
+        for (; k < npre && m < (size_t)ROWS * ROW_MAX - ROW_MAX; k++)
+            m += csv_row(text + m, i++, &pre[k]);
+        sl_afile_write(f, text, m);
+    }
+    size_t got;
+    while ((st = sublet_trace_stream_next(ts, ev, ROWS, &got, err, cap)) == SUBLET_OK && got) {
+        size_t m = 0;
+        for (size_t k = 0; k < got; k++)
+            m += csv_row(text + m, i++, &ev[k]);
+        sl_afile_write(f, text, m);
+    }
+    free(text);
+    if (st != SUBLET_OK) {
+        sl_afile_abort(f);
+        return st;
+    }
+    return sl_afile_commit(f, err, cap);
 }
 
 /* ---- a snapshot built from a trace alone ---------------------------------------------------- */

@@ -471,6 +471,27 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     return ds != SUBLET_OK ? ds : st;
 }
 
+sublet_status sublet_mincap_result_json(const sublet_mincap_result *m,
+                                        const sublet_replay_options *o,
+                                        const sublet_view_options *v, char **out)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!m || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_replay_options oo = *o;
+    if (!oo.conf)
+        oo.conf = "";
+    sl_doc doc;
+    sublet_status st = sl_doc_open(&doc);
+    if (st == SUBLET_OK) {
+        json_report(doc.f, v->name, &oo, m);
+        st = sl_doc_close(&doc, out);
+    }
+    return st;
+}
+
 sublet_status sublet_mincap_json(const sublet_trace *t, const sublet_replay_options *base,
                                  const sublet_view_options *v, char **out, char *err, size_t cap)
 {
