@@ -87,6 +87,10 @@ struct sublet_trace_stream {
     uint64_t lineno;          /* K_CSV: last line read */
     sl_log_stream *log;
     trace_extras *x; /* K_CSV, K_LOG */
+    /* the extras of earlier passes (sublet_trace_stream_rewind): what the
+     * accessors handed out (settings, stacks) stays valid until close */
+    trace_extras **retired;
+    size_t nretired;
     FILE *raw;                 /* K_RAW: the recorded rows as sublet_trace_event records */
     sublet_trace_stream *origin; /* K_RAW: the stream copied (prelude, extras) */
     uint64_t rows;   /* handed out, prelude included */
@@ -206,7 +210,8 @@ static sublet_status log_first(sublet_trace_stream *s)
     return SUBLET_OK;
 }
 
-static void close_source(sublet_trace_stream *s)
+/* keep: retire the extras instead of freeing them (a rewind) */
+static void close_source(sublet_trace_stream *s, int keep)
 {
     if (s->src.gz)
         gzclose((gzFile)s->src.gz);
@@ -215,6 +220,14 @@ static void close_source(sublet_trace_stream *s)
     sl_log_stream_free(s->log);
     s->log = NULL;
     trace_vec_free(&s->pre);
+    if (keep && s->x) {
+        trace_extras **r = realloc(s->retired, (s->nretired + 1) * sizeof *r);
+        if (r) {
+            s->retired = r;
+            s->retired[s->nretired++] = s->x;
+            s->x = NULL;
+        }
+    }
     trace_extras_destroy(s->x);
     s->x = NULL;
     s->has_pend = 0;
@@ -259,7 +272,7 @@ static sublet_status start(sublet_trace_stream *s)
     char why[512];
     sublet_status st = sublet_trace_parse(s->src.buf + s->src.beg, s->src.end - s->src.beg,
                                           &s->opt, &s->owned, why, sizeof why);
-    close_source(s);
+    close_source(s, 0);
     if (st != SUBLET_OK)
         return fail(s, st, why);
     s->kind = K_TRACE;
@@ -329,7 +342,10 @@ void sublet_trace_stream_close(sublet_trace_stream *s)
 {
     if (!s)
         return;
-    close_source(s);
+    close_source(s, 0);
+    for (size_t i = 0; i < s->nretired; i++)
+        trace_extras_destroy(s->retired[i]);
+    free(s->retired);
     if (s->raw)
         fclose(s->raw);
     if (s->owned) {
@@ -362,7 +378,7 @@ sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size
         sl_msg(err, err_cap, "standard input cannot be read again");
         return SUBLET_ERR_UNSUPPORTED;
     }
-    close_source(s);
+    close_source(s, 1);
     s->st = SUBLET_OK;
     errno = 0;
     sublet_status st = start(s);
