@@ -48,17 +48,9 @@ void cli_replay_usage(FILE *out)
           out);
 }
 
-typedef struct oom_rec {
-    uint64_t event, line, size;
-    sublet_stream stream;
-    char *message;
-} oom_rec;
-
 typedef struct cli_ctx {
     int defer; /* keep the OOM lines for after the header (a streamed replay) */
-    oom_rec *ooms;
-    size_t nooms, cap;
-    int oom_nomem;
+    sl_oom_list ooms;
     sublet_frag_state *frag;     /* the state after the last event driven */
     sublet_frag_diagnosis diag;  /* when the replay had OOMs */
     int have_diag;
@@ -86,30 +78,12 @@ static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sub
         fputc('\n', stdout);
         return;
     }
-    if (c->nooms == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 16;
-        oom_rec *n = realloc(c->ooms, nc * sizeof *n);
-        if (!n) {
-            c->oom_nomem = 1;
-            return;
-        }
-        c->ooms = n;
-        c->cap = nc;
-    }
-    char *m = malloc(strlen(message) + 1);
-    if (!m) {
-        c->oom_nomem = 1;
-        return;
-    }
-    strcpy(m, message);
-    c->ooms[c->nooms++] = (oom_rec){event, line, size, stream, m};
+    sl_oom_list_push(&c->ooms, event, line, size, stream, message);
 }
 
 static void ctx_free(cli_ctx *c)
 {
-    for (size_t i = 0; i < c->nooms; i++)
-        free(c->ooms[i].message);
-    free(c->ooms);
+    sl_oom_list_free(&c->ooms);
     sublet_frag_state_free(c->frag);
     if (c->have_diag)
         sublet_frag_diagnosis_free(&c->diag);
@@ -126,8 +100,8 @@ static const char *fmt_size(uint64_t n, char *buf, size_t cap)
 /* The deferred OOM lines, as on_oom prints them. */
 static void print_deferred_ooms(const cli_ctx *c)
 {
-    for (size_t i = 0; i < c->nooms; i++) {
-        const oom_rec *x = &c->ooms[i];
+    for (size_t i = 0; i < c->ooms.n; i++) {
+        const sl_oom_rec *x = &c->ooms.v[i];
         printf("event %" PRIu64 ": alloc of %" PRIu64 " bytes on stream %" PRIu64 " failed: ",
                x->event, x->size, x->stream);
         print_indented(stdout, x->message);
@@ -505,7 +479,7 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
     print_deferred_ooms(&c);
     print_text(path, &tf, &o, &r);
     print_frag_text(&c);
-    if (c.oom_nomem)
+    if (c.ooms.nomem)
         fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
     if (failure)
         fprintf(stderr, "sublet replay: %s\n", failure);

@@ -11,16 +11,8 @@
 #include "sublet/trace_stream.h"
 #include "views/views_internal.h"
 
-typedef struct oom_rec {
-    uint64_t event, line, size;
-    sublet_stream stream;
-    char *message;
-} oom_rec;
-
 typedef struct rp_ctx {
-    oom_rec *ooms;
-    size_t nooms, cap;
-    int oom_nomem;
+    sl_oom_list ooms;
     sublet_replay_oom_fn chain; /* the caller's on_oom */
     void *chain_user;
     sublet_frag_state *frag;    /* the state after the last event driven */
@@ -28,36 +20,49 @@ typedef struct rp_ctx {
     int have_diag;
 } rp_ctx;
 
+void sl_oom_list_push(sl_oom_list *l, uint64_t event, uint64_t line, uint64_t size,
+                      sublet_stream stream, const char *message)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        sl_oom_rec *n = realloc(l->v, nc * sizeof *n);
+        if (!n) {
+            l->nomem = 1;
+            return;
+        }
+        l->v = n;
+        l->cap = nc;
+    }
+    char *m = malloc(strlen(message) + 1);
+    if (!m) {
+        l->nomem = 1;
+        return;
+    }
+    strcpy(m, message);
+    l->v[l->n++] = (sl_oom_rec){event, line, size, stream, m};
+}
+
+void sl_oom_list_free(sl_oom_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].message);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}
+
 static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sublet_stream stream,
                    const char *message)
 {
     rp_ctx *c = user;
     if (c->chain)
         c->chain(c->chain_user, event, line, size, stream, message);
-    if (c->nooms == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 16;
-        oom_rec *n = realloc(c->ooms, nc * sizeof *n);
-        if (!n) {
-            c->oom_nomem = 1;
-            return;
-        }
-        c->ooms = n;
-        c->cap = nc;
-    }
-    char *m = malloc(strlen(message) + 1);
-    if (!m) {
-        c->oom_nomem = 1;
-        return;
-    }
-    strcpy(m, message);
-    c->ooms[c->nooms++] = (oom_rec){event, line, size, stream, m};
+    sl_oom_list_push(&c->ooms, event, line, size, stream, message);
 }
 
 static void ctx_free(rp_ctx *c)
 {
-    for (size_t i = 0; i < c->nooms; i++)
-        free(c->ooms[i].message);
-    free(c->ooms);
+    sl_oom_list_free(&c->ooms);
     sublet_frag_state_free(c->frag);
     if (c->have_diag)
         sublet_frag_diagnosis_free(&c->diag);
@@ -177,13 +182,13 @@ static void print_json(FILE *out, const char *path, const rp_facts *t,
     sl_json_kv_bool(&w, "stopped_on_oom", r->stopped_on_oom);
     sl_json_key(&w, "oom_events");
     sl_json_array_begin(&w);
-    for (size_t i = 0; i < c->nooms; i++) {
+    for (size_t i = 0; i < c->ooms.n; i++) {
         sl_json_object_begin(&w);
-        sl_json_kv_u64(&w, "event", c->ooms[i].event);
-        sl_json_kv_u64(&w, "line", c->ooms[i].line);
-        sl_json_kv_u64(&w, "size", c->ooms[i].size);
-        sl_json_kv_u64(&w, "stream", c->ooms[i].stream);
-        sl_json_kv_string(&w, "message", c->ooms[i].message);
+        sl_json_kv_u64(&w, "event", c->ooms.v[i].event);
+        sl_json_kv_u64(&w, "line", c->ooms.v[i].line);
+        sl_json_kv_u64(&w, "size", c->ooms.v[i].size);
+        sl_json_kv_u64(&w, "stream", c->ooms.v[i].stream);
+        sl_json_kv_string(&w, "message", c->ooms.v[i].message);
         sl_json_object_end(&w);
     }
     sl_json_array_end(&w);
@@ -375,7 +380,7 @@ sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_opti
     }
     if (failure && err && cap)
         snprintf(err, cap, "%s", failure);
-    else if (c.oom_nomem && err && cap)
+    else if (c.ooms.nomem && err && cap)
         snprintf(err, cap, "out of memory recording OOM events; some are missing");
     sublet_replay_result_free(&r);
     ctx_free(&c);
@@ -464,7 +469,7 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     }
     if (failure && err && cap)
         snprintf(err, cap, "%s", failure);
-    else if (c.oom_nomem && err && cap)
+    else if (c.ooms.nomem && err && cap)
         snprintf(err, cap, "out of memory recording OOM events; some are missing");
     sublet_replay_result_free(&r);
     ctx_free(&c);

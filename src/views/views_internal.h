@@ -40,6 +40,23 @@ void sl_view_plan_json(sl_json_writer *w, const sublet_tune_plan *p);
 /* "given", "recorded" or "default": where the tuning's device size came from. */
 const char *sl_view_device_source(const sublet_tune_result *r);
 
+/* The OOMs a replay reported (its on_oom), in order, with their messages
+ * copied: `sublet replay`'s text and the replay document list them.  A
+ * message that cannot be kept sets nomem (and is left out). */
+typedef struct sl_oom_rec {
+    uint64_t event, line, size;
+    sublet_stream stream;
+    char *message;
+} sl_oom_rec;
+typedef struct sl_oom_list {
+    sl_oom_rec *v;
+    size_t n, cap;
+    int nomem;
+} sl_oom_list;
+void sl_oom_list_push(sl_oom_list *l, uint64_t event, uint64_t line, uint64_t size,
+                      sublet_stream stream, const char *message);
+void sl_oom_list_free(sl_oom_list *l);
+
 /* n bytes as MiB, exact when whole ("6 MiB", else "6.5 MiB"); returns buf. */
 const char *sl_fmt_mib(uint64_t n, char *buf, size_t cap);
 /* A modelled cost in microseconds as "12 \xc2\xb5s", "3.4 ms" or "1.25 s"; returns buf. */
