@@ -255,6 +255,10 @@ struct sublet_allocator {
     sl_evq *evqs;
     size_t nevqs, evqs_cap;
     size_t pending_events;
+    /* process_events found every queue's head incomplete at the backend's
+     * event_epoch ev_epoch, and no queue has changed since (see there) */
+    bool ev_clean;
+    uint64_t ev_epoch;
     sublet_event **event_pool;
     size_t nevent_pool, event_pool_cap;
     /* statistics */
