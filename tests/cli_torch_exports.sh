@@ -23,6 +23,19 @@ for sym in sublet_torch_malloc sublet_torch_free sublet_torch_init sublet_torch_
            sublet_torch_log_status; do
   grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
 done
+# The private-pool hooks (plugins/torch_pools.cpp) when the build had a C++ compiler.
+if grep -q '^SUBLET_TORCH_POOL_HOOKS:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  for sym in sublet_torch_begin_allocate_to_pool sublet_torch_end_allocate_to_pool \
+             sublet_torch_release_pool sublet_torch_pool_stats; do
+    grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
+  done
+  # C linkage (found by name), defined as functions in the text section
+  nm -D --defined-only "$lib" | grep -Eq ' T sublet_torch_begin_allocate_to_pool$' ||
+    { echo "sublet_torch_begin_allocate_to_pool is not a function"; exit 1; }
+  # no C++ symbol (libstdc++ instantiations, typeinfo) leaks out
+  if grep -E '^_Z' "$tmp/exports"; then echo "libsublet_torch.so exports C++ symbols"; exit 1; fi
+  echo "pool hooks exported"
+fi
 # Only the entry points: no copy of the library's sublet_* API leaks out.
 if grep -v '^sublet_torch_' "$tmp/exports" | grep '^sublet_' >/dev/null; then
   echo "libsublet_torch.so exports library symbols:"; grep -v '^sublet_torch_' "$tmp/exports"
