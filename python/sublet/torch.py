@@ -75,6 +75,7 @@ __all__ = [
     "is_installed",
     "MemPool",
     "pool_stats",
+    "set_hooks",
     "memory_stats",
     "memory_summary",
     "snapshot",
@@ -112,7 +113,8 @@ NO_TORCH = "sublet.torch: PyTorch is not installed"
 NO_GPU = "sublet.torch: no CUDA device found"
 NOT_INSTALLED = (
     "sublet.torch: sublet is not PyTorch's allocator in this process: "
-    "call sublet.torch.install() before the first CUDA allocation"
+    "call sublet.torch.install() before the first CUDA allocation "
+    "(or route part of the program to sublet with sublet.torch.MemPool())"
 )
 
 
