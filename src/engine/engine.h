@@ -125,9 +125,11 @@ struct sl_private {
 /* An active redirection (captures_underway's entry). */
 typedef struct sl_redirect {
     sl_private *pool;
-    int filter; /* SUBLET_POOL_FILTER_STREAM or _THREAD */
+    int filter; /* SUBLET_POOL_FILTER_STREAM, _THREAD or _CALLBACK */
     sublet_stream stream;
     pthread_t thread;
+    sublet_pool_filter_fn fn; /* _CALLBACK */
+    void *user;
 } sl_redirect;
 
 /* A stream recorded with record_stream while a redirection was active
