@@ -152,6 +152,8 @@ int cli_report(int argc, char **argv)
     sublet_view_options_init(&v);
     v.name = path;
     v.flags = tune ? SUBLET_VIEW_TUNE : 0;
+    v.snapshot = snap; /* its segments when its trace cannot be replayed */
+    v.device = lo.pick_device ? lo.device : -1;
     char *page = NULL;
     sublet_report_info info;
     sublet_status st = sublet_report_html(t, &o, &ro, &v, &page, &info, err, sizeof err);
