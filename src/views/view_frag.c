@@ -282,6 +282,8 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
         sl_json_kv_u64(w, "size", o->size);
         sl_json_kv_u64(w, "stream", o->stream);
         sl_json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
+        if (o->pool_id[0] || o->pool_id[1]) /* only then: documents without pools as before */
+            json_pool_id(w, "pool_id", o->pool_id);
         sl_json_kv_string(w, "message", o->message ? o->message : "");
         sl_json_key(w, "diagnosis");
         if (o->diagnosis)
