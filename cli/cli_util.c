@@ -248,3 +248,59 @@ const char *cli_conf_for_settings(const char *rec, const char *given, int *from_
     }
     return conf;
 }
+
+/* ---- an input read several times, loaded whole or streamed ---------------------------- */
+
+int cli_stream_wanted(const char *path)
+{
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (whole && *whole && strcmp(whole, "0") != 0)
+        return 0;
+    sublet_trace_format f = sublet_trace_detect_path(path);
+    return f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG;
+}
+
+int cli_input_open(const char *prog, const char *path, const sublet_trace_load_options *lo,
+                   int may_stream, cli_input *in)
+{
+    memset(in, 0, sizeof *in);
+    char err[1600] = "";
+    sublet_status st;
+    if (may_stream && strcmp(path, "-") != 0 && cli_stream_wanted(path)) {
+        in->streamed = 1;
+        st = sublet_trace_stream_open(path, lo, &in->file, err, sizeof err);
+        if (st == SUBLET_OK)
+            st = sublet_trace_stream_copy(in->file, &in->ts, err, sizeof err);
+        if (st == SUBLET_OK && sublet_trace_stream_notice(in->file))
+            fprintf(stderr, "sublet: %s: warning: %s\n", path,
+                    sublet_trace_stream_notice(in->file));
+    } else {
+        st = cli_load_input(path, lo, &in->t, &in->snap, err, sizeof err);
+        if (st == SUBLET_OK && sublet_trace_stream_from_trace(in->t, &in->ts) != SUBLET_OK) {
+            snprintf(err, sizeof err, "out of memory");
+            st = SUBLET_ERR_NO_MEMORY;
+        }
+    }
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
+        cli_input_close(in);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
+void cli_input_close(cli_input *in)
+{
+    sublet_trace_stream_close(in->ts);
+    sublet_trace_stream_close(in->file);
+    cli_trace_free(in->t);
+    sublet_snapshot_free(in->snap);
+    memset(in, 0, sizeof *in);
+}
+
+uint64_t cli_input_rows(cli_input *in)
+{
+    if (in->t)
+        return sublet_trace_count(in->t);
+    return sublet_trace_stream_rows(in->file); /* read to its end by the copy */
+}
