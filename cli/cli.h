@@ -75,6 +75,10 @@ void cli_record_options(const sublet_trace *t, sublet_replay_options *o);
 sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,
                                   sublet_replay_result *r, sublet_snapshot **snap, char *err,
                                   size_t cap);
+/* The same over a stream of `rows` rows (rewound first; its stacks). */
+sublet_status cli_replay_snapshot_stream(sublet_trace_stream *ts, uint64_t rows,
+                                         sublet_replay_options *o, sublet_replay_result *r,
+                                         sublet_snapshot **snap, char *err, size_t cap);
 /* The settings a replay of t uses: `given` (--conf) when not NULL, else the
  * settings the trace recorded (*from_trace = 1), else ""; under
  * --pytorch-version X the latter two begin with "pytorch_version:X,". */
