@@ -101,7 +101,8 @@ typedef struct sublet_view_options {
 void sublet_view_options_init(sublet_view_options *v);
 
 /* `sublet replay --json`: the replay of t under o (its on_oom, when set, is
- * called too; o->capture_summary is implied by SUBLET_VIEW_SUMMARIES), then
+ * called too, its observers are not: it is sublet_replay_stream_json over a
+ * stream of t; o->capture_summary is implied by SUBLET_VIEW_SUMMARIES), then
  * the fragmentation state after the last event and, when it OOMed, the
  * diagnosis.  Returns the replay's status: *out is the document also when
  * the replay failed (its "error" says why); NULL only on
