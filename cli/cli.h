@@ -75,6 +75,10 @@ void cli_record_options(const sublet_trace *t, sublet_replay_options *o);
 sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,
                                   sublet_replay_result *r, sublet_snapshot **snap, char *err,
                                   size_t cap);
+/* The same over a stream of `rows` rows (rewound first; its stacks). */
+sublet_status cli_replay_snapshot_stream(sublet_trace_stream *ts, uint64_t rows,
+                                         sublet_replay_options *o, sublet_replay_result *r,
+                                         sublet_snapshot **snap, char *err, size_t cap);
 /* The settings a replay of t uses: `given` (--conf) when not NULL, else the
  * settings the trace recorded (*from_trace = 1), else ""; under
  * --pytorch-version X the latter two begin with "pytorch_version:X,". */
@@ -99,11 +103,38 @@ sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
                               const sublet_trace_load_options *lo, sublet_trace **t,
                               sublet_snapshot **snap, char *err, size_t cap);
 
+/* An input that `frag`, `diagnose` and `report` read several times: an
+ * events CSV or an event log (cli_stream_wanted) read once into its binary
+ * copy (sublet_trace_stream_copy) and streamed from it; any other input (and
+ * "-") loaded whole (cli_load_input) and streamed from memory.  ts is what
+ * to read either way; the notice (an event log's torn tail) is told as
+ * cli_load_input does. */
+typedef struct cli_input {
+    int streamed;
+    sublet_trace *t;              /* loaded whole, else NULL */
+    sublet_snapshot *snap;        /* a snapshot's (loaded whole) */
+    sublet_trace_stream *file;    /* streamed: the file */
+    sublet_trace_stream *ts;      /* the copy, or a stream over t */
+} cli_input;
+/* 1 when `path` streams: an events CSV or an event log, and
+ * SUBLET_REPLAY_WHOLE (=1: load every input whole) not set. */
+int cli_stream_wanted(const char *path);
+/* CLI_OK, or CLI_ERROR with the message printed (prefixed with prog);
+ * may_stream 0: loaded whole whatever the format. */
+int cli_input_open(const char *prog, const char *path, const sublet_trace_load_options *lo,
+                   int may_stream, cli_input *in);
+void cli_input_close(cli_input *in);
+/* The input's rows, prelude included (sublet_trace_count). */
+uint64_t cli_input_rows(cli_input *in);
+
 /* ---- fragmentation helpers (frag.c) ---------------------------------------------------- */
 #include "sublet/frag.h"
 /* Replay options for t: conf (NULL: the trace's), device_memory (0: the
  * trace's, else 80 GiB). */
 void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t device_memory,
+                             sublet_replay_options *o, int *conf_from_trace);
+/* The same for a stream (its recorded settings and device memory). */
+void cli_frag_stream_options(sublet_trace_stream *ts, const char *conf, uint64_t device_memory,
                              sublet_replay_options *o, int *conf_from_trace);
 /* The OOM diagnosis of a replay (sublet_frag_diagnose_trace) as text. */
 void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d);

@@ -115,29 +115,37 @@ static void take_at_finish(void *user, sublet_allocator *a, uint64_t last_event,
     c->st = sublet_snapshot_take(a, &c->snap);
 }
 
-void cli_record_options(const sublet_trace *t, sublet_replay_options *o)
+/* Recording for a snapshot of a replay of n rows, stacks from the trace
+ * when it has any. */
+static void record_options(uint32_t stacks, uint64_t n, sublet_replay_options *o)
 {
     o->record = SUBLET_RECORD_ALL;
     /* PyTorch's default context "all" when the trace has stacks to give */
-    o->record_context = sublet_trace_stack_count(t) ? SUBLET_CONTEXT_ALL : SUBLET_CONTEXT_NONE;
+    o->record_context = stacks ? SUBLET_CONTEXT_ALL : SUBLET_CONTEXT_NONE;
     /* room for every event: nothing falls out of the ring buffer */
-    size_t n = sublet_trace_count(t);
-    o->record_max_entries = n + n / 4 + 1024;
+    o->record_max_entries = (size_t)(n + n / 4 + 1024);
     /* an allocated prelude is the engine's own doing: keep it, so that the
      * snapshot's trace runs from an empty allocator and replays soundly */
     o->record_prelude = 1;
 }
 
-sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,
-                                  sublet_replay_result *r, sublet_snapshot **snap, char *err,
-                                  size_t cap)
+void cli_record_options(const sublet_trace *t, sublet_replay_options *o)
+{
+    record_options(sublet_trace_stack_count(t), sublet_trace_count(t), o);
+}
+
+/* The replay of the trace behind ts (a stream over it when t is NULL), with
+ * the snapshot taken at its end. */
+static sublet_status replay_snapshot(const sublet_trace *t, sublet_trace_stream *ts,
+                                     sublet_replay_options *o, sublet_replay_result *r,
+                                     sublet_snapshot **snap, char *err, size_t cap)
 {
     *snap = NULL;
     snap_ctx c = {NULL, SUBLET_OK, 0};
-    cli_record_options(t, o);
     o->on_finish = take_at_finish;
     o->finish_user = &c;
-    sublet_status st = sublet_replay_run(t, o, r, err, cap);
+    sublet_status st = t ? sublet_replay_run(t, o, r, err, cap)
+                         : sublet_replay_stream(ts, o, r, err, cap);
     o->on_finish = NULL;
     o->finish_user = NULL;
     if (c.st != SUBLET_OK) {
@@ -148,6 +156,28 @@ sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *
     }
     *snap = c.snap;
     return st;
+}
+
+sublet_status cli_replay_snapshot(const sublet_trace *t, sublet_replay_options *o,
+                                  sublet_replay_result *r, sublet_snapshot **snap, char *err,
+                                  size_t cap)
+{
+    cli_record_options(t, o);
+    return replay_snapshot(t, NULL, o, r, snap, err, cap);
+}
+
+sublet_status cli_replay_snapshot_stream(sublet_trace_stream *ts, uint64_t rows,
+                                         sublet_replay_options *o, sublet_replay_result *r,
+                                         sublet_snapshot **snap, char *err, size_t cap)
+{
+    record_options(sublet_trace_stream_stack_count(ts), rows, o);
+    sublet_status st = sublet_trace_stream_rewind(ts, err, cap);
+    if (st != SUBLET_OK) {
+        *snap = NULL;
+        memset(r, 0, sizeof *r);
+        return st;
+    }
+    return replay_snapshot(NULL, ts, o, r, snap, err, cap);
 }
 
 /* --pytorch-version's value, NULL when not given */
@@ -247,4 +277,60 @@ const char *cli_conf_for_settings(const char *rec, const char *given, int *from_
             return v;
     }
     return conf;
+}
+
+/* ---- an input read several times, loaded whole or streamed ---------------------------- */
+
+int cli_stream_wanted(const char *path)
+{
+    const char *whole = getenv("SUBLET_REPLAY_WHOLE");
+    if (whole && *whole && strcmp(whole, "0") != 0)
+        return 0;
+    sublet_trace_format f = sublet_trace_detect_path(path);
+    return f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG;
+}
+
+int cli_input_open(const char *prog, const char *path, const sublet_trace_load_options *lo,
+                   int may_stream, cli_input *in)
+{
+    memset(in, 0, sizeof *in);
+    char err[1600] = "";
+    sublet_status st;
+    if (may_stream && strcmp(path, "-") != 0 && cli_stream_wanted(path)) {
+        in->streamed = 1;
+        st = sublet_trace_stream_open(path, lo, &in->file, err, sizeof err);
+        if (st == SUBLET_OK)
+            st = sublet_trace_stream_copy(in->file, &in->ts, err, sizeof err);
+        if (st == SUBLET_OK && sublet_trace_stream_notice(in->file))
+            fprintf(stderr, "sublet: %s: warning: %s\n", path,
+                    sublet_trace_stream_notice(in->file));
+    } else {
+        st = cli_load_input(path, lo, &in->t, &in->snap, err, sizeof err);
+        if (st == SUBLET_OK && sublet_trace_stream_from_trace(in->t, &in->ts) != SUBLET_OK) {
+            snprintf(err, sizeof err, "out of memory");
+            st = SUBLET_ERR_NO_MEMORY;
+        }
+    }
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err[0] ? err : sublet_status_text(st));
+        cli_input_close(in);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
+void cli_input_close(cli_input *in)
+{
+    sublet_trace_stream_close(in->ts);
+    sublet_trace_stream_close(in->file);
+    cli_trace_free(in->t);
+    sublet_snapshot_free(in->snap);
+    memset(in, 0, sizeof *in);
+}
+
+uint64_t cli_input_rows(cli_input *in)
+{
+    if (in->t)
+        return sublet_trace_count(in->t);
+    return sublet_trace_stream_rows(in->file); /* read to its end by the copy */
 }

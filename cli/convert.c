@@ -17,7 +17,11 @@
  *                          With --direct, or when the trace cannot be replayed
  *                          (expandable segments), the snapshot is built from
  *                          the trace alone (sublet_snapshot_from_trace: the
- *                          events verbatim, blocks approximated). */
+ *                          events verbatim, blocks approximated).
+ * An events CSV or an event log streams (sublet/trace_stream.h): to a CSV a
+ * chunk of rows at a time; to a snapshot replayed from its binary copy (the
+ * recording and the snapshot hold every event: not O(live), but no trace
+ * array nor file buffer beside them). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +40,10 @@ void cli_convert_usage(FILE *out)
           "  copied as is.  A trace (events CSV, RMM log, Kineto) converted to a snapshot\n"
           "  is replayed through the engine with recording on: segments and blocks are\n"
           "  the replayed allocator's, the events its recording (with the trace's times\n"
-          "  and stacks).  The CSV has no column for stacks: they are dropped.\n"
+          "  and stacks).  The CSV has no column for stacks: they are dropped.  An events\n"
+          "  CSV or an event log is read as a stream: to a CSV a chunk of rows at a time;\n"
+          "  to a snapshot replayed from a stream (the snapshot holds every event, so its\n"
+          "  memory still grows with the trace, but without the trace loaded beside it).\n"
           "options:\n"
           "  --device N            device of a multi-device source (default: the one\n"
           "                        with the most events)\n"
@@ -143,6 +150,112 @@ static size_t last_trace_count(const sublet_snapshot *s)
     return nd ? sublet_snapshot_trace_count(s, nd - 1) : 0;
 }
 
+/* An events CSV or an event log (in, a file) to a snapshot, replayed from a
+ * stream (its binary copy) with recording on: the same file and messages as
+ * from the trace loaded whole, in memory for the recording and the snapshot
+ * (which hold every event: not the live blocks only), not for the trace
+ * too.  -1 when the trace needs the whole-trace path (it maps expandable
+ * segments the settings do not enable: nothing printed yet). */
+static int convert_snapshot_streamed(const char *in, const char *out, sublet_snapshot_format sf,
+                                     const char *conf, sublet_replay_options o,
+                                     const sublet_trace_load_options *lo)
+{
+    char err[1024] = "", werr[1024] = "";
+    sublet_trace_stream *file = NULL, *ts = NULL;
+    sublet_status st = sublet_trace_stream_open(in, lo, &file, err, sizeof err);
+    if (st == SUBLET_OK)
+        st = sublet_trace_stream_copy(file, &ts, err, sizeof err);
+    /* the rows that map pages, counted on the copy */
+    uint64_t maps = 0;
+    sublet_trace_event *ev = st == SUBLET_OK ? malloc(1024 * sizeof *ev) : NULL;
+    if (st == SUBLET_OK && !ev) {
+        snprintf(err, sizeof err, "out of memory");
+        st = SUBLET_ERR_NO_MEMORY;
+    }
+    size_t got;
+    while (st == SUBLET_OK &&
+           (st = sublet_trace_stream_next(ts, ev, 1024, &got, err, sizeof err)) == SUBLET_OK && got)
+        for (size_t i = 0; i < got; i++)
+            maps += ev[i].kind == SUBLET_ACT_SEGMENT_MAP || ev[i].kind == SUBLET_ACT_SEGMENT_UNMAP;
+    free(ev);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet convert: %s\n", err[0] ? err : sublet_status_text(st));
+        sublet_trace_stream_close(ts);
+        sublet_trace_stream_close(file);
+        return CLI_ERROR;
+    }
+    int from_trace;
+    o.conf = cli_conf_for_settings(sublet_trace_stream_settings(file), conf, &from_trace);
+    if (!o.device_memory || o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY) {
+        uint64_t dm = sublet_trace_stream_device_memory(file);
+        if (dm)
+            o.device_memory = dm;
+    }
+    if (maps) {
+        sublet_settings es;
+        sublet_settings_default(&es);
+        if (sublet_settings_parse(&es, o.conf, NULL, 0) != SUBLET_OK || !es.expandable_segments) {
+            sublet_trace_stream_close(ts);
+            sublet_trace_stream_close(file);
+            return -1;
+        }
+    }
+    if (sublet_trace_stream_notice(file)) /* an event log's torn tail, lost events */
+        fprintf(stderr, "sublet: %s: warning: %s\n", in, sublet_trace_stream_notice(file));
+    sublet_replay_result r;
+    sublet_snapshot *snap = NULL;
+    const char *how = "replayed through the engine";
+    int rc = CLI_OK;
+    st = cli_replay_snapshot_stream(ts, sublet_trace_stream_rows(file), &o, &r, &snap, err,
+                                    sizeof err);
+    if (st == SUBLET_OK) {
+        if (r.errors)
+            fprintf(stderr, "sublet convert: note: %" PRIu64 " rows could not be replayed "
+                            "(first: %s); the snapshot is the engine's state\n",
+                    r.errors, r.first_error);
+        if (r.ooms)
+            fprintf(stderr, "sublet convert: note: %" PRIu64 " allocations ran out of the "
+                            "simulated device's memory (--device-memory)\n",
+                    r.ooms);
+    } else if (st == SUBLET_ERR_UNSUPPORTED) {
+        /* built from the trace alone, which needs it whole */
+        fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
+                        "snapshot from the trace alone\n",
+                err);
+        sublet_snapshot_free(snap);
+        snap = NULL;
+        how = "built from the trace";
+        sublet_trace *t = NULL;
+        st = sublet_input_load(in, lo, &t, NULL, err, sizeof err);
+        if (st == SUBLET_OK)
+            st = sublet_snapshot_from_trace(t, o.conf, &snap, err, sizeof err);
+        if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s: %s\n", in, err);
+            rc = CLI_ERROR;
+        }
+        cli_trace_free(t);
+    } else {
+        fprintf(stderr, "sublet convert: replay of %s: %s\n", in,
+                err[0] ? err : sublet_status_text(st));
+        rc = CLI_ERROR;
+    }
+    sublet_replay_result_free(&r);
+    if (rc == CLI_OK && (st = sublet_snapshot_write(snap, out, SUBLET_SNAPSHOT_AUTO, werr,
+                                                    sizeof werr)) == SUBLET_OK)
+        printf("%s (%s) -> %s (%s, %s): %zu segments, %zu trace entries\n", in,
+               sublet_trace_format_name(sublet_trace_stream_format(file)), out,
+               snapshot_kind(sf), how, sublet_snapshot_segment_count(snap),
+               last_trace_count(snap));
+    else if (rc == CLI_OK) {
+        fprintf(stderr, "sublet convert: %s\n", werr);
+        rc = CLI_ERROR;
+    }
+    sublet_snapshot_free(snap);
+    sublet_trace_stream_close(ts);
+    sublet_trace_stream_close(file);
+    return rc;
+}
+
 int cli_convert(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *conf = NULL;
@@ -216,6 +329,12 @@ int cli_convert(int argc, char **argv)
         sublet_trace_format f = sublet_trace_detect_path(in);
         if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
             return convert_streamed(in, out, &lo);
+    }
+    /* ... or to a snapshot (replayed): read from a stream, not loaded */
+    if (!to_csv && !direct && strcmp(in, "-") != 0 && cli_stream_wanted(in)) {
+        int rc = convert_snapshot_streamed(in, out, sf, conf, o, &lo);
+        if (rc >= 0)
+            return rc;
     }
 
     uint8_t *buf;

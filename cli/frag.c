@@ -20,7 +20,9 @@ void cli_frag_usage(FILE *out)
           "  allocated, '+' pending free, '.' free); private pools (CUDA graphs,\n"
           "  MemPool) each as their own group.  The trace is replayed through the\n"
           "  engine (sim backend); a snapshot without events, or whose trace cannot be\n"
-          "  replayed, is read from its segments.\n"
+          "  replayed, is read from its segments.  An events CSV or an event log\n"
+          "  streams: memory for the live blocks, not the trace (SUBLET_REPLAY_WHOLE=1\n"
+          "  loads it whole).\n"
           "options:\n"
           "  --at N                after event N (0-based, prelude rows included;\n"
           "                        default: the last)\n"
@@ -41,7 +43,9 @@ void cli_diagnose_usage(FILE *out)
           "  with their live blocks and stacks, and which settings avoid it: the trace\n"
           "  is replayed on the same device under each candidate (max_split_size_mb\n"
           "  128/256/512, roundup_power2_divisions, expandable_segments:True,\n"
-          "  policy:stitch, garbage_collection_threshold with a memory fraction).\n"
+          "  policy:stitch, garbage_collection_threshold with a memory fraction).  An\n"
+          "  events CSV or an event log is read once into a binary copy on disk (64 bytes\n"
+          "  an event, in $TMPDIR) that every replay reads: memory for the live blocks.\n"
           "options:\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
           "  --conf STR            base settings (default: the trace's)\n"
@@ -59,6 +63,17 @@ void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t d
     sublet_replay_options_init(o);
     o->conf = cli_conf_for(t, conf, conf_from_trace);
     o->device_memory = sublet_view_device_memory(t, device_memory);
+}
+
+void cli_frag_stream_options(sublet_trace_stream *ts, const char *conf, uint64_t device_memory,
+                             sublet_replay_options *o, int *conf_from_trace)
+{
+    sublet_replay_options_init(o);
+    o->conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, conf_from_trace);
+    uint64_t dm = sublet_trace_stream_device_memory(ts);
+    o->device_memory = device_memory ? device_memory
+                       : dm          ? dm
+                                     : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
 }
 
 void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d)
@@ -174,22 +189,18 @@ int cli_frag(int argc, char **argv)
     int pr = parse_args(argc, argv, "frag", cli_frag_usage, &a, 0);
     if (pr)
         return pr < 0 ? CLI_OK : pr;
-    char err[1600];
-    sublet_trace *t = NULL;
-    sublet_snapshot *snap = NULL;
-    if (cli_load_input(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
-        fprintf(stderr, "sublet frag: %s\n", err);
+    cli_input in;
+    if (cli_input_open("sublet frag", a.path, &a.lo, 1, &in) != CLI_OK)
         return CLI_ERROR;
-    }
+    sublet_trace_stream *ts = in.ts;
     sublet_replay_options o;
     int from_trace = 0;
-    cli_frag_replay_options(t, a.conf, a.device_memory, &o, &from_trace);
-    size_t n = sublet_trace_count(t);
+    cli_frag_stream_options(ts, a.conf, a.device_memory, &o, &from_trace);
+    uint64_t n = cli_input_rows(&in);
     if (a.at != SUBLET_REPLAY_ALL && a.at >= n) {
-        fprintf(stderr, "sublet frag: --at %" PRIu64 ": the trace has %zu events (0..%zu)\n", a.at,
-                n, n ? n - 1 : 0);
-        cli_trace_free(t);
-        sublet_snapshot_free(snap);
+        fprintf(stderr, "sublet frag: --at %" PRIu64 ": the trace has %" PRIu64 " events (0..%" PRIu64
+                ")\n", a.at, n, n ? n - 1 : 0);
+        cli_input_close(&in);
         return CLI_USAGE;
     }
     unsigned width = a.width ? (unsigned)a.width : 64;
@@ -202,12 +213,12 @@ int cli_frag(int argc, char **argv)
         v.at = a.at;
         v.map_width = width;
         v.top_pinning = top;
-        v.snapshot = snap;
+        v.snapshot = in.snap;
         v.device = a.lo.pick_device ? a.lo.device : -1;
         v.note = note;
         v.note_cap = sizeof note;
         char *doc = NULL;
-        sublet_status js = sublet_frag_json(t, &o, &v, &doc, rerr, sizeof rerr);
+        sublet_status js = sublet_frag_json_stream(ts, &o, &v, &doc, rerr, sizeof rerr);
         if (note[0])
             fprintf(stderr, "sublet frag: note: %s\n", note);
         if (js != SUBLET_OK)
@@ -215,8 +226,7 @@ int cli_frag(int argc, char **argv)
         else
             fputs(doc, stdout);
         sublet_string_free(doc);
-        cli_trace_free(t);
-        sublet_snapshot_free(snap);
+        cli_input_close(&in);
         return js == SUBLET_OK ? CLI_OK : CLI_ERROR;
     }
     sublet_frag_state *st = NULL;
@@ -225,15 +235,15 @@ int cli_frag(int argc, char **argv)
     r.last_event = SUBLET_REPLAY_NONE;
     const char *source = "replay";
     char rerr[1024] = "";
-    sublet_status rs = sublet_frag_state_at(t, &o, a.at, &st, &r, rerr, sizeof rerr);
+    sublet_status rs = sublet_frag_state_at_stream(ts, &o, a.at, &st, &r, rerr, sizeof rerr);
     int rc = CLI_OK;
-    if (rs != SUBLET_OK && snap && a.at == SUBLET_REPLAY_ALL) {
+    if (rs != SUBLET_OK && in.snap && a.at == SUBLET_REPLAY_ALL) {
         fprintf(stderr,
                 "sublet frag: note: the replay stopped (%s): the state comes from the "
                 "snapshot's segments\n",
                 rerr[0] ? rerr : sublet_status_text(rs));
-        int64_t dev = a.lo.pick_device ? a.lo.device : sublet_trace_device(t);
-        rs = sublet_frag_from_snapshot(snap, dev < 0 ? 0 : dev, &st);
+        int64_t dev = a.lo.pick_device ? a.lo.device : sublet_trace_stream_device(ts);
+        rs = sublet_frag_from_snapshot(in.snap, dev < 0 ? 0 : dev, &st);
         source = "segments";
     }
     if (rs != SUBLET_OK) {
@@ -241,10 +251,11 @@ int cli_frag(int argc, char **argv)
         rc = CLI_ERROR;
     }
     if (rc == CLI_OK) {
+        const sublet_trace_event *pre;
         printf("sublet frag %s\n", a.path);
-        printf("  source:   %s, %zu events (%zu of them the prelude); ",
-               sublet_trace_format_name(sublet_trace_source_format(t)), n,
-               sublet_trace_prelude_count(t));
+        printf("  source:   %s, %" PRIu64 " events (%zu of them the prelude); ",
+               sublet_trace_format_name(sublet_trace_stream_format(ts)), n,
+               sublet_trace_stream_prelude(ts, &pre));
         if (!strcmp(source, "segments"))
             printf("the snapshot's segments\n");
         else if (r.last_event == SUBLET_REPLAY_NONE)
@@ -278,8 +289,7 @@ int cli_frag(int argc, char **argv)
     }
     sublet_frag_state_free(st);
     sublet_replay_result_free(&r);
-    cli_trace_free(t);
-    sublet_snapshot_free(snap);
+    cli_input_close(&in);
     return rc;
 }
 
@@ -294,16 +304,14 @@ int cli_diagnose(int argc, char **argv)
         return pr < 0 ? CLI_OK : pr;
     }
     char err[1600];
-    sublet_trace *t = NULL;
-    sublet_snapshot *snap = NULL;
-    if (cli_load_input(a.path, &a.lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
-        fprintf(stderr, "sublet diagnose: %s\n", err);
+    cli_input in;
+    if (cli_input_open("sublet diagnose", a.path, &a.lo, 1, &in) != CLI_OK) {
         free(a.cands);
         return CLI_ERROR;
     }
     sublet_replay_options o;
     int from_trace = 0;
-    cli_frag_replay_options(t, a.conf, a.device_memory, &o, &from_trace);
+    cli_frag_stream_options(in.ts, a.conf, a.device_memory, &o, &from_trace);
     sublet_frag_diagnose_options dopt = {.candidates = a.cands, .max_detailed = (size_t)a.detailed};
     sublet_status st;
     int rc = CLI_OK;
@@ -312,20 +320,19 @@ int cli_diagnose(int argc, char **argv)
         sublet_view_options_init(&v);
         v.name = a.path;
         char *doc = NULL;
-        st = sublet_diagnose_json(t, &o, &dopt, &v, &doc, err, sizeof err);
+        st = sublet_diagnose_json_stream(in.ts, &o, &dopt, &v, &doc, err, sizeof err);
         if (st != SUBLET_OK) {
             fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
             rc = CLI_ERROR;
         } else
             fputs(doc, stdout);
         sublet_string_free(doc);
-        cli_trace_free(t);
-        sublet_snapshot_free(snap);
+        cli_input_close(&in);
         free(a.cands);
         return rc;
     }
     sublet_frag_diagnosis d;
-    st = sublet_frag_diagnose_trace(t, &o, &dopt, &d, err, sizeof err);
+    st = sublet_frag_diagnose_stream(in.ts, &o, &dopt, &d, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
         rc = CLI_ERROR;
@@ -334,8 +341,7 @@ int cli_diagnose(int argc, char **argv)
         cli_print_diagnosis(stdout, &d);
     }
     sublet_frag_diagnosis_free(&d);
-    cli_trace_free(t);
-    sublet_snapshot_free(snap);
+    cli_input_close(&in);
     free(a.cands);
     return rc;
 }

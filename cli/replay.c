@@ -397,7 +397,8 @@ static int replay_json_streamed(const char *path, sublet_trace_stream *ts,
         return CLI_ERROR;
     }
     if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
-        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+        fprintf(stderr, "sublet: %s: warning: %s\n", strcmp(path, "-") ? path : "stdin",
+                sublet_trace_stream_notice(ts));
     fputs(doc, stdout);
     sublet_string_free(doc);
     if (err[0])
@@ -411,21 +412,40 @@ static int replay_json_streamed(const char *path, sublet_trace_stream *ts,
  * from the trace loaded whole, in memory that grows with the live blocks.
  * A malformed row is reported as when loading (nothing on stdout): the rows
  * after the replay's last are read too, to count and check them. */
+static int replay_stream_of(const char *path, sublet_trace_stream *ts, const char *conf,
+                            sublet_replay_options o, int json);
+
 static int replay_streamed(const char *path, const char *conf, sublet_replay_options o, int json)
 {
     char err[1024];
-    sublet_trace_stream *ts = NULL;
+    sublet_trace_stream *ts = NULL, *file = NULL;
     sublet_status st = sublet_trace_stream_open(path, NULL, &ts, err, sizeof err);
-    if (st != SUBLET_OK) {
-        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
-        return CLI_ERROR;
+    if (st == SUBLET_OK && strcmp(path, "-") == 0) {
+        /* standard input is read once, into its binary copy, which rewinds
+         * (the fragmentation state and the diagnosis replay it again) */
+        file = ts;
+        ts = NULL;
+        st = sublet_trace_stream_copy(file, &ts, err, sizeof err);
     }
+    int rc = CLI_ERROR;
+    if (st != SUBLET_OK)
+        fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
+    else
+        rc = replay_stream_of(path, ts, conf, o, json);
+    sublet_trace_stream_close(ts);
+    sublet_trace_stream_close(file);
+    return rc;
+}
+
+static int replay_stream_of(const char *path, sublet_trace_stream *ts, const char *conf,
+                            sublet_replay_options o, int json)
+{
+    char err[1024];
+    sublet_status st;
     int conf_from_trace;
     o.conf = cli_conf_for_settings(sublet_trace_stream_settings(ts), conf, &conf_from_trace);
     if (json) {
-        int rc = replay_json_streamed(path, ts, &o);
-        sublet_trace_stream_close(ts);
-        return rc;
+        return replay_json_streamed(path, ts, &o);
     }
     trace_facts tf = {.format = sublet_trace_stream_format(ts)};
     const sublet_trace_event *pre;
@@ -456,12 +476,12 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
         fprintf(stderr, "sublet replay: %s\n", err);
         sublet_replay_result_free(&r);
         ctx_free(&c);
-        sublet_trace_stream_close(ts);
         return CLI_ERROR;
     }
     tf.rows = sublet_trace_stream_rows(ts);
     if (sublet_trace_stream_notice(ts)) /* an event log's torn tail, lost events */
-        fprintf(stderr, "sublet: %s: warning: %s\n", path, sublet_trace_stream_notice(ts));
+        fprintf(stderr, "sublet: %s: warning: %s\n", strcmp(path, "-") ? path : "stdin",
+                sublet_trace_stream_notice(ts));
     const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
     if (!failure) {
         char ferr[512];
@@ -485,7 +505,6 @@ static int replay_streamed(const char *path, const char *conf, sublet_replay_opt
         fprintf(stderr, "sublet replay: %s\n", failure);
     sublet_replay_result_free(&r);
     ctx_free(&c);
-    sublet_trace_stream_close(ts);
     return failure ? CLI_ERROR : CLI_OK;
 }
 
@@ -577,7 +596,7 @@ int cli_replay(int argc, char **argv)
     const char *whole = getenv("SUBLET_REPLAY_WHOLE");
     if (!snap_out && !min_capacity && !(whole && *whole && strcmp(whole, "0") != 0)) {
         sublet_trace_format f = sublet_trace_detect_path(path);
-        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
+        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG || !strcmp(path, "-"))
             return replay_streamed(path, conf, o, json);
     }
     if (min_capacity) { /* before the load: a streamable file streams */

@@ -19,7 +19,11 @@ void cli_report_usage(FILE *out)
           "  size, stream and allocation stack), the request sizes, the top pinning\n"
           "  segments and the OOM diagnosis; private pools each as their own group.\n"
           "  FILE: any trace or snapshot sublet reads (a snapshot whose trace cannot be\n"
-          "  replayed, as one with private pools for now: the page of its segments).\n"
+          "  replayed: the page of its segments).  An events CSV or an event log is\n"
+          "  read once into a binary copy on disk (64 bytes an event, in $TMPDIR) that\n"
+          "  every replay reads, the series reduced to the buckets as they are\n"
+          "  measured: memory for the live blocks, not the trace (with --tune it is\n"
+          "  loaded whole).\n"
           "options:\n"
           "  -o, --output FILE     the page to write (atomically)\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
@@ -128,15 +132,14 @@ int cli_report(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    sublet_trace *t = NULL;
-    sublet_snapshot *snap = NULL;
-    if (cli_load_input(path, &lo, &t, &snap, err, sizeof err) != SUBLET_OK) {
-        fprintf(stderr, "sublet report: %s\n", err);
+    /* an events CSV or an event log streams (from its binary copy), except
+     * under --tune: the tuning takes the trace loaded whole */
+    cli_input in;
+    if (cli_input_open("sublet report", path, &lo, !tune, &in) != CLI_OK)
         return CLI_ERROR;
-    }
     sublet_replay_options o;
     int from_trace = 0;
-    cli_frag_replay_options(t, conf, device_memory, &o, &from_trace);
+    cli_frag_stream_options(in.ts, conf, device_memory, &o, &from_trace);
 
     int rc = CLI_OK;
     sublet_report_options ro;
@@ -158,7 +161,7 @@ int cli_report(int argc, char **argv)
     v.device = lo.pick_device ? lo.device : -1;
     char *page = NULL;
     sublet_report_info info;
-    sublet_status st = sublet_report_html(t, &o, &ro, &v, &page, &info, err, sizeof err);
+    sublet_status st = sublet_report_html_stream(in.ts, &o, &ro, &v, &page, &info, err, sizeof err);
     if (st == SUBLET_ERR_NO_MEMORY) {
         fprintf(stderr, "sublet report: out of memory\n");
         rc = CLI_ERROR;
@@ -171,13 +174,12 @@ int cli_report(int argc, char **argv)
     } else {
         char t1[48];
         sublet_format_size(info.peak_reserved_bytes, t1, sizeof t1);
-        printf("report: %s (%zu bytes): %zu events, %" PRIu64 " OOMs, peak reserved %s, "
+        printf("report: %s (%zu bytes): %" PRIu64 " events, %" PRIu64 " OOMs, peak reserved %s, "
                "%zu segment maps%s\n",
-               outp, info.len, sublet_trace_count(t), info.ooms, t1, info.nmaps,
+               outp, info.len, cli_input_rows(&in), info.ooms, t1, info.nmaps,
                info.exact ? "" : "; note: the series are approximate");
     }
     sublet_string_free(page);
-    cli_trace_free(t);
-    sublet_snapshot_free(snap);
+    cli_input_close(&in);
     return rc;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sublet — `sublet convert IN OUT.csv[.gz]` from an events CSV or an event
-# log streams (in memory for a chunk of rows) and writes the same file, byte
+# log streams (in memory for a chunk of rows), and `convert IN OUT.pickle /
+# .json[.gz]` replays it from a stream; both write the same file, byte
 # for byte, with the same stdout, stderr and exit status as from the trace
 # loaded whole (SUBLET_REPLAY_WHOLE=1): the committed traces, the fuzz seeds'
 # event logs (a torn one, stacks), a gzip'd CSV, the shared CSVs when
@@ -18,12 +19,13 @@ fails=0
 checked=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
-same() { # same IN EXT (EXT: csv or csv.gz)
+same() { # same IN EXT [OPTIONS...] (EXT: csv, csv.gz, pickle, json.gz...)
     local f=$1 ext=$2
+    shift 2
     rm -f "$tmp/s.$ext" "$tmp/w.$ext"
-    "$cli" convert "$f" "$tmp/s.$ext" >"$tmp/s.out" 2>"$tmp/s.err"
+    "$cli" convert "$f" "$tmp/s.$ext" "$@" >"$tmp/s.out" 2>"$tmp/s.err"
     local a=$?
-    SUBLET_REPLAY_WHOLE=1 "$cli" convert "$f" "$tmp/w.$ext" >"$tmp/w.out" 2>"$tmp/w.err"
+    SUBLET_REPLAY_WHOLE=1 "$cli" convert "$f" "$tmp/w.$ext" "$@" >"$tmp/w.out" 2>"$tmp/w.err"
     local b=$?
     sed -i "s#$tmp/w\.#$tmp/s.#" "$tmp/w.out" "$tmp/w.err"
     checked=$((checked + 1))
@@ -49,6 +51,10 @@ for f in "${traces[@]}"; do
     [ -f "$f" ] || continue
     same "$f" csv
     same "$f" csv.gz
+    # to a snapshot: replayed from a stream with recording on
+    same "$f" pickle
+    same "$f" json.gz --device-memory 1GiB
+    same "$f" json --conf expandable_segments:True
 done
 # sublet's CSV converted again is the same file; gunzip'd, the .gz is the CSV
 "$cli" convert "$data/nonmonotone.events.csv" "$tmp/once.csv" >/dev/null &&
@@ -60,9 +66,11 @@ csv=$data/cs336_attention_microbench.events.csv
 { head -n 40 "$csv"; echo "41,alloc,12,x,0,"; tail -n +42 "$csv"; } >"$tmp/bad.events.csv"
 { head -n 40 "$csv"; echo "40,pre_alloc,12,512,0,"; tail -n +41 "$csv"; } >"$tmp/pre.events.csv"
 for f in "$tmp/bad.events.csv" "$tmp/pre.events.csv"; do
-    same "$f" csv
-    [ -e "$tmp/s.csv" ] && fail "$f: a file was written"
-    grep -q 'line 41' "$tmp/s.err" || fail "$f: the error names its line: $(cat "$tmp/s.err")"
+    for ext in csv pickle; do
+        same "$f" $ext
+        [ -e "$tmp/s.$ext" ] && fail "$f -> $ext: a file was written"
+        grep -q 'line 41' "$tmp/s.err" || fail "$f -> $ext: the error names its line: $(cat "$tmp/s.err")"
+    done
 done
 
 # a failed write (the test hook: no space after 1000 bytes) leaves the target as it was

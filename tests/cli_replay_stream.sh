@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # sublet — `sublet replay` over a stream (events CSV, event log) gives the
 # same stdout, stderr and exit status, byte for byte, as over the trace loaded
-# whole (SUBLET_REPLAY_WHOLE=1): the committed traces, the event logs of the
-# fuzz seeds (a torn one included), a gzip'd CSV, the shared traces when
+# whole (SUBLET_REPLAY_WHOLE=1), from a file and from standard input ('-'):
+# the committed traces, the event logs of the fuzz seeds (a torn one included), a gzip'd CSV, the shared traces when
 # ../shared is there, under several options (OOMs and their diagnosis, --at,
 # --stop-on-oom, --check); and malformed or truncated CSVs give the same error
 # (with its line) and nothing on stdout.  $1 is the CLI.
@@ -52,6 +52,29 @@ for f in "${traces[@]}"; do
 done
 same "$data/nonmonotone.events.csv" --check
 
+# standard input ('-'): streamed through its binary copy (any format; those
+# that do not stream are read whole by the stream), against loaded whole
+same_stdin() { # same_stdin TRACE OPTIONS...
+    local f=$1
+    shift
+    "$cli" replay - "$@" <"$f" >"$tmp/s.out" 2>"$tmp/s.err"
+    local a=$?
+    SUBLET_REPLAY_WHOLE=1 "$cli" replay - "$@" <"$f" >"$tmp/w.out" 2>"$tmp/w.err"
+    local b=$?
+    checked=$((checked + 1))
+    if [ $a != $b ] || ! cmp -s "$tmp/s.out" "$tmp/w.out" || ! cmp -s "$tmp/s.err" "$tmp/w.err"; then
+        fail "stdin < $f $*: streamed (rc $a) and whole (rc $b) differ"
+        diff "$tmp/s.out" "$tmp/w.out" | head -5 >&2
+        diff "$tmp/s.err" "$tmp/w.err" | head -5 >&2
+    fi
+}
+for f in "$data"/*.events.csv "$data"/*.pickle.gz "$here"/../fuzz/seeds/fuzz_trace_log/*.slog \
+    "$tmp/nonmonotone.events.csv.gz"; do
+    same_stdin "$f"
+    same_stdin "$f" --json --device-memory 1GiB
+    same_stdin "$f" --at 30
+done
+
 # malformed and truncated inputs: the same error, from the same line
 csv=$data/cs336_attention_microbench.events.csv
 head -c 3000 "$csv" >"$tmp/cut.events.csv"                      # cut inside a row
@@ -65,6 +88,10 @@ for f in cut bad empty pre last; do
         same "$tmp/$f.events.csv" $opts
         grep -q ": line [0-9]*: " "$tmp/s.err" || fail "$f $opts: no line in the error: $(cat "$tmp/s.err")"
         [ -s "$tmp/s.out" ] && fail "$f $opts: output on stdout"
+        # shellcheck disable=SC2086
+        same_stdin "$tmp/$f.events.csv" $opts
+        grep -q "^sublet replay: stdin: line [0-9]*: " "$tmp/s.err" ||
+            fail "stdin < $f $opts: no line in the error: $(cat "$tmp/s.err")"
     done
 done
 

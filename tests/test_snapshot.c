@@ -323,6 +323,61 @@ static void test_take_matches_allocator(void **state)
     env_fini(&e);
 }
 
+/* sublet_history_take hands out the oldest entries and drops them: what it
+ * takes, in chunks, is what a copy held, also when the ring has wrapped; the
+ * entries recorded after a take land after the ones left. */
+static void test_history_take(void **state)
+{
+    (void)state;
+    env e;
+    env_init(&e, 0);
+    assert_int_equal(sublet_history_record(e.a, SUBLET_RECORD_ALL, SUBLET_CONTEXT_NONE, 8),
+                     SUBLET_OK);
+    sublet_trace_entry ref[8], got[8];
+    void *p[2];
+    for (int round = 0; round < 3; round++) {
+        /* 6 entries (2 allocs, 2 x free_requested + free_completed), 7 with
+         * the first round's segment_alloc: the ring of 8 keeps them all */
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(sublet_malloc(e.a, (uint64_t)(i + 1) * 4096, 0, &p[i]), SUBLET_OK);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(sublet_free(e.a, p[i]), SUBLET_OK);
+        size_t n = sublet_history_count(e.a);
+        assert_int_equal(n, round ? 6u : 7u);
+        assert_int_equal(sublet_history_copy(e.a, ref, 8), n);
+        /* three, then the rest */
+        assert_int_equal(sublet_history_take(e.a, got, 3), 3);
+        assert_int_equal(sublet_history_count(e.a), n - 3);
+        assert_int_equal(sublet_history_take(e.a, got + 3, 8), n - 3);
+        assert_int_equal(sublet_history_count(e.a), 0);
+        assert_int_equal(sublet_history_take(e.a, got, 8), 0);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(got[i].action, ref[i].action);
+            assert_int_equal(got[i].addr, ref[i].addr);
+            assert_int_equal(got[i].size, ref[i].size);
+        }
+        /* the last entry of each round: the second free's completion */
+        assert_int_equal(got[n - 1].action, SUBLET_ACT_FREE_COMPLETED);
+        assert_int_equal(got[n - 1].addr, (uint64_t)(uintptr_t)p[1]);
+    }
+    /* take leaves the rest in order: two entries, take one, record more */
+    assert_int_equal(sublet_malloc(e.a, 4096, 0, &p[0]), SUBLET_OK);
+    assert_int_equal(sublet_free(e.a, p[0]), SUBLET_OK);
+    size_t n = sublet_history_count(e.a);
+    assert_int_equal(sublet_history_copy(e.a, ref, 8), n);
+    assert_int_equal(sublet_history_take(e.a, got, 1), 1);
+    assert_int_equal(got[0].action, ref[0].action);
+    assert_int_equal(sublet_malloc(e.a, 8192, 0, &p[1]), SUBLET_OK);
+    assert_int_equal(sublet_history_copy(e.a, got, 8), sublet_history_count(e.a));
+    assert_int_equal(got[0].action, ref[1].action);
+    assert_int_equal(got[0].addr, ref[1].addr);
+    assert_int_equal(got[sublet_history_count(e.a) - 1].action, SUBLET_ACT_ALLOC);
+    assert_int_equal(got[sublet_history_count(e.a) - 1].size, 8192);
+    assert_int_equal(sublet_history_dropped(e.a), 0);
+    assert_int_equal(sublet_free(e.a, p[1]), SUBLET_OK);
+    env_fini(&e);
+}
+
 /* Taking a snapshot records PyTorch's `snapshot` entry (size = active bytes),
  * which appears in the next dump, never in its own. */
 static void test_snapshot_marker(void **state)
@@ -792,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_take_without_recording),
         cmocka_unit_test(test_settings_reported),
         cmocka_unit_test(test_take_matches_allocator),
+        cmocka_unit_test(test_history_take),
         cmocka_unit_test(test_snapshot_marker),
         cmocka_unit_test(test_device_padding),
         cmocka_unit_test(test_replay_round_trip),

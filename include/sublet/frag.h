@@ -96,13 +96,20 @@ typedef struct sublet_frag_series {
     char mismatch[256];
 } sublet_frag_series;
 
-/* Replay t under o (NULL: defaults; o's recording and on_finish are replaced,
- * its on_oom is still called) and measure the series after every event,
+/* Replay t under o (NULL: defaults; o's recording, on_finish and observers
+ * are replaced, its on_oom is still called) and measure the series after every event,
  * reduced to at most max_buckets buckets (0: 2000).  *r (optional) receives
  * the replay's result. */
 sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_options *o,
                                      size_t max_buckets, sublet_frag_series *out,
                                      sublet_replay_result *r, char *err, size_t err_cap);
+/* The same over a stream (sublet/trace_stream.h), in memory for the live
+ * state and the buckets: one pass counts its rows (none when it has a trace
+ * behind it), then it is rewound for the prelude's state and the replay.
+ * o's observers are replaced too. */
+sublet_status sublet_frag_series_run_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                            size_t max_buckets, sublet_frag_series *out,
+                                            sublet_replay_result *r, char *err, size_t err_cap);
 void sublet_frag_series_free(sublet_frag_series *s);
 
 /* ---- which settings would have avoided the OOMs ------------------------------------ */

@@ -51,6 +51,10 @@ sublet_status sublet_history_record(sublet_allocator *a, sublet_record enabled,
 /* Entries currently held, and a copy of them oldest first. */
 size_t sublet_history_count(sublet_allocator *a);
 size_t sublet_history_copy(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
+/* Move the oldest entries, up to cap of them, into out and drop them from
+ * the buffer (a consumer that reads the record as it grows, in memory for
+ * what it has not taken yet).  Returns how many were taken. */
+size_t sublet_history_take(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
 /* Entries dropped by the ring buffer since recording started. */
 uint64_t sublet_history_dropped(sublet_allocator *a);
 

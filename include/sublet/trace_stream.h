@@ -43,8 +43,8 @@ typedef struct sublet_trace_stream sublet_trace_stream;
  * (read_chunk: bytes per read, 0 = 1 MiB).  The format is detected by
  * content as sublet_trace_load does.  The prelude is read here, and the
  * extras the source gives at its start (an event log's settings, device
- * memory and device).  Messages start with the path.  Close with
- * sublet_trace_stream_close. */
+ * memory and device).  Messages start with the path ("stdin" for "-", as
+ * sublet_input_load names it).  Close with sublet_trace_stream_close. */
 sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load_options *opt,
                                        sublet_trace_stream **out, char *err, size_t err_cap);
 /* A stream over a trace already in memory (borrowed: t must outlive the

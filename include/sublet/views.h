@@ -101,7 +101,8 @@ typedef struct sublet_view_options {
 void sublet_view_options_init(sublet_view_options *v);
 
 /* `sublet replay --json`: the replay of t under o (its on_oom, when set, is
- * called too; o->capture_summary is implied by SUBLET_VIEW_SUMMARIES), then
+ * called too, its observers are not: it is sublet_replay_stream_json over a
+ * stream of t; o->capture_summary is implied by SUBLET_VIEW_SUMMARIES), then
  * the fragmentation state after the last event and, when it OOMed, the
  * diagnosis.  Returns the replay's status: *out is the document also when
  * the replay failed (its "error" says why); NULL only on
@@ -145,6 +146,20 @@ sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_op
                                    const sublet_view_options *v, char **out, char *err,
                                    size_t cap);
 
+/* The same two documents from a stream (sublet/trace_stream.h), byte for
+ * byte those of the trace loaded whole, in memory for the live state: read
+ * from its start (rewound) once to count its rows (not when a trace is
+ * behind it), then for each replay (the diagnosis replays it several
+ * times: a file is best read from its binary copy, sublet_trace_stream_copy).
+ * A malformed row is the stream's error and text. */
+sublet_status sublet_frag_json_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                      const sublet_view_options *v, char **out, char *err,
+                                      size_t cap);
+sublet_status sublet_diagnose_json_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          const sublet_view_options *v, char **out, char *err,
+                                          size_t cap);
+
 /* `sublet tune --json`: sublet_tune over n traces, names[i] naming each
  * (may be NULL).  On a failed tuning the message is in err. */
 sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
@@ -179,6 +194,19 @@ typedef struct sublet_report_info {
 sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
                                  const sublet_report_options *ro, const sublet_view_options *v,
                                  char **out, sublet_report_info *info, char *err, size_t cap);
+
+/* The same page from a stream (sublet/trace_stream.h), byte for byte what
+ * sublet_report_html gives for the trace loaded whole, in memory for the
+ * live state: the stream is read from its start several times (rewound:
+ * the request sizes and the number of rows, the series, each segment map
+ * (the peak's among them: a replay to it, as for the trace), the diagnosis'
+ * replays), so a file is best streamed from its binary copy
+ * (sublet_trace_stream_copy).  SUBLET_VIEW_TUNE needs the trace loaded
+ * whole (a stream with a trace behind it): else SUBLET_ERR_UNSUPPORTED. */
+sublet_status sublet_report_html_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                        const sublet_report_options *ro,
+                                        const sublet_view_options *v, char **out,
+                                        sublet_report_info *info, char *err, size_t cap);
 
 /* ---- the same from plain arguments (bindings) ---------------------------------------------- */
 /* conf NULL: the trace's recorded settings, else PyTorch's defaults;

@@ -5,9 +5,10 @@
  * The replay driver (analysis/replay.c) hands out its allocator once, after the
  * last event driven (on_finish).  A state at event N is therefore a replay
  * stopped after N.  The series after every event comes from the engine's own
- * record instead: the trace is replayed once with recording on, the trace
- * rows' times replaced by the index of the row whose engine call each entry
- * stands for, and a mirror of the blocks is driven by the recorded entries
+ * record instead: the trace is replayed once with recording on, the clock
+ * reading the index of the row whose engine call each entry stands for
+ * (sl_replay_stream_stamped), the record taken after every row (so that it
+ * holds a row's entries, not the run's), and a mirror of the blocks is driven by the recorded entries
  * (segment_alloc/map/unmap/free, alloc, free_requested, free_completed).
  * The mirror decides nothing the entries do not say, except how an alloc
  * splits the free block it starts (the engine's should_split, sizes rounded
@@ -21,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "engine/frag_internal.h"
+#include "analysis/replay_internal.h"
 #include "sublet/frag.h"
 
 /* ---- the state of a snapshot's segments ----------------------------------------------- */
@@ -580,6 +582,7 @@ typedef struct series_ctx {
     int mirror_ok;
     const sublet_frag_state *pre;
     uint64_t row; /* the row in progress */
+    uint64_t npre;
     uint64_t ooms_cap;
     sublet_replay_oom_fn user_oom;
     void *user_oom_user;
@@ -690,6 +693,41 @@ static void check_exact(series_ctx *c, sublet_allocator *a)
     s->exact = 1;
 }
 
+/* Move the record's entries into the mirror, each at its row (its time is
+ * the stamp of the row whose engine call it stands for): rows before it
+ * hold the state so far, then the entry is applied and measured. */
+static void take_entries(series_ctx *c, sublet_allocator *a)
+{
+    sublet_trace_entry ent[256];
+    size_t n;
+    while ((n = sublet_history_take(a, ent, sizeof ent / sizeof ent[0])) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t row = ent[i].time_us;
+            if (row >= c->s->events)
+                row = c->s->events - 1;
+            if (row < c->row)
+                row = c->row; /* never backwards */
+            if (row > c->row) {
+                fill(c, c->row, row);
+                c->row = row;
+            }
+            apply(&c->m, &ent[i]);
+            sample(c, bucket_of(c->s, row));
+        }
+    }
+}
+
+/* After each recorded row: its entries (those of the prelude's allocations
+ * are dropped when recording restarts after the prelude, so they wait). */
+static void series_after(void *user, sublet_allocator *a, uint64_t index,
+                         const sublet_trace_event *ev)
+{
+    (void)ev;
+    series_ctx *c = user;
+    if (index >= c->npre)
+        take_entries(c, a);
+}
+
 static void series_finish(void *user, sublet_allocator *a, uint64_t last, sublet_status st)
 {
     (void)last;
@@ -699,31 +737,10 @@ static void series_finish(void *user, sublet_allocator *a, uint64_t last, sublet
         c->st = SUBLET_ERR_INVALID_ARGUMENT;
         return;
     }
-    size_t n = sublet_history_count(a);
-    sublet_trace_entry *ent = n ? malloc(n * sizeof *ent) : NULL;
-    if (n && !ent) {
-        c->st = SUBLET_ERR_NO_MEMORY;
-        return;
-    }
-    n = sublet_history_copy(a, ent, n);
     if (sublet_history_dropped(a))
         mm_fail(&c->m, "the engine's record dropped entries%.0" PRIu64, 0);
-    /* c->row: the row in progress; rows before it are done */
-    for (size_t i = 0; i < n; i++) {
-        uint64_t row = ent[i].time_us;
-        if (row >= c->s->events)
-            row = c->s->events - 1;
-        if (row < c->row)
-            row = c->row; /* never backwards */
-        if (row > c->row) {
-            fill(c, c->row, row);
-            c->row = row;
-        }
-        apply(&c->m, &ent[i]);
-        sample(c, bucket_of(c->s, row));
-    }
+    take_entries(c, a);
     fill(c, c->row, c->s->events);
-    free(ent);
     check_exact(c, a);
 }
 
@@ -765,48 +782,27 @@ void sublet_frag_series_free(sublet_frag_series *s)
     memset(s, 0, sizeof *s);
 }
 
-/* A copy of t whose rows' times are the index of the row whose engine call
- * each of them times (src/replay.c's clock): a segment_alloc row times the
- * alloc after it, a free_completed right after its free_requested times that
- * free, a run of segment_free rows is one empty_cache at its first row. */
-static sublet_status stamped_copy(const sublet_trace *t, sublet_trace **out)
-{
-    sublet_status st = sublet_trace_create(out);
-    if (st != SUBLET_OK)
-        return st;
-    size_t n = sublet_trace_count(t);
-    const sublet_trace_event *ev = sublet_trace_events(t);
-    uint64_t run = 0;
-    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
-        sublet_trace_event e = ev[i];
-        uint64_t stamp = i;
-        if (e.kind == SUBLET_ACT_SEGMENT_ALLOC && i + 1 < n && ev[i + 1].kind == SUBLET_ACT_ALLOC)
-            stamp = i + 1;
-        else if (e.kind == SUBLET_ACT_FREE_COMPLETED && i > 0 &&
-                 ev[i - 1].kind == SUBLET_ACT_FREE_REQUESTED && ev[i - 1].addr == e.addr)
-            stamp = i - 1;
-        else if (e.kind == SUBLET_ACT_SEGMENT_FREE) {
-            if (!(i > 0 && ev[i - 1].kind == SUBLET_ACT_SEGMENT_FREE))
-                run = i;
-            stamp = run;
-        }
-        e.time_us = stamp;
-        e.flags |= SUBLET_TRACE_HAS_TIME;
-        e.frames = 0;
-        st = sublet_trace_append(*out, &e);
-    }
-    if (st != SUBLET_OK) {
-        sublet_trace_free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
 sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_options *o,
                                      size_t max_buckets, sublet_frag_series *out,
                                      sublet_replay_result *r, char *err, size_t err_cap)
 {
     if (!t || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK) {
+        memset(out, 0, sizeof *out);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sublet_status st = sublet_frag_series_run_stream(ts, o, max_buckets, out, r, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_frag_series_run_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                            size_t max_buckets, sublet_frag_series *out,
+                                            sublet_replay_result *r, char *err, size_t err_cap)
+{
+    if (!ts || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
     sublet_replay_options ro;
@@ -818,7 +814,20 @@ sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_
     sublet_settings_default(&set);
     if (ro.conf && *ro.conf && sublet_settings_parse(&set, ro.conf, err, err_cap) != SUBLET_OK)
         return SUBLET_ERR_CONFIG;
-    size_t n = sublet_trace_count(t), npre = sublet_trace_prelude_count(t);
+    /* the number of rows: the trace's, or one pass over the stream */
+    uint64_t n;
+    const sublet_trace_event *pre_rows;
+    size_t npre = sublet_trace_stream_prelude(ts, &pre_rows);
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t) {
+        n = sublet_trace_count(t);
+    } else {
+        sublet_trace_info info;
+        sublet_status is = sublet_trace_stream_info(ts, &info, err, err_cap);
+        if (is != SUBLET_OK)
+            return is;
+        n = sublet_trace_stream_rows(ts);
+    }
     uint64_t events = n;
     if (ro.stop_after != SUBLET_REPLAY_ALL && ro.stop_after + 1 < events)
         events = ro.stop_after + 1;
@@ -845,7 +854,9 @@ sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_
     if (npre) {
         sublet_replay_options po = ro;
         po.on_oom = NULL;
-        st = sublet_frag_state_at(t, &po, npre - 1, &pre, NULL, err, err_cap);
+        po.before_event = po.after_event = NULL;
+        po.trace = NULL;
+        st = sublet_frag_state_at_stream(ts, &po, npre - 1, &pre, NULL, err, err_cap);
         if (st != SUBLET_OK) {
             sublet_frag_series_free(out);
             return st;
@@ -855,6 +866,7 @@ sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_
     memset(&c, 0, sizeof c);
     c.s = out;
     c.st = SUBLET_OK;
+    c.npre = npre;
     c.user_oom = ro.on_oom;
     c.user_oom_user = ro.oom_user;
     if (mirror_init(&c.m, pre, &set) != 0) {
@@ -866,22 +878,24 @@ sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_
     sublet_frag_state_free(pre);
     c.row = 0;
 
-    sublet_trace *stamped = NULL;
-    st = stamped_copy(t, &stamped);
+    st = sublet_trace_stream_rewind(ts, err, err_cap);
     if (st == SUBLET_OK) {
         ro.record = SUBLET_RECORD_ALL;
         ro.record_context = SUBLET_CONTEXT_NONE;
-        ro.record_max_entries = 2 * n + 4096;
+        ro.record_max_entries = 2 * (size_t)n + 4096;
         ro.on_finish = series_finish;
         ro.finish_user = &c;
         ro.on_oom = series_oom;
         ro.oom_user = &c;
+        ro.before_event = NULL;
+        ro.after_event = series_after;
+        ro.trace = NULL;
+        ro.observer_user = &c;
         sublet_replay_result local;
         sublet_replay_result *rr = r ? r : &local;
-        st = sublet_replay_run(stamped, &ro, rr, err, err_cap);
+        st = sl_replay_stream_stamped(ts, &ro, rr, err, err_cap);
         if (!r)
             sublet_replay_result_free(&local);
-        sublet_trace_free(stamped);
     }
     if (st == SUBLET_OK && c.st != SUBLET_OK)
         st = c.st;

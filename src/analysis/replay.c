@@ -214,6 +214,11 @@ typedef struct rp {
      * the times of the engine events of the current call, in order; stacks
      * come from row `cur` */
     size_t clk_first, clk_count, clk_pos, cur;
+    /* sl_replay_stream_stamped: the clock reads each row's stamp instead of
+     * its time (the last stamp of a segment_free run kept, so that a long
+     * run is not walked again for each of its rows) */
+    int row_clock;
+    size_t stamp_row, stamp_val;
 } rp;
 
 /* ---- the rows -------------------------------------------------------------------------- */
@@ -302,6 +307,33 @@ static void retire(rp *s, size_t i)
 
 /* ---- recording: the trace's clock and stacks -------------------------------------- */
 
+/* The stamp of row k (at hand): the index of the row whose engine call it
+ * times (sl_replay_stream_stamped, replay_internal.h). */
+static uint64_t row_stamp(rp *s, size_t k)
+{
+    const sublet_trace_event *e = row(s, k);
+    if (e->kind == SUBLET_ACT_SEGMENT_ALLOC && at_hand(s, k + 1) &&
+        row(s, k + 1)->kind == SUBLET_ACT_ALLOC)
+        return k + 1;
+    if (e->kind == SUBLET_ACT_FREE_COMPLETED && k > 0 && at_hand(s, k - 1) &&
+        row(s, k - 1)->kind == SUBLET_ACT_FREE_REQUESTED && row(s, k - 1)->addr == e->addr)
+        return k - 1;
+    if (e->kind == SUBLET_ACT_SEGMENT_FREE) {
+        size_t j = k;
+        while (j > 0 && at_hand(s, j - 1) && row(s, j - 1)->kind == SUBLET_ACT_SEGMENT_FREE) {
+            if (j - 1 == s->stamp_row) {
+                j = s->stamp_val;
+                break;
+            }
+            j--;
+        }
+        s->stamp_row = k;
+        s->stamp_val = j;
+        return j;
+    }
+    return k;
+}
+
 static uint64_t rec_clock(void *user)
 {
     rp *s = user;
@@ -309,6 +341,8 @@ static uint64_t rec_clock(void *user)
     s->clk_pos++;
     if (!at_hand(s, s->clk_first + k))
         return 0;
+    if (s->row_clock)
+        return row_stamp(s, s->clk_first + k);
     const sublet_trace_event *e = row(s, s->clk_first + k);
     return (e->flags & SUBLET_TRACE_HAS_TIME) ? e->time_us : 0;
 }
@@ -1009,7 +1043,7 @@ static sublet_status drive(rp *s, const sublet_trace *t)
 
 static sublet_status replay(sublet_trace_stream *ts, const sublet_trace *t,
                             const sublet_replay_options *o, sublet_replay_result *r, char *err,
-                            size_t err_cap)
+                            size_t err_cap, int row_clock)
 {
     if (err && err_cap)
         err[0] = '\0';
@@ -1023,7 +1057,8 @@ static sublet_status replay(sublet_trace_stream *ts, const sublet_trace *t,
         sublet_replay_options_init(&defaults);
         o = &defaults;
     }
-    rp s = {.o = o, .r = r, .err = err, .err_cap = err_cap, .best_reserved = -1, .ts = ts};
+    rp s = {.o = o, .r = r, .err = err, .err_cap = err_cap, .best_reserved = -1, .ts = ts,
+            .row_clock = row_clock, .stamp_row = SIZE_MAX};
     return drive(&s, t);
 }
 
@@ -1045,7 +1080,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             snprintf(err, err_cap, "out of memory");
         return SUBLET_ERR_NO_MEMORY;
     }
-    sublet_status st = replay(ts, t, o, r, err, err_cap);
+    sublet_status st = replay(ts, t, o, r, err, err_cap, 0);
     sublet_trace_stream_close(ts);
     return st;
 }
@@ -1057,5 +1092,14 @@ sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_
     const sublet_trace *t = sublet_trace_stream_trace(ts);
     if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
         t = NULL;
-    return replay(ts, t, o, r, err, err_cap);
+    return replay(ts, t, o, r, err, err_cap, 0);
+}
+
+sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                       sublet_replay_result *r, char *err, size_t err_cap)
+{
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
+        t = NULL;
+    return replay(ts, t, o, r, err, err_cap, 1);
 }

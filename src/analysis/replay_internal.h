@@ -83,4 +83,14 @@ sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event *e, size_t i,
                             size_t cap);
 void rf_xcheck_fini(rf_xcheck *x);
 
+/* sublet_replay_stream, with the allocator's clock (o->record) reading each
+ * row's stamp instead of its time: the index of the row whose engine call
+ * the entry stands for (a segment_alloc row before an alloc: the alloc's; a
+ * free_completed right after its free_requested: the request's; a run of
+ * segment_free rows: its first row's; any other row: its own).  The
+ * fragmentation series (frag_series.c) places each entry of the record by
+ * it. */
+sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
+                                       sublet_replay_result *r, char *err, size_t err_cap);
+
 #endif

@@ -388,6 +388,23 @@ size_t sublet_history_copy(sublet_allocator *a, sublet_trace_entry *out, size_t 
     return n;
 }
 
+size_t sublet_history_take(sublet_allocator *a, sublet_trace_entry *out, size_t cap)
+{
+    sl_lock(a);
+    struct sl_history *h = a->history;
+    size_t n = h ? h->count : 0;
+    if (n > cap)
+        n = cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = h->ring[(h->head + i) % h->cap];
+    if (n) {
+        h->head = (h->head + n) % h->cap;
+        h->count -= n;
+    }
+    sl_unlock(a);
+    return n;
+}
+
 uint64_t sublet_history_dropped(sublet_allocator *a)
 {
     sl_lock(a);

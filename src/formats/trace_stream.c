@@ -98,10 +98,16 @@ struct sublet_trace_stream {
     char msg[600];
 };
 
+/* The source as messages name it (standard input: "stdin", as loading does). */
+static const char *shown(const sublet_trace_stream *s)
+{
+    return !s->path ? "trace" : strcmp(s->path, "-") == 0 ? "stdin" : s->path;
+}
+
 static sublet_status fail(sublet_trace_stream *s, sublet_status st, const char *why)
 {
     s->st = st;
-    snprintf(s->msg, sizeof s->msg, "%s: %s", s->path ? s->path : "trace", why);
+    snprintf(s->msg, sizeof s->msg, "%s: %s", shown(s), why);
     return st;
 }
 
@@ -655,7 +661,7 @@ sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stre
     errno = 0;
     c->raw = tmpfile();
     if (!c->raw) {
-        sl_msg(err, err_cap, "%s: cannot make a temporary copy: %s", s->path ? s->path : "trace",
+        sl_msg(err, err_cap, "%s: cannot make a temporary copy: %s", shown(s),
                errno ? strerror(errno) : "out of memory");
         free(c);
         return SUBLET_ERR_IO;
@@ -665,13 +671,13 @@ sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stre
     sublet_status st;
     while ((st = sublet_trace_stream_next(s, buf, 1024, &got, err, err_cap)) == SUBLET_OK && got)
         if (fwrite(buf, sizeof *buf, got, c->raw) != got) {
-            sl_msg(err, err_cap, "%s: temporary copy: write failed: %s",
-                   s->path ? s->path : "trace", strerror(errno));
+            sl_msg(err, err_cap, "%s: temporary copy: write failed: %s", shown(s),
+                   strerror(errno));
             st = SUBLET_ERR_IO;
             break;
         }
     if (st == SUBLET_OK && (fflush(c->raw) != 0 || fseek(c->raw, 0, SEEK_SET) != 0)) {
-        sl_msg(err, err_cap, "%s: temporary copy: write failed: %s", s->path ? s->path : "trace",
+        sl_msg(err, err_cap, "%s: temporary copy: write failed: %s", shown(s),
                strerror(errno));
         st = SUBLET_ERR_IO;
     }

@@ -313,24 +313,60 @@ static void series_json(sl_tbuf *b, const sublet_frag_series *s)
     sl_tb_puts(b, "]}");
 }
 
-static void request_hist_json(sl_tbuf *b, const sublet_trace *t)
+/* Allocation requests by size (log2 buckets): every alloc and pre_alloc row
+ * of the trace, whatever the replay drove. */
+typedef struct rhist {
+    uint64_t count[64], bytes[64];
+} rhist;
+
+static void rhist_add(rhist *h, const sublet_trace_event *e)
 {
-    uint64_t count[64] = {0}, bytes[64] = {0};
-    size_t n = sublet_trace_count(t);
-    const sublet_trace_event *ev = sublet_trace_events(t);
+    if (e->kind != SUBLET_ACT_ALLOC && e->kind != SUBLET_TRACE_PRE_ALLOC)
+        return;
+    int k = (int)sublet_frag_bucket(e->size);
+    h->count[k]++;
+    h->bytes[k] += e->size;
+}
+
+/* One pass over the stream, from its start to its end: the histogram, and
+ * the number of rows in *rows. */
+static sublet_status request_hist(sublet_trace_stream *ts, rhist *h, uint64_t *rows, char *err,
+                                  size_t cap)
+{
+    memset(h, 0, sizeof *h);
+    sublet_status st = sublet_trace_stream_rewind(ts, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(ts, &pre);
+    for (size_t i = 0; i < npre; i++)
+        rhist_add(h, &pre[i]);
+    enum { CHUNK = 1024 };
+    sublet_trace_event *ev = malloc(CHUNK * sizeof *ev);
+    if (!ev)
+        return SUBLET_ERR_NO_MEMORY;
+    size_t n;
+    while ((st = sublet_trace_stream_next(ts, ev, CHUNK, &n, err, cap)) == SUBLET_OK && n)
+        for (size_t i = 0; i < n; i++)
+            rhist_add(h, &ev[i]);
+    free(ev);
+    *rows = sublet_trace_stream_rows(ts);
+    return st;
+}
+
+static void request_hist_json(sl_tbuf *b, const rhist *h)
+{
     int lo = 64, hi = -1;
-    for (size_t i = 0; i < n; i++) {
-        if (ev[i].kind != SUBLET_ACT_ALLOC && ev[i].kind != SUBLET_TRACE_PRE_ALLOC)
+    for (int k = 0; k < 64; k++) {
+        if (!h->count[k])
             continue;
-        int k = (int)sublet_frag_bucket(ev[i].size);
-        count[k]++;
-        bytes[k] += ev[i].size;
         lo = k < lo ? k : lo;
         hi = k > hi ? k : hi;
     }
     sl_tb_puts(b, "[");
     for (int k = lo; k <= hi; k++)
-        sl_tb_printf(b, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k > lo ? "," : "", k, count[k], bytes[k]);
+        sl_tb_printf(b, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k > lo ? "," : "", k, h->count[k],
+                     h->bytes[k]);
     sl_tb_puts(b, "]");
 }
 
@@ -347,7 +383,9 @@ static void card(sl_tbuf *b, const char *value, const char *label, int bad)
 
 typedef struct report {
     const char *path;
-    const sublet_trace *t;
+    sublet_trace_format format;
+    uint64_t rows;
+    const rhist *hist;
     const sublet_replay_options *o;
     const sublet_replay_result *r;
     const sublet_frag_series *s;
@@ -402,7 +440,7 @@ static void page_end(sl_tbuf *b, const report *rp)
     else
         sl_tb_puts(b, "null");
     sl_tb_puts(b, ",\"request_hist\":");
-    request_hist_json(b, rp->t);
+    request_hist_json(b, rp->hist);
     sl_tb_puts(b, ",\"maps\":[");
     for (size_t i = 0; i < rp->nmaps; i++) {
         if (i)
@@ -469,8 +507,8 @@ static void page(sl_tbuf *b, const report *rp)
     sl_tb_puts(b, "</h1><p>");
     sl_tb_html(b, rp->path);
     sublet_format_size(rp->o->device_memory, t1, sizeof t1);
-    sl_tb_printf(b, " &middot; %s &middot; %zu events &middot; settings ",
-              sublet_trace_format_name(sublet_trace_source_format(rp->t)), sublet_trace_count(rp->t));
+    sl_tb_printf(b, " &middot; %s &middot; %" PRIu64 " events &middot; settings ",
+              sublet_trace_format_name(rp->format), rp->rows);
     sl_tb_html(b, rp->o->conf && *rp->o->conf ? rp->o->conf : "(PyTorch defaults)");
     sl_tb_printf(b, " &middot; simulated device %s &middot; sublet %s</p></header>\n<main>\n",
               t1, sublet_version());
@@ -540,7 +578,7 @@ static void note(const sublet_report_options *ro, const char *fmt, const char *a
     ro->on_note(ro->note_user, line);
 }
 
-static int add_map(rmap *maps, size_t *n, const sublet_trace *t, const sublet_replay_options *o,
+static int add_map(rmap *maps, size_t *n, sublet_trace_stream *t, const sublet_replay_options *o,
                    uint64_t event, const char *title, const sublet_report_options *ro)
 {
     for (size_t i = 0; i < *n; i++)
@@ -548,7 +586,7 @@ static int add_map(rmap *maps, size_t *n, const sublet_trace *t, const sublet_re
             return 0;
     char err[512] = "";
     sublet_frag_state *st = NULL;
-    sublet_status rs = sublet_frag_state_at(t, o, event, &st, NULL, err, sizeof err);
+    sublet_status rs = sublet_frag_state_at_stream(t, o, event, &st, NULL, err, sizeof err);
     if (rs != SUBLET_OK) {
         note(ro, "no segment map %s: %s", title, err[0] ? err : sublet_status_text(rs));
         return -1;
@@ -561,8 +599,30 @@ static int add_map(rmap *maps, size_t *n, const sublet_trace *t, const sublet_re
 }
 
 sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
-                                 const sublet_report_options *ro_in, const sublet_view_options *v,
+                                 const sublet_report_options *ro, const sublet_view_options *v,
                                  char **out, sublet_report_info *info, char *err, size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (info)
+        memset(info, 0, sizeof *info);
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = sublet_report_html_stream(ts, o, ro, v, out, info, err, cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                        const sublet_report_options *ro_in,
+                                        const sublet_view_options *v, char **out,
+                                        sublet_report_info *info, char *err, size_t cap)
 {
     if (!out)
         return SUBLET_ERR_INVALID_ARGUMENT;
@@ -587,22 +647,33 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
     rmap maps[20];
     size_t nmaps = 0;
     char *diag = NULL;
-    memset(&r, 0, sizeof r);
-    sublet_status st = sublet_frag_series_run(t, o, buckets, &s, &r, rerr, sizeof rerr);
     int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
+    const sublet_trace *whole = sublet_trace_stream_trace(t);
+    if (tune && !whole) {
+        snprintf(err, cap, "tuning: needs the trace loaded whole (sublet_report_html)");
+        return SUBLET_ERR_UNSUPPORTED;
+    }
+    rhist hist;
+    uint64_t rows = 0;
+    sublet_status st = request_hist(t, &hist, &rows, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    memset(&r, 0, sizeof r);
+    st = sublet_frag_series_run_stream(t, o, buckets, &s, &r, rerr, sizeof rerr);
     if (st != SUBLET_OK && v->snapshot && !tune) {
-        /* a snapshot whose trace cannot be replayed (private pools, for now):
-         * the page of its segments, as `sublet frag` falls back to them */
+        /* a snapshot whose trace cannot be replayed: the page of its
+         * segments, as `sublet frag` falls back to them */
         sublet_frag_series_free(&s);
         sublet_replay_result_free(&r);
-        int64_t dev = v->device >= 0 ? v->device : sublet_trace_device(t);
+        int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);
         sublet_frag_state *fs = NULL;
         if (sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &fs) == SUBLET_OK) {
             note(&ro, "the replay stopped (%s): %s", rerr[0] ? rerr : sublet_status_text(st),
                  "the page shows the snapshot's segments");
             rmap m = {.st = fs, .event = SUBLET_REPLAY_ALL};
             snprintf(m.title, sizeof m.title, "the snapshot's segments");
-            report rp = {path, t, o, NULL, NULL, &m, 1, NULL, NULL, NULL, rerr};
+            report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, NULL, NULL, &m, 1,
+                         NULL, NULL, NULL, rerr};
             sl_tbuf b = {0};
             page(&b, &rp);
             sublet_frag_stats f;
@@ -627,7 +698,8 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
         snprintf(err, cap, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
         return st;
     }
-    size_t npre = sublet_trace_prelude_count(t);
+    const sublet_trace_event *pre_rows;
+    size_t npre = sublet_trace_stream_prelude(t, &pre_rows);
     uint64_t peak = r.peak_reserved_event != SUBLET_REPLAY_NONE ? r.peak_reserved_event
                     : npre                                   ? npre - 1
                                                              : SUBLET_REPLAY_ALL;
@@ -648,7 +720,7 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
     }
     if (st == SUBLET_OK && ro.diagnose && r.ooms) {
         sublet_frag_diagnosis d;
-        if (sublet_frag_diagnose_trace(t, o, NULL, &d, rerr, sizeof rerr) == SUBLET_OK) {
+        if (sublet_frag_diagnose_stream(t, o, NULL, &d, rerr, sizeof rerr) == SUBLET_OK) {
             size_t n = sublet_frag_diagnosis_format(&d, NULL, 0);
             diag = malloc(n + 1);
             if (diag)
@@ -664,13 +736,13 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
     sublet_tune_result tr;
     memset(&tr, 0, sizeof tr);
     if (st == SUBLET_OK && tune) {
-        const sublet_trace *tt = t;
-        st = sublet_tune(&tt, 1, &to, &tr);
+        st = sublet_tune(&whole, 1, &to, &tr);
         if (st != SUBLET_OK)
             snprintf(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
-        report rp = {path, t, o, &r, &s, maps, nmaps, diag, tune ? &tr : NULL, &to, NULL};
+        report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, &r, &s, maps, nmaps,
+                     diag, tune ? &tr : NULL, &to, NULL};
         sl_tbuf b = {0};
         page(&b, &rp);
         if (b.oom || !b.p) {

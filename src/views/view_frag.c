@@ -336,10 +336,46 @@ sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_option
         err[0] = '\0';
     if (!t || !o || !v)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    size_t n = sublet_trace_count(t);
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = sublet_frag_json_stream(ts, o, v, out, err, cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+/* The rows of the trace behind ts, or of one pass over it. */
+static sublet_status rows_of(sublet_trace_stream *ts, uint64_t *n, char *err, size_t cap)
+{
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t) {
+        *n = sublet_trace_count(t);
+        return SUBLET_OK;
+    }
+    sublet_trace_info info;
+    sublet_status st = sublet_trace_stream_info(ts, &info, err, cap);
+    *n = sublet_trace_stream_rows(ts);
+    return st;
+}
+
+sublet_status sublet_frag_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                      const sublet_view_options *v, char **out, char *err,
+                                      size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    uint64_t n = 0;
+    sublet_status ns = rows_of(t, &n, err, cap);
+    if (ns != SUBLET_OK)
+        return ns;
     if (v->at != SUBLET_REPLAY_ALL && v->at >= n) {
-        snprintf(err, cap, "--at %" PRIu64 ": the trace has %zu events (0..%zu)", v->at, n,
-                 n ? n - 1 : 0);
+        snprintf(err, cap, "--at %" PRIu64 ": the trace has %" PRIu64 " events (0..%" PRIu64 ")",
+                 v->at, n, n ? n - 1 : 0);
         return SUBLET_ERR_INVALID_ARGUMENT;
     }
     sublet_frag_state *st = NULL;
@@ -347,13 +383,13 @@ sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_option
     memset(&r, 0, sizeof r);
     r.last_event = SUBLET_REPLAY_NONE;
     const char *source = "replay";
-    sublet_status rs = sublet_frag_state_at(t, o, v->at, &st, &r, err, cap);
+    sublet_status rs = sublet_frag_state_at_stream(t, o, v->at, &st, &r, err, cap);
     if (rs != SUBLET_OK && v->snapshot && v->at == SUBLET_REPLAY_ALL) {
         if (v->note && v->note_cap)
             snprintf(v->note, v->note_cap,
                      "the replay stopped (%s): the state comes from the snapshot's segments",
                      err && err[0] ? err : sublet_status_text(rs));
-        int64_t dev = v->device >= 0 ? v->device : sublet_trace_device(t);
+        int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);
         rs = sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &st);
         source = "segments";
         if (rs == SUBLET_OK && err && cap)
@@ -371,7 +407,7 @@ sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_option
     sl_json_init(&w, doc.f);
     sl_json_object_begin(&w);
     sl_json_kv_string(&w, "file", v->name ? v->name : "");
-    sl_json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_source_format(t)));
+    sl_json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_stream_format(t)));
     sl_json_kv_string(&w, "source", source);
     sl_json_kv_u64(&w, "trace_events", n);
     sl_json_key(&w, "event");
@@ -406,8 +442,28 @@ sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_op
         err[0] = '\0';
     if (!t || !o || !v)
         return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = sublet_diagnose_json_stream(ts, o, dopt, v, out, err, cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
+sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          const sublet_view_options *v, char **out, char *err,
+                                          size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_frag_diagnosis d;
-    sublet_status st = sublet_frag_diagnose_trace(t, o, dopt, &d, err, cap);
+    sublet_status st = sublet_frag_diagnose_stream(t, o, dopt, &d, err, cap);
     if (st != SUBLET_OK) {
         sublet_frag_diagnosis_free(&d);
         return st;

@@ -105,31 +105,20 @@ static void json_release(sl_json_writer *w, const char *key, const sublet_replay
     sl_json_object_end(w);
 }
 
-/* What the document says about the input: from the trace loaded whole, or
- * gathered while a stream was replayed (the row of the first empty_cache
- * mismatch kept as it was driven, by keep_named_row). */
+/* What the document says about the input, gathered while the stream (over
+ * a file, or over a trace in memory) was replayed: the row of the first
+ * empty_cache mismatch kept as it was driven, by keep_named_row. */
 typedef struct rp_facts {
-    const sublet_trace *t; /* NULL: streamed */
     sublet_trace_format format;
     uint64_t rows;
-    const sublet_replay_result *r; /* streamed: the result being filled */
+    const sublet_replay_result *r; /* the result being filled */
     uint64_t kept_idx;
     sublet_trace_event kept;
     int have_kept;
 } rp_facts;
 
-static void facts_of(const sublet_trace *t, rp_facts *f)
-{
-    memset(f, 0, sizeof *f);
-    f->t = t;
-    f->rows = sublet_trace_count(t);
-    f->format = sublet_trace_source_format(t);
-}
-
 static const sublet_trace_event *facts_at(const rp_facts *f, uint64_t idx)
 {
-    if (f->t)
-        return sublet_trace_at(f->t, (size_t)idx);
     return f->have_kept && f->kept_idx == idx ? &f->kept : NULL;
 }
 
@@ -326,67 +315,6 @@ static void json_report(FILE *out, const char *path, const sublet_replay_options
 }
 
 
-sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
-                                 const sublet_view_options *v, char **out, char *err, size_t cap)
-{
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    rp_ctx c = {.chain = o->on_oom, .chain_user = o->oom_user};
-    sublet_replay_options ro = *o;
-    if (!ro.conf)
-        ro.conf = "";
-    ro.on_oom = on_oom;
-    ro.oom_user = &c;
-    if (v->flags & SUBLET_VIEW_SUMMARIES)
-        ro.capture_summary = 1;
-    sublet_replay_result r;
-    char rerr[1024] = "";
-    sublet_status st = sublet_replay_run(t, &ro, &r, rerr, sizeof rerr);
-    const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
-    if (!failure) {
-        /* the fragmentation picture after the last event, and for each OOM
-         * its diagnosis and the settings that avoid it (more replays) */
-        char ferr[512];
-        /* a replay of its own: its OOMs are those reported already */
-        sublet_replay_options fo = ro;
-        fo.on_oom = NULL;
-        fo.oom_user = NULL;
-        fo.on_finish = NULL;
-        fo.finish_user = NULL;
-        if (sublet_frag_state_at(t, &fo, ro.stop_after, &c.frag, NULL, ferr, sizeof ferr) !=
-            SUBLET_OK)
-            c.frag = NULL;
-        /* the diagnosis's replays report no OOM to on_oom */
-        sublet_replay_options dopt = ro;
-        dopt.on_finish = NULL;
-        dopt.finish_user = NULL;
-        if (r.ooms && sublet_frag_diagnose_trace(t, &dopt, NULL, &c.diag, ferr, sizeof ferr) ==
-                          SUBLET_OK)
-            c.have_diag = 1;
-    }
-    rp_facts tf;
-    facts_of(t, &tf);
-    sl_doc doc;
-    sublet_status ds = sl_doc_open(&doc);
-    if (ds == SUBLET_OK) {
-        print_json(doc.f, v->name ? v->name : "", &tf, &ro, &r, &c, failure, v->snapshot_out,
-                   (v->flags & SUBLET_VIEW_SUMMARIES) != 0);
-        ds = sl_doc_close(&doc, out);
-    }
-    if (failure && err && cap)
-        snprintf(err, cap, "%s", failure);
-    else if (c.ooms.nomem && err && cap)
-        snprintf(err, cap, "out of memory recording OOM events; some are missing");
-    sublet_replay_result_free(&r);
-    ctx_free(&c);
-    return ds != SUBLET_OK ? ds : st;
-}
-
 /* The stream's error, when it has one (a malformed row, a read error). */
 static sublet_status stream_status(sublet_trace_stream *ts, char *err, size_t cap)
 {
@@ -474,6 +402,27 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     sublet_replay_result_free(&r);
     ctx_free(&c);
     return ds != SUBLET_OK ? ds : st;
+}
+
+/* The trace's document is the stream's over it: the same replay driver, and
+ * no row is kept beside the array (the one the document names is read as it
+ * is driven). */
+sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
+                                 const sublet_view_options *v, char **out, char *err, size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_status st = sublet_replay_stream_json(ts, o, v, out, err, cap);
+    sublet_trace_stream_close(ts);
+    return st;
 }
 
 sublet_status sublet_mincap_result_json(const sublet_mincap_result *m,
