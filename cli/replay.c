@@ -463,7 +463,9 @@ static int replay_stream_of(const char *path, sublet_trace_stream *ts, const cha
     o.after_event = keep_named_rows;
     o.observer_user = &tf;
     char rerr[1024] = "";
-    st = sublet_replay_stream(ts, &o, &r, rerr, sizeof rerr);
+    /* the state at the end comes from the same pass */
+    sublet_frag_state *end_state = NULL;
+    st = sublet_frag_replay_stream(ts, &o, &r, &end_state, rerr, sizeof rerr);
     o.after_event = NULL;
     o.observer_user = NULL;
     /* the rest of the rows: counted and checked, as loading does */
@@ -474,6 +476,7 @@ static int replay_stream_of(const char *path, sublet_trace_stream *ts, const cha
             break;
     if (stream_failed(ts, err, sizeof err)) {
         fprintf(stderr, "sublet replay: %s\n", err);
+        sublet_frag_state_free(end_state);
         sublet_replay_result_free(&r);
         ctx_free(&c);
         return CLI_ERROR;
@@ -485,12 +488,8 @@ static int replay_stream_of(const char *path, sublet_trace_stream *ts, const cha
     const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
     if (!failure) {
         char ferr[512];
-        sublet_replay_options fo = o;
-        fo.on_oom = NULL;
-        fo.oom_user = NULL;
-        if (sublet_frag_state_at_stream(ts, &fo, o.stop_after, &c.frag, NULL, ferr,
-                                        sizeof ferr) != SUBLET_OK)
-            c.frag = NULL;
+        c.frag = end_state;
+        end_state = NULL;
         if (r.ooms && sublet_frag_diagnose_stream(ts, &o, NULL, &c.diag, ferr, sizeof ferr) ==
                           SUBLET_OK)
             c.have_diag = 1;
@@ -503,6 +502,7 @@ static int replay_stream_of(const char *path, sublet_trace_stream *ts, const cha
         fprintf(stderr, "sublet replay: out of memory recording OOM events; some are missing\n");
     if (failure)
         fprintf(stderr, "sublet replay: %s\n", failure);
+    sublet_frag_state_free(end_state); /* kept only when the replay succeeded */
     sublet_replay_result_free(&r);
     ctx_free(&c);
     return failure ? CLI_ERROR : CLI_OK;

@@ -67,6 +67,19 @@ sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_r
                                           uint64_t event, sublet_frag_state **out,
                                           sublet_replay_result *r, char *err, size_t err_cap);
 
+/* sublet_replay_stream (from where the stream stands: it is not rewound) and,
+ * in the same pass, the state at the replay's end into *frag: what
+ * sublet_frag_state_at_stream(t, o, o->stop_after, ...) gives after it, for
+ * one replay instead of two.  *frag is NULL when the replay fails or the
+ * state cannot be copied (the replay's status is returned either way).
+ * o->on_finish, when set, is called first, on the allocator as the replay
+ * left it.  A trace with stacks (the state names the live blocks' stacks,
+ * which takes a recording replay) or o->record on: the state comes from a
+ * second pass, as sublet_frag_state_at_stream. */
+sublet_status sublet_frag_replay_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                        sublet_replay_result *r, sublet_frag_state **frag,
+                                        char *err, size_t err_cap);
+
 /* Series measured after every event, in SUBLET_FRAG_SERIES_* order. */
 enum {
     SUBLET_FRAG_SERIES_ALLOCATED = 0, /* allocated_bytes (rounded blocks) */

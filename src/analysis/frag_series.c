@@ -143,6 +143,62 @@ sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_r
     return SUBLET_OK;
 }
 
+typedef struct at_chain {
+    at_ctx at;
+    void (*fn)(void *user, sublet_allocator *a, uint64_t last, sublet_status st);
+    void *user;
+} at_chain;
+
+/* The state as a recording replay leaves it: recording, the driver runs
+ * process_events at each free_completed row (so that its entry lands there);
+ * without, the frees whose events completed since the last malloc are still
+ * queued.  Processing them now gives the same blocks (each free merges with
+ * whatever free neighbours it has, in any order); the replay's figures were
+ * taken before this. */
+static void at_finish_chain(void *user, sublet_allocator *a, uint64_t last, sublet_status st)
+{
+    at_chain *c = user;
+    if (c->fn)
+        c->fn(c->user, a, last, st);
+    if (a)
+        (void)sublet_process_events(a);
+    at_finish(&c->at, a, last, st);
+}
+
+sublet_status sublet_frag_replay_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                        sublet_replay_result *r, sublet_frag_state **frag,
+                                        char *err, size_t err_cap)
+{
+    if (!t || !o || !r || !frag)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *frag = NULL;
+    if (o->record != SUBLET_RECORD_OFF || sublet_trace_stream_stack_count(t)) {
+        /* the live blocks' stacks need a recording replay, which changes the
+         * figures (see at_finish_chain); or the caller's recording decides
+         * what the history holds: two passes */
+        sublet_status st = sublet_replay_stream(t, o, r, err, err_cap);
+        sublet_replay_options fo = *o; /* the callbacks have seen this replay */
+        fo.on_oom = NULL;
+        fo.oom_user = NULL;
+        fo.on_finish = NULL;
+        fo.finish_user = NULL;
+        if (st == SUBLET_OK && sublet_frag_state_at_stream(t, &fo, o->stop_after, frag, NULL,
+                                                           NULL, 0) != SUBLET_OK)
+            *frag = NULL;
+        return st;
+    }
+    sublet_replay_options ro = *o;
+    at_chain c = {{NULL, SUBLET_OK}, o->on_finish, o->finish_user};
+    ro.on_finish = at_finish_chain;
+    ro.finish_user = &c;
+    sublet_status st = sublet_replay_stream(t, &ro, r, err, err_cap);
+    if (st == SUBLET_OK && c.at.st_status == SUBLET_OK)
+        *frag = c.at.st;
+    else
+        sublet_frag_state_free(c.at.st);
+    return st;
+}
+
 /* ---- the mirror ------------------------------------------------------------------------- */
 
 #define NIL UINT32_MAX

@@ -349,7 +349,9 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     sublet_replay_result r;
     tf.r = &r;
     char rerr[1024] = "";
-    sublet_status st = sublet_replay_stream(ts, &ro, &r, rerr, sizeof rerr);
+    /* the state at the end comes from the same pass */
+    sublet_frag_state *end_state = NULL;
+    sublet_status st = sublet_frag_replay_stream(ts, &ro, &r, &end_state, rerr, sizeof rerr);
     ro.after_event = NULL;
     ro.observer_user = NULL;
     /* the rest of the rows: counted and checked, as loading does */
@@ -365,6 +367,7 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     if (ss != SUBLET_OK) {
         if (err && cap)
             snprintf(err, cap, "%s", serr[0] ? serr : sublet_status_text(ss));
+        sublet_frag_state_free(end_state);
         sublet_replay_result_free(&r);
         ctx_free(&c);
         return ss;
@@ -373,14 +376,8 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
     const char *failure = st == SUBLET_OK ? NULL : (rerr[0] ? rerr : sublet_status_text(st));
     if (!failure) {
         char ferr[512];
-        sublet_replay_options fo = ro;
-        fo.on_oom = NULL;
-        fo.oom_user = NULL;
-        fo.on_finish = NULL;
-        fo.finish_user = NULL;
-        if (sublet_frag_state_at_stream(ts, &fo, ro.stop_after, &c.frag, NULL, ferr,
-                                        sizeof ferr) != SUBLET_OK)
-            c.frag = NULL;
+        c.frag = end_state;
+        end_state = NULL;
         sublet_replay_options dopt = ro;
         dopt.on_finish = NULL;
         dopt.finish_user = NULL;
@@ -399,6 +396,7 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
         snprintf(err, cap, "%s", failure);
     else if (c.ooms.nomem && err && cap)
         snprintf(err, cap, "out of memory recording OOM events; some are missing");
+    sublet_frag_state_free(end_state); /* kept only when the replay succeeded */
     sublet_replay_result_free(&r);
     ctx_free(&c);
     return ds != SUBLET_OK ? ds : st;
