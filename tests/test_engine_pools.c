@@ -626,6 +626,42 @@ static void test_pool_expandable(void **state)
     h_env_fini(&e);
 }
 
+/* PyTorch 2.6 counts one cudaMalloc_count per allocation that maps pages and one fewer per
+ * unmapping, and forgets a freeable pool at 0: here while a page of it is still mapped under a
+ * live block (PyTorch then crashes on the block's free).  sublet keeps the pool until it holds
+ * no segment.  Found by fuzz_ops and by cli_oracle_pools (seed 9: PyTorch's segfault).  Under
+ * ASan the old deletion was a use after free. */
+static void test_pool_expandable_count(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "pytorch_version:2.6,expandable_segments:True");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *x = h_malloc(a, 30 * MiB, 1); /* maps pages 0 and 1 in one allocation: count 1 */
+    void *y = h_malloc(a, 5 * MiB, 1);  /* from page 1's cached rest: no mapping */
+    void *z = h_malloc(a, 15 * MiB, 1); /* page 1's last 5 MiB and page 2: count 2 */
+    end_capture(a, g);
+    assert_int_equal(info(a, g).device_segments, 2);
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(60 * MiB));
+    h_free(a, x);
+    h_free(a, z);
+    release(a, g);
+    h_empty_cache(a); /* unmaps page 0, then page 2: count 0, page 1 still mapped under y */
+    sublet_pool_info i = info(a, g);
+    assert_true(i.exists);
+    assert_int_equal(i.device_segments, 0);
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(20 * MiB));
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(5 * MiB));
+    h_free(a, y);
+    CHECK(a);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_capture_deferred_free),
         cmocka_unit_test(test_pool_isolation_and_misuse),
         cmocka_unit_test(test_pool_expandable),
+        cmocka_unit_test(test_pool_expandable_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

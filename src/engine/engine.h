@@ -112,8 +112,11 @@ struct sl_private {
     sublet_pool_id id;
     sl_pool small, large;
     int use_count;    /* live users; 0 = freeable */
-    int malloc_count; /* cudaMalloc_count: segments / mapped ranges held */
+    int malloc_count; /* cudaMalloc_count: segments held; under expandable
+                       * segments PyTorch's count (+1 per allocation that
+                       * maps, -1 per unmapping), which need not reach 0 */
     bool freeable;
+    bool expandable_seen; /* it has had expandable segments */
     bool use_on_oom, no_split; /* honoured from pytorch_version 2.9 */
     sublet_pool_alloc_fn alloc_fn; /* pool-specific allocator, or NULL */
     sublet_pool_free_fn free_fn;
