@@ -8,7 +8,13 @@
  * free of a bogus / interior / freed pointer, record_stream, completion of a
  * stream's events (sim), process_events, empty_cache, memory fraction
  * (valid and invalid), settings apply (table strings and raw input bytes),
- * stats resets, sim capacity changes and the text reports.
+ * stats resets, sim capacity changes and the text reports, and private
+ * pools (sublet/pool.h): a pool id (graph or user space), a MemPool with
+ * use_on_oom / no_split and maybe its own allocator (the harness's, with a
+ * 96 MiB cap), incref, begin_allocate with a stream or a thread filter (the
+ * thread filter from this thread, or from a helper thread that then exits),
+ * end_allocate, release, the pool's empty_cache, and the pool's info and
+ * statistics.
  *
  * The harness keeps its own model of the live blocks and checks, besides
  * sublet_check():
@@ -21,15 +27,25 @@
  *   - allocation / allocated_bytes match the model, all = small + large,
  *     peak >= current, the segment bytes seen through the trace callback
  *     equal reserved_bytes (and on sim the backend's own count);
- *   - at the end, after freeing everything, empty_cache and completing all
- *     streams, the backend holds nothing. */
+ *   - every pool call returns what its state (sublet_pool_info_read before
+ *     the call) makes it return, and leaves the use count / redirection as
+ *     documented; a new block lies in the pool the harness's list of active
+ *     redirections names (oldest first before pytorch_version 2.9, most
+ *     recent first after), else in the default pools or (2.9+) a use_on_oom
+ *     pool, and it is still that pool's when it is freed; each pool's
+ *     allocation / allocated_bytes equal the model's blocks in it;
+ *   - at the end, after ending every redirection, releasing every pool, freeing
+ *     everything, empty_cache and completing all streams, the backend and the
+ *     pools' own allocator hold nothing. */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sublet/pool.h"
 #include "sublet/sublet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -94,6 +110,9 @@ static const char *const create_confs[] = {
     "expandable_segments:True,garbage_collection_threshold:0.5,per_process_memory_fraction:0.75",
     "expandable_segments:True,max_split_size_mb:40",
     "policy:stitch",
+    "pytorch_version:2.6",
+    "pytorch_version:2.6,expandable_segments:True",
+    "pytorch_version:2.6,max_split_size_mb:40,garbage_collection_threshold:0.5,memory_fraction:0.75",
 };
 #define N_CONFS (sizeof create_confs / sizeof create_confs[0])
 
@@ -151,7 +170,34 @@ static const sublet_stream streams[3] = {0, 1, UINT64_C(0x7f00deadbe00)};
 typedef struct live_block {
     uint64_t addr, n, bsize;
     uint32_t tag;
+    sublet_pool_id pool; /* where it was placed ((0, 0): the default pools) */
 } live_block;
+
+#define MAX_POOLS 6
+#define MAX_REDIRECTS 8
+#define MAX_CUSTOM 64
+#define CUSTOM_CAP (96 * MiB)
+
+/* A pool id the harness knows (made by handle or create). */
+typedef struct pool_slot {
+    sublet_pool_id id;
+    int use_on_oom; /* created with it */
+} pool_slot;
+
+/* An active redirection as the harness expects it. */
+typedef struct redirect_model {
+    sublet_pool_id id;
+    int filter;
+    sublet_stream stream;
+    int mine; /* thread filter begun by this thread */
+} redirect_model;
+
+/* The pools' own allocator: real memory (patterns are written on host) up
+ * to CUSTOM_CAP, every segment remembered. */
+typedef struct custom_seg {
+    void *mem;
+    uint64_t size;
+} custom_seg;
 
 typedef struct fuzz_state {
     sublet_backend *be;
@@ -166,6 +212,14 @@ typedef struct fuzz_state {
     int64_t seg_bytes;
     uint64_t ev_alloc, ev_free_requested;
     uint64_t mallocs_ok, frees_ok;
+    /* private pools */
+    pool_slot pools[MAX_POOLS];
+    size_t npools;
+    redirect_model redirects[MAX_REDIRECTS];
+    size_t nredirects;
+    custom_seg custom[MAX_CUSTOM];
+    size_t ncustom;
+    uint64_t custom_bytes;
 } fuzz_state;
 
 static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
@@ -192,6 +246,46 @@ static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size
     default:
         break;
     }
+}
+
+/* ---- the pools' own allocator --------------------------------------------------- */
+
+static sublet_status custom_alloc(void *user, uint64_t size, uint64_t *addr)
+{
+    fuzz_state *fs = user;
+    if (fs->ncustom == MAX_CUSTOM || size > CUSTOM_CAP - fs->custom_bytes || size == 0 ||
+        size % 512 != 0)
+        return SUBLET_ERR_DEVICE_OOM;
+    void *m = aligned_alloc(4096, (size + 4095) & ~(uint64_t)4095);
+    if (!m)
+        return SUBLET_ERR_DEVICE_OOM;
+    fs->custom[fs->ncustom++] = (custom_seg){m, size};
+    fs->custom_bytes += size;
+    *addr = (uint64_t)(uintptr_t)m;
+    return SUBLET_OK;
+}
+
+static void custom_free(void *user, uint64_t addr, uint64_t size)
+{
+    fuzz_state *fs = user;
+    for (size_t i = 0; i < fs->ncustom; i++)
+        if ((uint64_t)(uintptr_t)fs->custom[i].mem == addr) {
+            if (fs->custom[i].size != size)
+                fuzz_fail("pool allocator: free of 0x%llx with %llu B, allocated %llu B",
+                          (unsigned long long)addr, (unsigned long long)size,
+                          (unsigned long long)fs->custom[i].size);
+            free(fs->custom[i].mem);
+            fs->custom_bytes -= size;
+            fs->custom[i] = fs->custom[--fs->ncustom];
+            return;
+        }
+    fuzz_fail("pool allocator: free of 0x%llx (%llu B), never allocated",
+              (unsigned long long)addr, (unsigned long long)size);
+}
+
+static int id_eq(sublet_pool_id x, sublet_pool_id y)
+{
+    return x.first == y.first && x.second == y.second;
 }
 
 /* ---- host patterns --------------------------------------------------------------- */
@@ -259,6 +353,67 @@ static void pattern(const live_block *l, int verify)
 
 /* ---- model checks -------------------------------------------------------------------- */
 
+/* Each known pool's statistics against the model's blocks in it. */
+static void check_pools(fuzz_state *fs, const sublet_stats *all, const char *after)
+{
+    int64_t reserved = 0, allocated = 0;
+    for (size_t k = 0; k < fs->npools; k++) {
+        sublet_pool_id id = fs->pools[k].id;
+        int64_t nb = 0, bytes = 0;
+        for (size_t i = 0; i < fs->nlive; i++)
+            if (id_eq(fs->live[i].pool, id)) {
+                nb++;
+                bytes += (int64_t)fs->live[i].bsize;
+            }
+        sublet_pool_info in;
+        sublet_stats ps;
+        if (sublet_pool_info_read(fs->a, id, &in) != SUBLET_OK)
+            fuzz_fail("after %s: pool_info_read failed", after);
+        sublet_status st = sublet_pool_stats_read(fs->a, id, &ps);
+        if (!in.exists) {
+            if (st != SUBLET_ERR_INVALID_ARGUMENT || nb != 0)
+                fuzz_fail("after %s: pool (%llu,%llu) unknown (stats: %s) with %lld live blocks",
+                          after, (unsigned long long)id.first, (unsigned long long)id.second,
+                          sublet_status_name(st), (long long)nb);
+            continue;
+        }
+        if (st != SUBLET_OK)
+            fuzz_fail("after %s: pool_stats_read: %s", after, sublet_status_name(st));
+        if (ps.allocation[SUBLET_POOL_ALL].current != nb ||
+            ps.allocated_bytes[SUBLET_POOL_ALL].current != bytes)
+            fuzz_fail("after %s: pool (%llu,%llu) has %lld blocks / %lld B, model %lld / %lld",
+                      after, (unsigned long long)id.first, (unsigned long long)id.second,
+                      (long long)ps.allocation[0].current,
+                      (long long)ps.allocated_bytes[0].current, (long long)nb, (long long)bytes);
+        if (in.use_count < 0 || (in.use_count == 0) != (in.freeable != 0))
+            fuzz_fail("after %s: pool (%llu,%llu) use count %d freeable %d", after,
+                      (unsigned long long)id.first, (unsigned long long)id.second, in.use_count,
+                      in.freeable);
+        int model_alloc = 0;
+        for (size_t r = 0; r < fs->nredirects; r++)
+            model_alloc |= id_eq(fs->redirects[r].id, id);
+        if (model_alloc != (in.allocating != 0))
+            fuzz_fail("after %s: pool (%llu,%llu) allocating %d, model %d", after,
+                      (unsigned long long)id.first, (unsigned long long)id.second,
+                      in.allocating, model_alloc);
+        if ((int64_t)in.free_bytes >
+            ps.reserved_bytes[SUBLET_POOL_ALL].current - ps.allocated_bytes[SUBLET_POOL_ALL].current)
+            fuzz_fail("after %s: pool (%llu,%llu) caches %llu B of %lld reserved, %lld allocated",
+                      after, (unsigned long long)id.first, (unsigned long long)id.second,
+                      (unsigned long long)in.free_bytes,
+                      (long long)ps.reserved_bytes[0].current,
+                      (long long)ps.allocated_bytes[0].current);
+        reserved += ps.reserved_bytes[SUBLET_POOL_ALL].current;
+        allocated += ps.allocated_bytes[SUBLET_POOL_ALL].current;
+    }
+    if (reserved > all->reserved_bytes[SUBLET_POOL_ALL].current ||
+        allocated > all->allocated_bytes[SUBLET_POOL_ALL].current)
+        fuzz_fail("after %s: the pools reserve %lld B / allocate %lld B, the allocator %lld / %lld",
+                  after, (long long)reserved, (long long)allocated,
+                  (long long)all->reserved_bytes[0].current,
+                  (long long)all->allocated_bytes[0].current);
+}
+
 static void check_all(fuzz_state *fs, const char *after)
 {
     char msg[512];
@@ -308,12 +463,15 @@ static void check_all(fuzz_state *fs, const char *after)
                   (unsigned long long)fs->ev_free_requested,
                   (unsigned long long)fs->mallocs_ok, (unsigned long long)fs->frees_ok);
     if (fs->is_sim) {
-        uint64_t used = sublet_sim_used(fs->be), segs = sublet_sim_segments(fs->be);
+        uint64_t used = sublet_sim_used(fs->be) + fs->custom_bytes;
+        uint64_t segs = sublet_sim_segments(fs->be) + fs->ncustom;
         if ((int64_t)used != s.reserved_bytes[0].current || (int64_t)segs != s.segment[0].current)
-            fuzz_fail("after %s: sim holds %llu B in %llu segments, stats say %lld B in %lld",
+            fuzz_fail("after %s: sim and the pools' allocator hold %llu B in %llu segments, "
+                      "stats say %lld B in %lld",
                       after, (unsigned long long)used, (unsigned long long)segs,
                       (long long)s.reserved_bytes[0].current, (long long)s.segment[0].current);
     }
+    check_pools(fs, &s, after);
 }
 
 static void expect_stats_unchanged(fuzz_state *fs, const sublet_stats *before, const char *what)
@@ -435,12 +593,42 @@ static void op_free_live(fuzz_state *fs, size_t i)
     live_block l = fs->live[i];
     if (!fs->is_sim)
         pattern(&l, 1);
+    sublet_pool_id now = {UINT64_MAX, UINT64_MAX};
+    if (sublet_pool_of(fs->a, (void *)(uintptr_t)l.addr, &now) != SUBLET_OK ||
+        !id_eq(now, l.pool))
+        fuzz_fail("block 0x%llx placed in pool (%llu,%llu) is now in (%llu,%llu)",
+                  (unsigned long long)l.addr, (unsigned long long)l.pool.first,
+                  (unsigned long long)l.pool.second, (unsigned long long)now.first,
+                  (unsigned long long)now.second);
     sublet_status st = sublet_free(fs->a, (void *)(uintptr_t)l.addr);
     if (st != SUBLET_OK)
         fuzz_fail("free of live block 0x%llx: %s", (unsigned long long)l.addr,
                   sublet_status_name(st));
     fs->frees_ok++;
     forget_live(fs, i);
+}
+
+static int newest_first(fuzz_state *fs)
+{
+    sublet_settings set;
+    sublet_settings_get(fs->a, &set);
+    return sublet_settings_since(&set, SUBLET_PYTORCH_VERSION(2, 9));
+}
+
+/* The pool a request on `stream` from this thread goes to, as the
+ * redirections say; *found = 0 when none accepts it. */
+static sublet_pool_id expected_pool(fuzz_state *fs, sublet_stream stream, int *found)
+{
+    int nf = newest_first(fs);
+    for (size_t k = 0; k < fs->nredirects; k++) {
+        const redirect_model *m = &fs->redirects[nf ? fs->nredirects - 1 - k : k];
+        if (m->filter == SUBLET_POOL_FILTER_STREAM ? m->stream == stream : m->mine) {
+            *found = 1;
+            return m->id;
+        }
+    }
+    *found = 0;
+    return (sublet_pool_id){0, 0};
 }
 
 static void op_malloc(fuzz_state *fs, reader *r)
@@ -494,7 +682,23 @@ static void op_malloc(fuzz_state *fs, reader *r)
                       (unsigned long long)addr, (unsigned long long)bsize,
                       (unsigned long long)o->addr, (unsigned long long)o->bsize);
     }
+    int redirected = 0;
+    sublet_pool_id want = expected_pool(fs, stream, &redirected), got = {UINT64_MAX, 0};
+    if (sublet_pool_of(fs->a, p, &got) != SUBLET_OK)
+        fuzz_fail("pool_of(%p) after malloc failed", p);
+    if (!id_eq(got, want)) {
+        int ok = 0; /* a default-pool request may take a use_on_oom pool's block (2.9+) */
+        for (size_t k = 0; !redirected && k < fs->npools; k++)
+            ok |= fs->pools[k].use_on_oom && id_eq(fs->pools[k].id, got) && newest_first(fs);
+        if (!ok)
+            fuzz_fail("malloc(%llu) on stream %llu placed in pool (%llu,%llu), expected "
+                      "(%llu,%llu)",
+                      (unsigned long long)n, (unsigned long long)stream,
+                      (unsigned long long)got.first, (unsigned long long)got.second,
+                      (unsigned long long)want.first, (unsigned long long)want.second);
+    }
     live_block *l = &fs->live[fs->nlive++];
+    l->pool = got;
     l->addr = addr;
     l->n = n;
     l->bsize = bsize;
@@ -662,9 +866,11 @@ static void op_settings(fuzz_state *fs, reader *r)
     if (k < 224) {
         const conf_case *c = &apply_confs[k % N_APPLY];
         int valid = c->valid;
-        if (valid && c->split_mb) {
-            sublet_settings cur;
-            sublet_settings_get(fs->a, &cur);
+        sublet_settings cur;
+        sublet_settings_get(fs->a, &cur);
+        if (valid && cur.pytorch_version != SUBLET_PYTORCH_NEWEST)
+            valid = -1; /* the table follows the newest rules (docs/versions.md) */
+        if (valid == 1 && c->split_mb) {
             uint64_t large = c->large_mb ? (uint64_t)c->large_mb * MiB : cur.large_segment_size;
             valid = (uint64_t)c->split_mb * MiB >= large;
         }
@@ -716,16 +922,302 @@ static void op_report(fuzz_state *fs, reader *r)
         fuzz_fail("oom message length %zu", len);
 }
 
+/* ---- private pools ---------------------------------------------------------------------- */
+
+static int pools_refused(fuzz_state *fs)
+{
+    sublet_settings set;
+    sublet_settings_get(fs->a, &set);
+    return set.policy == SUBLET_POLICY_STITCH;
+}
+
+static sublet_pool_info pool_info(fuzz_state *fs, sublet_pool_id id)
+{
+    sublet_pool_info in;
+    sublet_status st = sublet_pool_info_read(fs->a, id, &in);
+    if (st != SUBLET_OK)
+        fuzz_fail("pool_info_read: %s", sublet_status_name(st));
+    return in;
+}
+
+static void expect_status(sublet_status st, sublet_status want, const char *what,
+                          sublet_pool_id id)
+{
+    if (st != want)
+        fuzz_fail("%s(%llu,%llu): %s, expected %s", what, (unsigned long long)id.first,
+                  (unsigned long long)id.second, sublet_status_name(st),
+                  sublet_status_name(want));
+}
+
+static void expect_uses(fuzz_state *fs, sublet_pool_id id, int uses, const char *what)
+{
+    sublet_pool_info in = pool_info(fs, id);
+    if (!in.exists || in.use_count != uses)
+        fuzz_fail("after %s(%llu,%llu): exists %d use count %d, expected %d", what,
+                  (unsigned long long)id.first, (unsigned long long)id.second, in.exists,
+                  in.use_count, uses);
+}
+
+static pool_slot *pick_pool(fuzz_state *fs, reader *r)
+{
+    uint8_t k = rd8(r);
+    return fs->npools ? &fs->pools[k % fs->npools] : NULL;
+}
+
+static void op_pool_handle(fuzz_state *fs, reader *r)
+{
+    int space = rd8(r) & 1;
+    if (fs->npools == MAX_POOLS)
+        return;
+    sublet_pool_id id;
+    sublet_status st = sublet_pool_handle(fs->a, space, &id);
+    expect_status(st, SUBLET_OK, "pool_handle", (sublet_pool_id){0, 0});
+    if (space == SUBLET_POOL_ID_GRAPH ? (id.first == 0 || id.second != 0)
+                                      : (id.first != 0 || id.second == 0))
+        fuzz_fail("pool_handle(%d) made (%llu,%llu)", space, (unsigned long long)id.first,
+                  (unsigned long long)id.second);
+    for (size_t k = 0; k < fs->npools; k++)
+        if (id_eq(fs->pools[k].id, id))
+            fuzz_fail("pool_handle made (%llu,%llu) twice", (unsigned long long)id.first,
+                      (unsigned long long)id.second);
+    if (pool_info(fs, id).exists)
+        fuzz_fail("pool_handle's new id already names a pool");
+    fs->pools[fs->npools++] = (pool_slot){id, 0};
+}
+
+static void op_pool_create(fuzz_state *fs, reader *r)
+{
+    uint8_t k = rd8(r);
+    if (fs->npools == MAX_POOLS)
+        return;
+    sublet_pool_options o = {.use_on_oom = k & 1, .no_split = (k >> 1) & 1};
+    if (k & 4) {
+        o.alloc = custom_alloc;
+        o.free = custom_free;
+        o.user = fs;
+    }
+    sublet_stats before;
+    sublet_stats_read(fs->a, &before);
+    sublet_pool_id id = {0, 0};
+    sublet_status st = sublet_pool_create(fs->a, &o, &id);
+    if (pools_refused(fs)) {
+        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_create", id);
+        return;
+    }
+    expect_status(st, SUBLET_OK, "pool_create", id);
+    if (id.first != 0 || id.second == 0)
+        fuzz_fail("pool_create made (%llu,%llu)", (unsigned long long)id.first,
+                  (unsigned long long)id.second);
+    expect_uses(fs, id, 1, "pool_create");
+    expect_stats_unchanged(fs, &before, "pool_create");
+    fs->pools[fs->npools++] = (pool_slot){id, o.use_on_oom};
+}
+
+static void op_pool_incref(fuzz_state *fs, reader *r)
+{
+    pool_slot *ps = pick_pool(fs, r);
+    if (!ps)
+        return;
+    sublet_pool_info in = pool_info(fs, ps->id);
+    sublet_status st = sublet_pool_incref(fs->a, ps->id);
+    if (pools_refused(fs)) {
+        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_incref", ps->id);
+    } else if (in.exists && in.use_count <= 0) {
+        expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_incref of a freeable pool", ps->id);
+    } else {
+        expect_status(st, SUBLET_OK, "pool_incref", ps->id);
+        if (!in.exists)
+            ps->use_on_oom = 0; /* a new pool under the old id, without options */
+        expect_uses(fs, ps->id, in.exists ? in.use_count + 1 : 1, "pool_incref");
+    }
+}
+
+typedef struct begin_job {
+    sublet_allocator *a;
+    sublet_pool_id id;
+    sublet_status st;
+} begin_job;
+
+static void *begin_thread(void *arg)
+{
+    begin_job *j = arg;
+    j->st = sublet_pool_begin_allocate(j->a, j->id, SUBLET_POOL_FILTER_THREAD, 0);
+    return NULL;
+}
+
+static void op_pool_begin(fuzz_state *fs, reader *r)
+{
+    pool_slot *ps = pick_pool(fs, r);
+    uint8_t k = rd8(r);
+    if (!ps || fs->nredirects == MAX_REDIRECTS)
+        return;
+    /* k % 4: 0-2 a stream filter on streams[k % 4], 3 the thread filter; bit 2 with
+     * the thread filter: begun by a helper thread */
+    int filter = k % 4 == 3 ? SUBLET_POOL_FILTER_THREAD : SUBLET_POOL_FILTER_STREAM;
+    int helper = filter == SUBLET_POOL_FILTER_THREAD && (k & 4);
+    sublet_stream stream = filter == SUBLET_POOL_FILTER_STREAM ? streams[k % 4] : 0;
+    sublet_pool_info in = pool_info(fs, ps->id);
+    sublet_stats before;
+    sublet_stats_read(fs->a, &before);
+    sublet_status st;
+    if (helper) {
+        begin_job j = {fs->a, ps->id, SUBLET_ERR_NO_MEMORY};
+        pthread_t t;
+        if (pthread_create(&t, NULL, begin_thread, &j) != 0)
+            return;
+        pthread_join(t, NULL);
+        st = j.st;
+    } else {
+        st = sublet_pool_begin_allocate(fs->a, ps->id, filter, stream);
+    }
+    expect_stats_unchanged(fs, &before, "pool_begin_allocate");
+    if (pools_refused(fs)) {
+        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_begin_allocate", ps->id);
+        return;
+    }
+    if (in.exists && in.use_count <= 0) {
+        expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_begin_allocate of a freeable pool",
+                      ps->id);
+        return;
+    }
+    if (!in.exists)
+        ps->use_on_oom = 0;
+    expect_uses(fs, ps->id, in.exists ? in.use_count + 1 : 1, "pool_begin_allocate");
+    if (in.exists && in.allocating) {
+        expect_status(st, SUBLET_ERR_BUSY, "pool_begin_allocate of a pool being allocated to",
+                      ps->id);
+        return;
+    }
+    expect_status(st, SUBLET_OK, "pool_begin_allocate", ps->id);
+    fs->redirects[fs->nredirects++] =
+        (redirect_model){.id = ps->id, .filter = filter, .stream = stream, .mine = !helper};
+}
+
+static void op_pool_end(fuzz_state *fs, reader *r)
+{
+    pool_slot *ps = pick_pool(fs, r);
+    if (!ps)
+        return;
+    sublet_pool_info in = pool_info(fs, ps->id);
+    sublet_status st = sublet_pool_end_allocate(fs->a, ps->id);
+    size_t k = 0;
+    while (k < fs->nredirects && !id_eq(fs->redirects[k].id, ps->id))
+        k++;
+    if (k == fs->nredirects) {
+        expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_end_allocate (not allocating)",
+                      ps->id);
+        return;
+    }
+    expect_status(st, SUBLET_OK, "pool_end_allocate", ps->id);
+    memmove(fs->redirects + k, fs->redirects + k + 1,
+            (fs->nredirects - k - 1) * sizeof *fs->redirects);
+    fs->nredirects--;
+    expect_uses(fs, ps->id, in.use_count, "pool_end_allocate");
+}
+
+static void op_pool_release(fuzz_state *fs, reader *r)
+{
+    pool_slot *ps = pick_pool(fs, r);
+    if (!ps)
+        return;
+    sublet_pool_info in = pool_info(fs, ps->id);
+    sublet_status st = sublet_pool_release(fs->a, ps->id);
+    if (!in.exists || in.use_count <= 0 || (in.use_count == 1 && in.allocating)) {
+        expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_release", ps->id);
+        return;
+    }
+    expect_status(st, SUBLET_OK, "pool_release", ps->id);
+    expect_uses(fs, ps->id, in.use_count - 1, "pool_release");
+}
+
+/* Whole, wholly inactive (not expandable) segments of a pool. */
+typedef struct idle_probe {
+    sublet_pool_id id;
+    int idle;
+} idle_probe;
+
+static void idle_probe_fn(void *user, const sublet_segment_view *seg)
+{
+    idle_probe *p = user;
+    if (seg->pool_id[0] == p->id.first && seg->pool_id[1] == p->id.second &&
+        !seg->is_expandable && seg->active_size == 0)
+        p->idle++;
+}
+
+static void op_pool_empty_cache(fuzz_state *fs, reader *r)
+{
+    pool_slot *ps = pick_pool(fs, r);
+    if (!ps)
+        return;
+    sublet_pool_info in = pool_info(fs, ps->id);
+    sublet_stats before;
+    sublet_stats_read(fs->a, &before);
+    sublet_status st = sublet_pool_empty_cache(fs->a, ps->id);
+    expect_status(st, SUBLET_OK, "pool_empty_cache", ps->id);
+    sublet_pool_info now = pool_info(fs, ps->id);
+    sublet_stats after;
+    sublet_stats_read(fs->a, &after);
+    if (in.exists && !in.freeable) {
+        /* a live pool keeps its cache */
+        if (!now.exists || now.device_segments != in.device_segments ||
+            after.reserved_bytes[0].current != before.reserved_bytes[0].current)
+            fuzz_fail("pool_empty_cache of a live pool released memory");
+    }
+    if (in.exists && in.freeable && now.exists && fs->nredirects == 0) {
+        idle_probe ip = {ps->id, 0};
+        sublet_segments_walk(fs->a, idle_probe_fn, &ip);
+        if (ip.idle)
+            fuzz_fail("pool_empty_cache of a freeable pool kept %d wholly free segments",
+                      ip.idle);
+    }
+}
+
+/* Calls that name no pool or the default pools: refused, nothing changes. */
+static void op_pool_bogus(fuzz_state *fs, reader *r)
+{
+    uint8_t k = rd8(r);
+    sublet_pool_id id = (k & 8) ? (sublet_pool_id){0, 0} : (sublet_pool_id){UINT64_C(1) << 40, 7};
+    sublet_stats before, ps;
+    sublet_stats_read(fs->a, &before);
+    sublet_status st, want = SUBLET_ERR_INVALID_ARGUMENT;
+    switch (k % 6) {
+    case 0:
+        st = sublet_pool_begin_allocate(fs->a, (sublet_pool_id){0, 0},
+                                        (k & 16) ? SUBLET_POOL_FILTER_THREAD : 2, 0);
+        break;
+    case 1:
+        st = sublet_pool_end_allocate(fs->a, id);
+        break;
+    case 2:
+        st = sublet_pool_release(fs->a, id);
+        break;
+    case 3:
+        st = id.first == 0 ? sublet_pool_empty_cache(fs->a, id) : (want = SUBLET_OK,
+                             sublet_pool_empty_cache(fs->a, id));
+        break;
+    case 4:
+        st = sublet_pool_stats_read(fs->a, id, &ps);
+        break;
+    default:
+        st = sublet_pool_incref(fs->a, (sublet_pool_id){0, 0});
+        break;
+    }
+    expect_status(st, want, "pool call on a bogus id", id);
+    expect_stats_unchanged(fs, &before, "pool call on a bogus id");
+}
+
 static const char *op_name(unsigned op)
 {
     static const char *const names[] = {
         "malloc", "malloc", "malloc", "malloc", "free", "free", "free", "bogus free",
         "record_stream", "bogus record_stream", "stream complete", "process_events",
-        "empty_cache", "memory fraction", "settings", "stats reset", "sim capacity", "report"};
+        "empty_cache", "memory fraction", "settings", "stats reset", "sim capacity", "report",
+        "pool handle", "pool create", "pool incref", "pool begin", "pool begin", "pool end",
+        "pool release", "pool empty_cache", "pool bogus"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
-#define N_OPS 18
+#define N_OPS 27
 
 static void run_op(fuzz_state *fs, unsigned op, reader *r)
 {
@@ -791,8 +1283,33 @@ static void run_op(fuzz_state *fs, unsigned op, reader *r)
             sublet_sim_set_capacity(fs->be, caps[rd8(r) % (sizeof caps / sizeof caps[0])]);
         }
         break;
-    default:
+    case 17:
         op_report(fs, r);
+        break;
+    case 18:
+        op_pool_handle(fs, r);
+        break;
+    case 19:
+        op_pool_create(fs, r);
+        break;
+    case 20:
+        op_pool_incref(fs, r);
+        break;
+    case 21:
+    case 22:
+        op_pool_begin(fs, r);
+        break;
+    case 23:
+        op_pool_end(fs, r);
+        break;
+    case 24:
+        op_pool_release(fs, r);
+        break;
+    case 25:
+        op_pool_empty_cache(fs, r);
+        break;
+    default:
+        op_pool_bogus(fs, r);
         break;
     }
 }
@@ -826,7 +1343,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_all(fs, op_name(op));
     }
 
-    /* Tear down: everything must go back to the backend. */
+    /* Tear down: every redirection ends, every pool is released (a graph
+     * reset, a MemPool's destruction), and everything must go back to the
+     * backend and to the pools' allocator. */
+    while (fs->nredirects) {
+        sublet_pool_id id = fs->redirects[0].id;
+        if ((st = sublet_pool_end_allocate(fs->a, id)) != SUBLET_OK)
+            fuzz_fail("final pool_end_allocate: %s", sublet_status_name(st));
+        memmove(fs->redirects, fs->redirects + 1, (fs->nredirects - 1) * sizeof *fs->redirects);
+        fs->nredirects--;
+    }
+    check_all(fs, "final pool_end_allocate");
+    for (size_t k = 0; k < fs->npools; k++) {
+        while (pool_info(fs, fs->pools[k].id).use_count > 0)
+            if ((st = sublet_pool_release(fs->a, fs->pools[k].id)) != SUBLET_OK)
+                fuzz_fail("final pool_release: %s", sublet_status_name(st));
+    }
+    check_all(fs, "final pool_release");
     while (fs->nlive)
         op_free_live(fs, fs->nlive - 1);
     check_all(fs, "free all");
@@ -837,6 +1370,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((st = sublet_empty_cache(fs->a)) != SUBLET_OK)
         fuzz_fail("final empty_cache: %s", sublet_status_name(st));
     check_all(fs, "final empty_cache");
+    for (size_t k = 0; k < fs->npools; k++)
+        if (pool_info(fs, fs->pools[k].id).exists)
+            fuzz_fail("pool (%llu,%llu) still known after its release and empty_cache",
+                      (unsigned long long)fs->pools[k].id.first,
+                      (unsigned long long)fs->pools[k].id.second);
+    if (fs->ncustom)
+        fuzz_fail("the pools' allocator still holds %llu B in %zu segments",
+                  (unsigned long long)fs->custom_bytes, fs->ncustom);
     sublet_stats s;
     sublet_stats_read(fs->a, &s);
     if (s.reserved_bytes[SUBLET_POOL_ALL].current != 0 || s.active_bytes[0].current != 0 ||
