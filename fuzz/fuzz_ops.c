@@ -13,8 +13,9 @@
  * use_on_oom / no_split and maybe its own allocator (the harness's, with a
  * 96 MiB cap), incref, begin_allocate with a stream or a thread filter (the
  * thread filter from this thread, or from a helper thread that then exits),
- * end_allocate, release, the pool's empty_cache, and the pool's info and
- * statistics.
+ * end_allocate, release, the pool's empty_cache, the pool's info and
+ * statistics, and a stream waiting for another during a capture (with
+ * graph_capture_record_stream_reuse, deferred frees are then reused).
  *
  * The harness keeps its own model of the live blocks and checks, besides
  * sublet_check():
@@ -113,6 +114,8 @@ static const char *const create_confs[] = {
     "pytorch_version:2.6",
     "pytorch_version:2.6,expandable_segments:True",
     "pytorch_version:2.6,max_split_size_mb:40,garbage_collection_threshold:0.5,memory_fraction:0.75",
+    "graph_capture_record_stream_reuse:True",
+    "graph_capture_record_stream_reuse:True,expandable_segments:True",
 };
 #define N_CONFS (sizeof create_confs / sizeof create_confs[0])
 
@@ -1213,11 +1216,11 @@ static const char *op_name(unsigned op)
         "record_stream", "bogus record_stream", "stream complete", "process_events",
         "empty_cache", "memory fraction", "settings", "stats reset", "sim capacity", "report",
         "pool handle", "pool create", "pool incref", "pool begin", "pool begin", "pool end",
-        "pool release", "pool empty_cache", "pool bogus"};
+        "pool release", "pool empty_cache", "pool bogus", "stream wait"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
-#define N_OPS 27
+#define N_OPS 28
 
 static void run_op(fuzz_state *fs, unsigned op, reader *r)
 {
@@ -1308,9 +1311,19 @@ static void run_op(fuzz_state *fs, unsigned op, reader *r)
     case 25:
         op_pool_empty_cache(fs, r);
         break;
-    default:
+    case 26:
         op_pool_bogus(fs, r);
         break;
+    default: {
+        uint8_t k = rd8(r);
+        sublet_stats before;
+        sublet_stats_read(fs->a, &before);
+        if ((st = sublet_pool_stream_wait(fs->a, streams[k % 3], streams[(k / 3) % 3])) !=
+            SUBLET_OK)
+            fuzz_fail("pool_stream_wait: %s", sublet_status_name(st));
+        expect_stats_unchanged(fs, &before, "pool_stream_wait");
+        break;
+    }
     }
 }
 

@@ -6,8 +6,8 @@ synthetic (no recorded trace is copied here); scripts/fuzz adds the traces of
 tests/data and ../shared/traces to the working corpus at run time.
 
 fuzz_ops byte layout (see fuzz/fuzz_ops.c): byte 0 = backend (bit 0: 0 sim,
-1 host) | conf index << 1; then ops, each `op % 27` followed by its argument
-bytes (18-26: private pools)."""
+1 host) | conf index << 1; then ops, each `op % 28` followed by its argument
+bytes (18-27: private pools)."""
 import os
 import pickle
 import struct
@@ -43,7 +43,7 @@ CONFIGS = {
 }
 
 # ---- fuzz_ops ------------------------------------------------------------------
-N_OPS = 27
+N_OPS = 28
 
 
 def malloc(cat, value, stream=0):
@@ -134,6 +134,10 @@ def pool_bogus(k):
     return bytes([26, k])
 
 
+def stream_wait(waiter, signaler):
+    return bytes([27, waiter + 3 * signaler])
+
+
 OPS = {
     "sim_basic": bytes([0]) + malloc("tiny", 100) + malloc("small", 300000) + malloc("mid", 3000000)
     + free(1) + malloc("tiny", 200, 1) + free(0) + EMPTY + report(1),
@@ -174,6 +178,12 @@ OPS = {
     + pool_begin(0, 1) + pool_begin(1, 2) + pool_begin(0, 1) + malloc("mid", 5 << 20, 1)
     + malloc("small", 3000, 2) + malloc("mid", 2 << 20, 0) + pool_end(0) + malloc("mid", 5 << 20, 1)
     + free(0) + pool_end(1) + pool_release(0) + pool_release(0) + EMPTY,
+    # graph_capture_record_stream_reuse: a block used by stream 1 is reused on stream 0 once
+    # stream 0 has waited for stream 1 (conf 18)
+    "sim_pools_reclaim": bytes([18 << 1]) + pool_handle(0) + pool_begin(0, 0)
+    + malloc("tiny", 32, 0) + stream_wait(1, 0) + malloc("tiny", 64, 0) + record(1, 1) + free(1)
+    + malloc("tiny", 32, 0) + stream_wait(0, 1) + malloc("tiny", 32, 0) + pool_end(0)
+    + pool_release(0) + complete(3) + EMPTY,
     "host_pools": bytes([1]) + pool_create(0, 0, 1) + pool_begin(0, 3) + malloc("small", 4096)
     + malloc("mid", 2 << 20) + free(0) + pool_end(0) + pool_release(0) + pool_empty(0)
     + pool_handle(1) + pool_begin(1, 0) + malloc("tiny", 300, 0) + pool_end(1),

@@ -660,6 +660,137 @@ static void test_pool_expandable_count(void **state)
     assert_false(info(a, g).exists);
     assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
     h_env_fini(&e);
+
+    /* an allocation that reserved address space and could not map leaves a reservation
+     * without pages: the freeable pool gives it back and is forgotten (fuzz_ops) */
+    h_env_init(&e, H_SIM, 64 * MiB, "expandable_segments:True");
+    a = e.a;
+    g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *p = NULL;
+    assert_int_equal(sublet_malloc(a, 100 * MiB, 1, &p), SUBLET_ERR_OOM);
+    CHECK(a);
+    end_capture(a, g);
+    assert_true(info(a, g).exists);
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    h_env_fini(&e);
+}
+
+/* ---- graph_capture_record_stream_reuse (§4.6) -------------------------------------------------- */
+
+static void wait_stream(sublet_allocator *a, sublet_stream waiter, sublet_stream signaler)
+{
+    assert_int_equal(sublet_pool_stream_wait(a, waiter, signaler), SUBLET_OK);
+    CHECK(a);
+}
+
+/* PyTorch's test_graph_capture_reclaim_2_streams and _4_streams: data1, allocated on s1 in a
+ * capture, is used by s2 (s3, s4) that forked from s1, and freed; it is reused on s1 only once
+ * s1 has joined every stream that used it.  `nuse` streams use it; `join_all` 0 stops after
+ * joining all but the last.  Returns whether the last allocation reused data1. */
+static int reclaim_case(const char *conf, int nuse, int join_all)
+{
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, conf);
+    sublet_allocator *a = e.a;
+    const sublet_stream s1 = 1, users[3] = {2, 3, 4};
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, s1);
+    void *sink1 = h_malloc(a, 32, s1);
+    void *data1 = h_malloc(a, 32, s1);
+    void *bufs[3];
+    for (int i = 0; i < nuse; i++) {
+        wait_stream(a, users[i], s1); /* the fork: users[i] joins the capture */
+        bufs[i] = h_malloc(a, 32, users[i]);
+        h_record(a, data1, users[i]);
+    }
+    h_free(a, data1);
+    for (int i = 0; i + 1 < nuse; i++)
+        wait_stream(a, s1, users[i]);
+    void *data2 = h_malloc(a, 32, s1); /* not all joined yet: never data1 */
+    assert_ptr_not_equal(data2, data1);
+    if (join_all)
+        wait_stream(a, s1, users[nuse - 1]);
+    void *data3 = h_malloc(a, 32, s1);
+    int reused = data3 == data1;
+    end_capture(a, g);
+    h_free(a, data3);
+    h_free(a, data2);
+    h_free(a, sink1);
+    for (int i = 0; i < nuse; i++)
+        h_free(a, bufs[i]);
+    sublet_sim_complete_all(e.be);
+    release(a, g);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+    return reused;
+}
+
+static void test_graph_capture_reclaim(void **state)
+{
+    (void)state;
+    const char *on = "graph_capture_record_stream_reuse:True";
+    assert_true(reclaim_case(on, 1, 1));  /* test_graph_capture_reclaim_2_streams */
+    assert_true(reclaim_case(on, 3, 1));  /* test_graph_capture_reclaim_4_streams */
+    assert_false(reclaim_case(on, 3, 0)); /* s4 never joined */
+    /* without the option the block waits for the end of the capture */
+    assert_false(reclaim_case("", 1, 1));
+    assert_false(reclaim_case("graph_capture_record_stream_reuse:False", 3, 1));
+    /* the option does not exist before 2.9 */
+    sublet_allocator *a = NULL;
+    sublet_backend *be = NULL;
+    assert_int_equal(sublet_sim_create(SIM_BIG, &be), SUBLET_OK);
+    sublet_options o = {.backend = be,
+                        .conf = "pytorch_version:2.6,graph_capture_record_stream_reuse:True"};
+    assert_int_equal(sublet_allocator_create(&o, &a, NULL, 0), SUBLET_ERR_CONFIG);
+    sublet_backend_destroy(be);
+}
+
+/* A stream that never joined the capture, a transitive join, and a free outside a capture. */
+static void test_graph_capture_reclaim_joins(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "graph_capture_record_stream_reuse:True");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *sink = h_malloc(a, 32, 1);
+    /* stream 9 is not part of the capture: the block waits for the end */
+    void *x = h_malloc(a, 32, 1);
+    h_record(a, x, 9);
+    h_free(a, x);
+    wait_stream(a, 1, 9);
+    void *y = h_malloc(a, 32, 1);
+    assert_ptr_not_equal(y, x);
+    /* transitive: 3 waits for 2 after the free, 1 waits for 3 */
+    wait_stream(a, 2, 1);
+    void *z = h_malloc(a, 32, 1);
+    h_record(a, z, 2);
+    h_free(a, z);
+    wait_stream(a, 3, 2);
+    wait_stream(a, 1, 3);
+    void *w = h_malloc(a, 32, 1);
+    assert_ptr_equal(w, z);
+    /* the waits of an earlier capture do not count in the next one */
+    h_record(a, w, 2);
+    h_free(a, w);
+    end_capture(a, g);
+    /* out of a capture: the deferred frees become events; stream 9 and 2 still pending */
+    void *v = h_malloc(a, 32, 1);
+    assert_ptr_not_equal(v, x);
+    assert_ptr_not_equal(v, w);
+    h_free(a, v);
+    h_free(a, y);
+    h_free(a, sink);
+    sublet_sim_complete_all(e.be);
+    release(a, g);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
 }
 
 int main(void)
@@ -677,6 +808,8 @@ int main(void)
         cmocka_unit_test(test_pool_isolation_and_misuse),
         cmocka_unit_test(test_pool_expandable),
         cmocka_unit_test(test_pool_expandable_count),
+        cmocka_unit_test(test_graph_capture_reclaim),
+        cmocka_unit_test(test_graph_capture_reclaim_joins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,6 +83,17 @@ sublet_status sublet_pool_release(sublet_allocator *a, sublet_pool_id id);
  * allocating to a pool (SUBLET_POOL_FILTER_THREAD) does the same for it. */
 sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
 
+/* Stream `waiter` waits for the work captured so far on `signaler`
+ * (Stream.wait_stream, cudaStreamWaitEvent) during a capture; waiting on a
+ * capturing stream makes `waiter` part of the capture.  Recorded only with
+ * graph_capture_record_stream_reuse:True (pytorch_version 2.9 and later) while
+ * a redirection is active, a no-op otherwise: a block freed during a capture
+ * with record_stream uses, all on capturing streams, is reused by a later
+ * allocation on its own stream once that stream has waited for every stream
+ * that used it since the free (§4.6; PyTorch walks the capture graph). */
+sublet_status sublet_pool_stream_wait(sublet_allocator *a, sublet_stream waiter,
+                                      sublet_stream signaler);
+
 typedef struct sublet_pool_info {
     int exists;          /* the allocator knows the pool */
     int use_count;       /* PyTorch's use_count */

@@ -158,6 +158,13 @@ static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
     for (size_t k = 0; k < a->ndeferred; k++)
         if (a->deferred[k]->allocated || !a->deferred[k]->nuses)
             return fail(msg, cap, "deferred free %zu is allocated or has no stream use", k);
+    for (size_t i = 0; i < a->ncap_marks; i++) {
+        size_t k = 0;
+        while (k < a->ndeferred && a->deferred[k] != a->cap_marks[i].block)
+            k++;
+        if (k == a->ndeferred)
+            return fail(msg, cap, "free marker %zu names no deferred free", i);
+    }
     return SUBLET_OK;
 }
 
