@@ -116,6 +116,7 @@ static const char *const create_confs[] = {
     "pytorch_version:2.6,max_split_size_mb:40,garbage_collection_threshold:0.5,memory_fraction:0.75",
     "graph_capture_record_stream_reuse:True",
     "graph_capture_record_stream_reuse:True,expandable_segments:True",
+    "policy:stitch,per_process_memory_fraction:0.5",
 };
 #define N_CONFS (sizeof create_confs / sizeof create_confs[0])
 
@@ -927,13 +928,6 @@ static void op_report(fuzz_state *fs, reader *r)
 
 /* ---- private pools ---------------------------------------------------------------------- */
 
-static int pools_refused(fuzz_state *fs)
-{
-    sublet_settings set;
-    sublet_settings_get(fs->a, &set);
-    return set.policy == SUBLET_POLICY_STITCH;
-}
-
 static sublet_pool_info pool_info(fuzz_state *fs, sublet_pool_id id)
 {
     sublet_pool_info in;
@@ -1003,10 +997,6 @@ static void op_pool_create(fuzz_state *fs, reader *r)
     sublet_stats_read(fs->a, &before);
     sublet_pool_id id = {0, 0};
     sublet_status st = sublet_pool_create(fs->a, &o, &id);
-    if (pools_refused(fs)) {
-        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_create", id);
-        return;
-    }
     expect_status(st, SUBLET_OK, "pool_create", id);
     if (id.first != 0 || id.second == 0)
         fuzz_fail("pool_create made (%llu,%llu)", (unsigned long long)id.first,
@@ -1023,9 +1013,7 @@ static void op_pool_incref(fuzz_state *fs, reader *r)
         return;
     sublet_pool_info in = pool_info(fs, ps->id);
     sublet_status st = sublet_pool_incref(fs->a, ps->id);
-    if (pools_refused(fs)) {
-        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_incref", ps->id);
-    } else if (in.exists && in.use_count <= 0) {
+    if (in.exists && in.use_count <= 0) {
         expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_incref of a freeable pool", ps->id);
     } else {
         expect_status(st, SUBLET_OK, "pool_incref", ps->id);
@@ -1074,10 +1062,6 @@ static void op_pool_begin(fuzz_state *fs, reader *r)
         st = sublet_pool_begin_allocate(fs->a, ps->id, filter, stream);
     }
     expect_stats_unchanged(fs, &before, "pool_begin_allocate");
-    if (pools_refused(fs)) {
-        expect_status(st, SUBLET_ERR_UNSUPPORTED, "pool_begin_allocate", ps->id);
-        return;
-    }
     if (in.exists && in.use_count <= 0) {
         expect_status(st, SUBLET_ERR_INVALID_ARGUMENT, "pool_begin_allocate of a freeable pool",
                       ps->id);

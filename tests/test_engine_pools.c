@@ -593,9 +593,69 @@ static void test_pool_isolation_and_misuse(void **state)
     assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
     h_env_fini(&e);
 
-    h_env_init(&e, H_SIM, SIM_BIG, "expandable_segments:True,policy:stitch");
-    assert_int_equal(sublet_pool_begin_allocate(e.a, graph_id(e.a), SUBLET_POOL_FILTER_STREAM, 1),
-                     SUBLET_ERR_UNSUPPORTED);
+}
+
+/* ---- policy:stitch stitches within one pool ------------------------------------------------- */
+
+static uint64_t addr_of(void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* A graph's pool holds two 1 MiB holes in partly used 2 MiB pages (page 0's tail, page 2's
+ * head: tests/test_policy_stitch.c's layout) on a full device.  A default-pool request of
+ * 1.5 MiB cannot use them: an OOM, the pool's blocks untouched.  The same request during a
+ * second capture into the pool is stitched from them (two alias pages, no memory taken), and
+ * stays the pool's; empty_cache gives the stitch back and the released pool is forgotten. */
+static void test_pool_stitch(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, 10 * MiB, "policy:stitch");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a), owner;
+    const uint64_t sizes[5] = {1 * MiB, 1 * MiB, 2 * MiB, 1 * MiB, 3 * MiB};
+    void *p[5];
+    begin_capture(a, g, 0);
+    for (int i = 0; i < 5; i++) {
+        p[i] = h_malloc(a, sizes[i], 0);
+        if (i)
+            assert_int_equal(addr_of(p[i]), addr_of(p[i - 1]) + sizes[i - 1]);
+    }
+    end_capture(a, g);
+    h_free(a, p[1]);
+    h_free(a, p[3]);
+    void *d = h_malloc(a, 2 * MiB, 0); /* the default pool maps the device's last page */
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), (int64_t)(10 * MiB));
+    sublet_sim_ops before, after;
+    sublet_sim_ops_read(e.inner, &before);
+    void *q = NULL;
+    assert_int_equal(sublet_malloc(a, 1536 * KiB, 0, &q), SUBLET_ERR_OOM);
+    CHECK(a);
+    sublet_sim_ops_read(e.inner, &after);
+    assert_int_equal(after.va_aliases, before.va_aliases);
+    assert_int_equal(info(a, g).free_bytes, 2 * MiB);
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(6 * MiB));
+
+    begin_capture(a, g, 0);
+    q = h_malloc(a, 1536 * KiB, 0);
+    end_capture(a, g);
+    sublet_sim_ops_read(e.inner, &after);
+    assert_int_equal(after.va_aliases - before.va_aliases, 2);
+    assert_int_equal(sublet_pool_of(a, q, &owner), SUBLET_OK);
+    assert_true(owner.first == g.first && owner.second == g.second);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), (int64_t)(10 * MiB));
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(8 * MiB));
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(7680 * KiB));
+    assert_int_equal(sublet_sim_used(e.inner), 10 * MiB);
+
+    h_free(a, q);
+    h_free(a, d);
+    for (int i = 0; i < 5; i += 2)
+        h_free(a, p[i]);
+    release(a, g);
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    assert_int_equal(sublet_sim_used(e.inner), 0);
     h_env_fini(&e);
 }
 
@@ -810,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_pool_expandable_count),
         cmocka_unit_test(test_graph_capture_reclaim),
         cmocka_unit_test(test_graph_capture_reclaim_joins),
+        cmocka_unit_test(test_pool_stitch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

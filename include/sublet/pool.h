@@ -64,8 +64,9 @@ enum {
 
 /* beginAllocateToPool: create the pool or add a use, then redirect the
  * allocations the filter accepts to it.  SUBLET_ERR_BUSY when `id` is
- * already being allocated to (the use count stays raised, as PyTorch's);
- * SUBLET_ERR_UNSUPPORTED under policy:stitch.  Several redirections may be
+ * already being allocated to (the use count stays raised, as PyTorch's).
+ * Under policy:stitch a pool's pages are stitched within the pool only.
+ * Several redirections may be
  * active at once: PyTorch 2.6-2.8 asks the oldest first, later releases the
  * most recent first. */
 sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,

@@ -635,7 +635,9 @@ static sublet_status use_on_oom_block(sublet_allocator *a, sublet_stream stream,
         sl_private *p = a->privs[i];
         if (!p->use_on_oom)
             continue;
-        sl_pool *pool = size <= SL_SMALL_SIZE ? &p->small : &p->large;
+        sl_pool *pool = size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+                            ? &p->small
+                            : &p->large;
         if (!sl_pool_tree(pool, stream, true))
             return SUBLET_ERR_NO_MEMORY;
         sl_block *b = get_free_block(a, pool, stream, size);
@@ -779,7 +781,8 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         /* policy:stitch: move whole free pages, then stitch partly free
          * ones, before PyTorch's full release (and once more after it) */
-        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH;
+        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH &&
+                      !(pool->owner && pool->owner->alloc_fn);
         if (st == SUBLET_ERR_DEVICE_OOM && stitch) {
             if (sl_stitch_release_some(a, pool, stream, size))
                 st = alloc_block(a, pool, stream, size, alloc_size, true, &b);

@@ -42,8 +42,10 @@ sl_pool *sl_redirect_pool(sublet_allocator *a, uint64_t size, sublet_stream stre
     bool newest_first = sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9));
     for (size_t k = 0; k < a->nredirects; k++) {
         const sl_redirect *r = &a->redirects[newest_first ? a->nredirects - 1 - k : k];
-        if (redirect_accepts(r, stream))
-            return size <= SL_SMALL_SIZE ? &r->pool->small : &r->pool->large;
+        if (redirect_accepts(r, stream)) /* policy:stitch: one pool, as sl_pool_for */
+            return size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+                       ? &r->pool->small
+                       : &r->pool->large;
     }
     return NULL;
 }
@@ -342,8 +344,7 @@ sublet_status sublet_pool_create(sublet_allocator *a, const sublet_pool_options 
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
     sublet_pool_id id = {0, a->next_pool_id[SUBLET_POOL_ID_USER]};
-    sublet_status st = a->settings.policy == SUBLET_POLICY_STITCH ? SUBLET_ERR_UNSUPPORTED
-                                                                   : incref(a, id, opts, NULL);
+    sublet_status st = incref(a, id, opts, NULL);
     if (st == SUBLET_OK) {
         a->next_pool_id[SUBLET_POOL_ID_USER]++;
         *out = id;
@@ -357,8 +358,7 @@ sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id)
     if (!a || id_default(id))
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
-    sublet_status st = a->settings.policy == SUBLET_POLICY_STITCH ? SUBLET_ERR_UNSUPPORTED
-                                                                   : incref(a, id, NULL, NULL);
+    sublet_status st = incref(a, id, NULL, NULL);
     sl_unlock(a);
     return st;
 }
@@ -372,10 +372,6 @@ sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id,
     sl_lock(a);
     sublet_status st = SUBLET_OK;
     sl_private *p = NULL;
-    if (a->settings.policy == SUBLET_POLICY_STITCH) {
-        st = SUBLET_ERR_UNSUPPORTED; /* stitching never moves a block across pools: not yet */
-        goto out;
-    }
     if (a->nredirects == a->redirects_cap) {
         size_t nc = a->redirects_cap ? a->redirects_cap * 2 : 4;
         sl_redirect *n = realloc(a->redirects, nc * sizeof *n);
