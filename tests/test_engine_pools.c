@@ -28,6 +28,40 @@
 
 #define SIM_BIG (80 * GiB)
 
+/* The tests registered again under expandable_segments:True and policy:stitch compose their
+ * settings with vconf: those whose assertions do not depend on native segments' sizes and
+ * counts (test_graph_memory_stats, test_graph_capture_oom and test_mempool_with_allocator
+ * count native segments; test_mempool_ctx_multithread's 20 MiB page is not stitch's). */
+static const char *variant = "";
+
+static const char *vconf(const char *base)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s%s%s", base, base[0] && variant[0] ? "," : "", variant);
+    return buf;
+}
+
+static int use_native(void **state)
+{
+    (void)state;
+    variant = "";
+    return 0;
+}
+
+static int use_expandable(void **state)
+{
+    (void)state;
+    variant = "expandable_segments:True";
+    return 0;
+}
+
+static int use_stitch(void **state)
+{
+    (void)state;
+    variant = "policy:stitch";
+    return 0;
+}
+
 static sublet_pool_id graph_id(sublet_allocator *a)
 {
     sublet_pool_id id;
@@ -199,7 +233,7 @@ static void test_graph_two_successive(void **state)
     int64_t reserved_no_sharing = 0;
     for (int share = 0; share < 3; share++) { /* don't, via pool(), via graph_pool_handle() */
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, "");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
         sublet_allocator *a = e.a;
         void *x = h_malloc(a, n, main_stream);
         sublet_pool_id g0, g1;
@@ -375,7 +409,7 @@ static void test_mempool_no_split(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_options o = {.no_split = 1};
         sublet_pool_id id;
@@ -401,7 +435,7 @@ static void test_mempool_use_on_oom(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, 64 * MiB, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, 64 * MiB, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_options o = {.use_on_oom = 1};
         sublet_pool_id id;
@@ -436,7 +470,7 @@ static void test_nested_mempool(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_id p1, p2, owner;
         assert_int_equal(sublet_pool_create(a, NULL, &p1), SUBLET_OK);
@@ -486,7 +520,7 @@ static void test_mempool_ctx_multithread(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     sublet_pool_id id, owner;
     assert_int_equal(sublet_pool_create(a, NULL, &id), SUBLET_OK);
@@ -520,7 +554,7 @@ static void test_capture_deferred_free(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     const sublet_stream s = 1, other = 2, during = 3;
     void *x = h_malloc(a, 4 * MiB, s); /* a default-pool block */
@@ -556,7 +590,7 @@ static void test_pool_isolation_and_misuse(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     sublet_pool_id g = graph_id(a);
     assert_int_equal(g.first, 1);
@@ -871,6 +905,19 @@ int main(void)
         cmocka_unit_test(test_graph_capture_reclaim),
         cmocka_unit_test(test_graph_capture_reclaim_joins),
         cmocka_unit_test(test_pool_stitch),
+        cmocka_unit_test_setup_teardown(test_graph_two_successive, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_graph_two_successive, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_no_split, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_no_split, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_use_on_oom, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_use_on_oom, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_nested_mempool, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_nested_mempool, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_ctx_multithread, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_capture_deferred_free, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_capture_deferred_free, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_pool_isolation_and_misuse, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_pool_isolation_and_misuse, use_stitch, use_native),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
