@@ -887,6 +887,79 @@ static void test_graph_capture_reclaim_joins(void **state)
     h_env_fini(&e);
 }
 
+/* ---- reserved_bytes_by_private_pools (newest PyTorch, reference §7) ---------------------------- */
+
+static void test_stats_by_private_pools(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        h_env e;
+        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        sublet_allocator *a = e.a;
+        sublet_pool_id g = graph_id(a), m;
+        assert_int_equal(sublet_pool_create(a, NULL, &m), SUBLET_OK);
+        begin_capture(a, g, 1);
+        void *x = h_malloc(a, 3 * MiB, 1);  /* a 20 MiB large segment */
+        void *y = h_malloc(a, 1000, 1);     /* a 2 MiB small one */
+        end_capture(a, g);
+        use_mem_pool_begin(a, m);
+        void *z = h_malloc(a, 12 * MiB, 0); /* 12 MiB */
+        use_mem_pool_end(a, m);
+        sublet_pool_reserved r[4];
+        size_t n = 99;
+        assert_int_equal(sublet_pool_reserved_read(a, r, 4, &n), SUBLET_OK);
+        sublet_stats s;
+        sublet_stats_read(a, &s);
+        static char plain[16384], flat[32768], json[32768];
+        sublet_stats_format_flat(&s, plain, sizeof plain);
+        size_t len = sublet_stats_format_flat_pools(&s, r, n, flat, sizeof flat);
+        assert_int_equal(len, strlen(flat));
+        sublet_stats_format_json_pools(&s, r, n, json, sizeof json);
+        if (!v) { /* 2.6 has no such keys */
+            assert_int_equal(n, 0);
+            assert_string_equal(flat, plain);
+        } else {
+            /* ids in order: the MemPool (0, 1), then the graph's (1, 0) */
+            assert_int_equal(n, 2);
+            assert_true(r[0].id[0] == 0 && r[0].id[1] == m.second);
+            assert_true(r[1].id[0] == g.first && r[1].id[1] == 0);
+            assert_int_equal(r[1].reserved_bytes[SUBLET_POOL_ALL].current, (int64_t)(22 * MiB));
+            assert_int_equal(r[1].reserved_bytes[SUBLET_POOL_SMALL].current, (int64_t)(2 * MiB));
+            assert_int_equal(r[0].reserved_bytes[SUBLET_POOL_LARGE].current, (int64_t)(12 * MiB));
+            char want[128];
+            snprintf(want, sizeof want, "\nreserved_bytes_by_private_pools.%llu_0.all.current %lld\n",
+                     (unsigned long long)g.first, (long long)(22 * MiB));
+            assert_non_null(strstr(flat, want));
+            snprintf(want, sizeof want, "\"reserved_bytes_by_private_pools.0_%llu.large_pool.peak\": %lld",
+                     (unsigned long long)m.second, (long long)(12 * MiB));
+            assert_non_null(strstr(json, want));
+            /* 24 keys more, every line still in sorted order, the plain ones unchanged */
+            size_t lines = 0, plines = 0;
+            const char *prev = NULL;
+            for (char *p = flat; *p; p = strchr(p, '\n') + 1) {
+                if (prev)
+                    assert_true(strncmp(prev, p, (size_t)(strchr(p, ' ') - p)) < 0);
+                prev = p;
+                lines++;
+            }
+            for (const char *p = plain; *p; p = strchr(p, '\n') + 1)
+                plines++;
+            assert_int_equal(lines, plines + 24);
+            assert_non_null(strstr(flat, "\nreserved_bytes.all.current "));
+            /* a short buffer: the count, and no entry written beyond it */
+            assert_int_equal(sublet_pool_reserved_read(a, r, 1, &n), SUBLET_OK);
+            assert_int_equal(n, 2);
+        }
+        h_free(a, x);
+        h_free(a, y);
+        h_free(a, z);
+        release(a, g);
+        mempool_destroy(a, m);
+        h_empty_cache(a);
+        h_env_fini(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -905,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_graph_capture_reclaim),
         cmocka_unit_test(test_graph_capture_reclaim_joins),
         cmocka_unit_test(test_pool_stitch),
+        cmocka_unit_test(test_stats_by_private_pools),
         cmocka_unit_test_setup_teardown(test_graph_two_successive, use_expandable, use_native),
         cmocka_unit_test_setup_teardown(test_graph_two_successive, use_stitch, use_native),
         cmocka_unit_test_setup_teardown(test_mempool_no_split, use_expandable, use_native),

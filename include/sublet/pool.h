@@ -112,6 +112,14 @@ sublet_status sublet_pool_info_read(sublet_allocator *a, sublet_pool_id id,
  * SUBLET_ERR_INVALID_ARGUMENT for an unknown id. */
 sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sublet_stats *out);
 
+/* The newest PyTorch's reserved_bytes_by_private_pools (sublet/stats.h's
+ * sublet_stats_format_flat_pools / _json_pools): every private pool the
+ * allocator knows, in the order of their ids, with its reserved_bytes.
+ * Writes min(*n, cap) entries and sets *n to the number of pools; 0 under a
+ * pytorch_version before `newest` (the releases without these keys). */
+sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
+                                        size_t cap, size_t *n);
+
 /* The pool of the segment holding `ptr` ((0, 0): a default pool). */
 sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out);
 

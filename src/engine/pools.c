@@ -486,6 +486,41 @@ sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sub
     return p ? SUBLET_OK : SUBLET_ERR_INVALID_ARGUMENT;
 }
 
+static int reserved_cmp(const void *x, const void *y)
+{
+    const sublet_pool_reserved *p = x, *q = y;
+    if (p->id[0] != q->id[0])
+        return p->id[0] < q->id[0] ? -1 : 1;
+    return p->id[1] < q->id[1] ? -1 : p->id[1] > q->id[1];
+}
+
+sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
+                                        size_t cap, size_t *n)
+{
+    if (!a || !n || (cap && !out))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sl_lock(a);
+    /* only the newest release has the keys (reference §7) */
+    size_t total = a->settings.pytorch_version == SUBLET_PYTORCH_NEWEST ? a->nprivs : 0;
+    sublet_pool_reserved *all = total ? malloc(total * sizeof *all) : NULL;
+    sublet_status st = total && !all ? SUBLET_ERR_NO_MEMORY : SUBLET_OK;
+    if (all) {
+        for (size_t i = 0; i < total; i++) {
+            all[i].id[0] = a->privs[i]->id.first;
+            all[i].id[1] = a->privs[i]->id.second;
+            memcpy(all[i].reserved_bytes, a->privs[i]->stats.reserved_bytes,
+                   sizeof all[i].reserved_bytes);
+        }
+        qsort(all, total, sizeof *all, reserved_cmp);
+        if (cap)
+            memcpy(out, all, (total < cap ? total : cap) * sizeof *all);
+        free(all);
+    }
+    *n = st == SUBLET_OK ? total : 0;
+    sl_unlock(a);
+    return st;
+}
+
 sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out)
 {
     if (!a || !out)
