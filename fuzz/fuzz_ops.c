@@ -8,7 +8,14 @@
  * free of a bogus / interior / freed pointer, record_stream, completion of a
  * stream's events (sim), process_events, empty_cache, memory fraction
  * (valid and invalid), settings apply (table strings and raw input bytes),
- * stats resets, sim capacity changes and the text reports.
+ * stats resets, sim capacity changes and the text reports, and private
+ * pools (sublet/pool.h): a pool id (graph or user space), a MemPool with
+ * use_on_oom / no_split and maybe its own allocator (the harness's, with a
+ * 96 MiB cap), incref, begin_allocate with a stream or a thread filter (the
+ * thread filter from this thread, or from a helper thread that then exits),
+ * end_allocate, release, the pool's empty_cache, the pool's info and
+ * statistics, and a stream waiting for another during a capture (with
+ * graph_capture_record_stream_reuse, deferred frees are then reused).
  *
  * The harness keeps its own model of the live blocks and checks, besides
  * sublet_check():
@@ -21,15 +28,25 @@
  *   - allocation / allocated_bytes match the model, all = small + large,
  *     peak >= current, the segment bytes seen through the trace callback
  *     equal reserved_bytes (and on sim the backend's own count);
- *   - at the end, after freeing everything, empty_cache and completing all
- *     streams, the backend holds nothing. */
+ *   - every pool call returns what its state (sublet_pool_info_read before
+ *     the call) makes it return, and leaves the use count / redirection as
+ *     documented; a new block lies in the pool the harness's list of active
+ *     redirections names (oldest first before pytorch_version 2.9, most
+ *     recent first after), else in the default pools or (2.9+) a use_on_oom
+ *     pool, and it is still that pool's when it is freed; each pool's
+ *     allocation / allocated_bytes equal the model's blocks in it;
+ *   - at the end, after ending every redirection, releasing every pool, freeing
+ *     everything, empty_cache and completing all streams, the backend and the
+ *     pools' own allocator hold nothing. */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sublet/pool.h"
 #include "sublet/sublet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -94,6 +111,12 @@ static const char *const create_confs[] = {
     "expandable_segments:True,garbage_collection_threshold:0.5,per_process_memory_fraction:0.75",
     "expandable_segments:True,max_split_size_mb:40",
     "policy:stitch",
+    "pytorch_version:2.6",
+    "pytorch_version:2.6,expandable_segments:True",
+    "pytorch_version:2.6,max_split_size_mb:40,garbage_collection_threshold:0.5,memory_fraction:0.75",
+    "graph_capture_record_stream_reuse:True",
+    "graph_capture_record_stream_reuse:True,expandable_segments:True",
+    "policy:stitch,per_process_memory_fraction:0.5",
 };
 #define N_CONFS (sizeof create_confs / sizeof create_confs[0])
 
@@ -151,7 +174,34 @@ static const sublet_stream streams[3] = {0, 1, UINT64_C(0x7f00deadbe00)};
 typedef struct live_block {
     uint64_t addr, n, bsize;
     uint32_t tag;
+    sublet_pool_id pool; /* where it was placed ((0, 0): the default pools) */
 } live_block;
+
+#define MAX_POOLS 6
+#define MAX_REDIRECTS 8
+#define MAX_CUSTOM 64
+#define CUSTOM_CAP (96 * MiB)
+
+/* A pool id the harness knows (made by handle or create). */
+typedef struct pool_slot {
+    sublet_pool_id id;
+    int use_on_oom; /* created with it */
+} pool_slot;
+
+/* An active redirection as the harness expects it. */
+typedef struct redirect_model {
+    sublet_pool_id id;
+    int filter;
+    sublet_stream stream;
+    int mine; /* thread filter begun by this thread */
+} redirect_model;
+
+/* The pools' own allocator: real memory (patterns are written on host) up
+ * to CUSTOM_CAP, every segment remembered. */
+typedef struct custom_seg {
+    void *mem;
+    uint64_t size;
+} custom_seg;
 
 typedef struct fuzz_state {
     sublet_backend *be;
@@ -166,6 +216,14 @@ typedef struct fuzz_state {
     int64_t seg_bytes;
     uint64_t ev_alloc, ev_free_requested;
     uint64_t mallocs_ok, frees_ok;
+    /* private pools */
+    pool_slot pools[MAX_POOLS];
+    size_t npools;
+    redirect_model redirects[MAX_REDIRECTS];
+    size_t nredirects;
+    custom_seg custom[MAX_CUSTOM];
+    size_t ncustom;
+    uint64_t custom_bytes;
 } fuzz_state;
 
 static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
@@ -192,6 +250,11 @@ static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size
     default:
         break;
     }
+}
+
+static int id_eq(sublet_pool_id x, sublet_pool_id y)
+{
+    return x.first == y.first && x.second == y.second;
 }
 
 /* ---- host patterns --------------------------------------------------------------- */
@@ -259,6 +322,8 @@ static void pattern(const live_block *l, int verify)
 
 /* ---- model checks -------------------------------------------------------------------- */
 
+static void check_pools(fuzz_state *fs, const sublet_stats *all, const char *after);
+
 static void check_all(fuzz_state *fs, const char *after)
 {
     char msg[512];
@@ -308,12 +373,15 @@ static void check_all(fuzz_state *fs, const char *after)
                   (unsigned long long)fs->ev_free_requested,
                   (unsigned long long)fs->mallocs_ok, (unsigned long long)fs->frees_ok);
     if (fs->is_sim) {
-        uint64_t used = sublet_sim_used(fs->be), segs = sublet_sim_segments(fs->be);
+        uint64_t used = sublet_sim_used(fs->be) + fs->custom_bytes;
+        uint64_t segs = sublet_sim_segments(fs->be) + fs->ncustom;
         if ((int64_t)used != s.reserved_bytes[0].current || (int64_t)segs != s.segment[0].current)
-            fuzz_fail("after %s: sim holds %llu B in %llu segments, stats say %lld B in %lld",
+            fuzz_fail("after %s: sim and the pools' allocator hold %llu B in %llu segments, "
+                      "stats say %lld B in %lld",
                       after, (unsigned long long)used, (unsigned long long)segs,
                       (long long)s.reserved_bytes[0].current, (long long)s.segment[0].current);
     }
+    check_pools(fs, &s, after);
 }
 
 static void expect_stats_unchanged(fuzz_state *fs, const sublet_stats *before, const char *what)
@@ -435,12 +503,42 @@ static void op_free_live(fuzz_state *fs, size_t i)
     live_block l = fs->live[i];
     if (!fs->is_sim)
         pattern(&l, 1);
+    sublet_pool_id now = {UINT64_MAX, UINT64_MAX};
+    if (sublet_pool_of(fs->a, (void *)(uintptr_t)l.addr, &now) != SUBLET_OK ||
+        !id_eq(now, l.pool))
+        fuzz_fail("block 0x%llx placed in pool (%llu,%llu) is now in (%llu,%llu)",
+                  (unsigned long long)l.addr, (unsigned long long)l.pool.first,
+                  (unsigned long long)l.pool.second, (unsigned long long)now.first,
+                  (unsigned long long)now.second);
     sublet_status st = sublet_free(fs->a, (void *)(uintptr_t)l.addr);
     if (st != SUBLET_OK)
         fuzz_fail("free of live block 0x%llx: %s", (unsigned long long)l.addr,
                   sublet_status_name(st));
     fs->frees_ok++;
     forget_live(fs, i);
+}
+
+static int newest_first(fuzz_state *fs)
+{
+    sublet_settings set;
+    sublet_settings_get(fs->a, &set);
+    return sublet_settings_since(&set, SUBLET_PYTORCH_VERSION(2, 9));
+}
+
+/* The pool a request on `stream` from this thread goes to, as the
+ * redirections say; *found = 0 when none accepts it. */
+static sublet_pool_id expected_pool(fuzz_state *fs, sublet_stream stream, int *found)
+{
+    int nf = newest_first(fs);
+    for (size_t k = 0; k < fs->nredirects; k++) {
+        const redirect_model *m = &fs->redirects[nf ? fs->nredirects - 1 - k : k];
+        if (m->filter == SUBLET_POOL_FILTER_STREAM ? m->stream == stream : m->mine) {
+            *found = 1;
+            return m->id;
+        }
+    }
+    *found = 0;
+    return (sublet_pool_id){0, 0};
 }
 
 static void op_malloc(fuzz_state *fs, reader *r)
@@ -494,7 +592,23 @@ static void op_malloc(fuzz_state *fs, reader *r)
                       (unsigned long long)addr, (unsigned long long)bsize,
                       (unsigned long long)o->addr, (unsigned long long)o->bsize);
     }
+    int redirected = 0;
+    sublet_pool_id want = expected_pool(fs, stream, &redirected), got = {UINT64_MAX, 0};
+    if (sublet_pool_of(fs->a, p, &got) != SUBLET_OK)
+        fuzz_fail("pool_of(%p) after malloc failed", p);
+    if (!id_eq(got, want)) {
+        int ok = 0; /* a default-pool request may take a use_on_oom pool's block (2.9+) */
+        for (size_t k = 0; !redirected && k < fs->npools; k++)
+            ok |= fs->pools[k].use_on_oom && id_eq(fs->pools[k].id, got) && newest_first(fs);
+        if (!ok)
+            fuzz_fail("malloc(%llu) on stream %llu placed in pool (%llu,%llu), expected "
+                      "(%llu,%llu)",
+                      (unsigned long long)n, (unsigned long long)stream,
+                      (unsigned long long)got.first, (unsigned long long)got.second,
+                      (unsigned long long)want.first, (unsigned long long)want.second);
+    }
     live_block *l = &fs->live[fs->nlive++];
+    l->pool = got;
     l->addr = addr;
     l->n = n;
     l->bsize = bsize;
@@ -662,9 +776,11 @@ static void op_settings(fuzz_state *fs, reader *r)
     if (k < 224) {
         const conf_case *c = &apply_confs[k % N_APPLY];
         int valid = c->valid;
-        if (valid && c->split_mb) {
-            sublet_settings cur;
-            sublet_settings_get(fs->a, &cur);
+        sublet_settings cur;
+        sublet_settings_get(fs->a, &cur);
+        if (valid && cur.pytorch_version != SUBLET_PYTORCH_NEWEST)
+            valid = -1; /* the table follows the newest rules (docs/versions.md) */
+        if (valid == 1 && c->split_mb) {
             uint64_t large = c->large_mb ? (uint64_t)c->large_mb * MiB : cur.large_segment_size;
             valid = (uint64_t)c->split_mb * MiB >= large;
         }
@@ -716,16 +832,20 @@ static void op_report(fuzz_state *fs, reader *r)
         fuzz_fail("oom message length %zu", len);
 }
 
+#include "ops_pools.h"
+
 static const char *op_name(unsigned op)
 {
     static const char *const names[] = {
         "malloc", "malloc", "malloc", "malloc", "free", "free", "free", "bogus free",
         "record_stream", "bogus record_stream", "stream complete", "process_events",
-        "empty_cache", "memory fraction", "settings", "stats reset", "sim capacity", "report"};
+        "empty_cache", "memory fraction", "settings", "stats reset", "sim capacity", "report",
+        "pool handle", "pool create", "pool incref", "pool begin", "pool begin", "pool end",
+        "pool release", "pool empty_cache", "pool bogus", "stream wait"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
-#define N_OPS 18
+#define N_OPS 28
 
 static void run_op(fuzz_state *fs, unsigned op, reader *r)
 {
@@ -791,9 +911,44 @@ static void run_op(fuzz_state *fs, unsigned op, reader *r)
             sublet_sim_set_capacity(fs->be, caps[rd8(r) % (sizeof caps / sizeof caps[0])]);
         }
         break;
-    default:
+    case 17:
         op_report(fs, r);
         break;
+    case 18:
+        op_pool_handle(fs, r);
+        break;
+    case 19:
+        op_pool_create(fs, r);
+        break;
+    case 20:
+        op_pool_incref(fs, r);
+        break;
+    case 21:
+    case 22:
+        op_pool_begin(fs, r);
+        break;
+    case 23:
+        op_pool_end(fs, r);
+        break;
+    case 24:
+        op_pool_release(fs, r);
+        break;
+    case 25:
+        op_pool_empty_cache(fs, r);
+        break;
+    case 26:
+        op_pool_bogus(fs, r);
+        break;
+    default: {
+        uint8_t k = rd8(r);
+        sublet_stats before;
+        sublet_stats_read(fs->a, &before);
+        if ((st = sublet_pool_stream_wait(fs->a, streams[k % 3], streams[(k / 3) % 3])) !=
+            SUBLET_OK)
+            fuzz_fail("pool_stream_wait: %s", sublet_status_name(st));
+        expect_stats_unchanged(fs, &before, "pool_stream_wait");
+        break;
+    }
     }
 }
 
@@ -826,7 +981,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_all(fs, op_name(op));
     }
 
-    /* Tear down: everything must go back to the backend. */
+    /* Tear down: every redirection ends, every pool is released (a graph
+     * reset, a MemPool's destruction), and everything must go back to the
+     * backend and to the pools' allocator. */
+    while (fs->nredirects) {
+        sublet_pool_id id = fs->redirects[0].id;
+        if ((st = sublet_pool_end_allocate(fs->a, id)) != SUBLET_OK)
+            fuzz_fail("final pool_end_allocate: %s", sublet_status_name(st));
+        memmove(fs->redirects, fs->redirects + 1, (fs->nredirects - 1) * sizeof *fs->redirects);
+        fs->nredirects--;
+    }
+    check_all(fs, "final pool_end_allocate");
+    for (size_t k = 0; k < fs->npools; k++) {
+        while (pool_info(fs, fs->pools[k].id).use_count > 0)
+            if ((st = sublet_pool_release(fs->a, fs->pools[k].id)) != SUBLET_OK)
+                fuzz_fail("final pool_release: %s", sublet_status_name(st));
+    }
+    check_all(fs, "final pool_release");
     while (fs->nlive)
         op_free_live(fs, fs->nlive - 1);
     check_all(fs, "free all");
@@ -837,6 +1008,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((st = sublet_empty_cache(fs->a)) != SUBLET_OK)
         fuzz_fail("final empty_cache: %s", sublet_status_name(st));
     check_all(fs, "final empty_cache");
+    for (size_t k = 0; k < fs->npools; k++)
+        if (pool_info(fs, fs->pools[k].id).exists)
+            fuzz_fail("pool (%llu,%llu) still known after its release and empty_cache",
+                      (unsigned long long)fs->pools[k].id.first,
+                      (unsigned long long)fs->pools[k].id.second);
+    if (fs->ncustom)
+        fuzz_fail("the pools' allocator still holds %llu B in %zu segments",
+                  (unsigned long long)fs->custom_bytes, fs->ncustom);
     sublet_stats s;
     sublet_stats_read(fs->a, &s);
     if (s.reserved_bytes[SUBLET_POOL_ALL].current != 0 || s.active_bytes[0].current != 0 ||

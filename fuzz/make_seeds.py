@@ -6,8 +6,8 @@ synthetic (no recorded trace is copied here); scripts/fuzz adds the traces of
 tests/data and ../shared/traces to the working corpus at run time.
 
 fuzz_ops byte layout (see fuzz/fuzz_ops.c): byte 0 = backend (bit 0: 0 sim,
-1 host) | conf index << 1; then ops, each `op % 18` followed by its argument
-bytes."""
+1 host) | conf index << 1; then ops, each `op % 28` followed by its argument
+bytes (18-27: private pools)."""
 import os
 import pickle
 import struct
@@ -43,7 +43,7 @@ CONFIGS = {
 }
 
 # ---- fuzz_ops ------------------------------------------------------------------
-N_OPS = 18
+N_OPS = 28
 
 
 def malloc(cat, value, stream=0):
@@ -100,6 +100,44 @@ def report(k, arg=0):
     return bytes([17, k, arg, 1])
 
 
+def pool_handle(space):
+    return bytes([18, space])
+
+
+def pool_create(use_on_oom=0, no_split=0, custom=0):
+    return bytes([19, use_on_oom | no_split << 1 | custom << 2])
+
+
+def pool_incref(slot):
+    return bytes([20, slot])
+
+
+def pool_begin(slot, k):
+    """k % 4: 0-2 stream filter on streams[k % 4], 3 thread filter; k | 4 with
+    the thread filter: begun by a helper thread."""
+    return bytes([21, slot, k])
+
+
+def pool_end(slot):
+    return bytes([23, slot])
+
+
+def pool_release(slot):
+    return bytes([24, slot])
+
+
+def pool_empty(slot):
+    return bytes([25, slot])
+
+
+def pool_bogus(k):
+    return bytes([26, k])
+
+
+def stream_wait(waiter, signaler):
+    return bytes([27, waiter + 3 * signaler])
+
+
 OPS = {
     "sim_basic": bytes([0]) + malloc("tiny", 100) + malloc("small", 300000) + malloc("mid", 3000000)
     + free(1) + malloc("tiny", 200, 1) + free(0) + EMPTY + report(1),
@@ -121,6 +159,34 @@ OPS = {
     + free(1) + record(0, 2) + free(0) + PROCESS + free(0) + EMPTY,
     "host_oom": bytes([3]) + malloc("large", 40 << 20) + malloc("large", 30 << 20) + free(0)
     + malloc("large", 60 << 20) + malloc("special", 14) + report(0, 40),
+    # private pools: a graph capture on stream 1 with a deferred free, then reset
+    "sim_pools_graph": bytes([0]) + pool_handle(0) + pool_begin(0, 1) + malloc("small", 5000, 1)
+    + malloc("large", 30 << 20, 1) + malloc("small", 7000, 0) + record(0, 2) + free(0)
+    + malloc("small", 5000, 1) + pool_end(0) + PROCESS + pool_release(0) + free(0) + free(0)
+    + complete(3) + EMPTY + pool_empty(0) + pool_bogus(1) + pool_bogus(10) + pool_bogus(3),
+    # MemPools (newest rules): one with its own allocator, use_on_oom and no_split entered by
+    # this thread, one entered by a helper thread; empty_cache inside use_mem_pool; an OOM
+    # that takes the use_on_oom pool's cached block
+    "sim_pools_mempool": bytes([0]) + pool_create(1, 1, 1) + pool_begin(0, 3)
+    + malloc("mid", 3 << 20) + malloc("small", 9000) + free(0) + EMPTY + pool_create()
+    + pool_begin(1, 7) + malloc("tiny", 100, 2) + pool_end(0) + capacity(4)
+    + malloc("large", 40 << 20) + malloc("large", 20 << 20) + malloc("small", 9000)
+    + pool_incref(0) + pool_release(0) + pool_end(1) + pool_release(1) + pool_release(0)
+    + pool_empty(0) + pool_empty(1),
+    # two nested captures (streams 1 and 2) under 2.6's rules with expandable segments
+    "sim_pools_expandable_v26": bytes([16 << 1]) + pool_handle(0) + pool_handle(1)
+    + pool_begin(0, 1) + pool_begin(1, 2) + pool_begin(0, 1) + malloc("mid", 5 << 20, 1)
+    + malloc("small", 3000, 2) + malloc("mid", 2 << 20, 0) + pool_end(0) + malloc("mid", 5 << 20, 1)
+    + free(0) + pool_end(1) + pool_release(0) + pool_release(0) + EMPTY,
+    # graph_capture_record_stream_reuse: a block used by stream 1 is reused on stream 0 once
+    # stream 0 has waited for stream 1 (conf 18)
+    "sim_pools_reclaim": bytes([18 << 1]) + pool_handle(0) + pool_begin(0, 0)
+    + malloc("tiny", 32, 0) + stream_wait(1, 0) + malloc("tiny", 64, 0) + record(1, 1) + free(1)
+    + malloc("tiny", 32, 0) + stream_wait(0, 1) + malloc("tiny", 32, 0) + pool_end(0)
+    + pool_release(0) + complete(3) + EMPTY,
+    "host_pools": bytes([1]) + pool_create(0, 0, 1) + pool_begin(0, 3) + malloc("small", 4096)
+    + malloc("mid", 2 << 20) + free(0) + pool_end(0) + pool_release(0) + pool_empty(0)
+    + pool_handle(1) + pool_begin(1, 0) + malloc("tiny", 300, 0) + pool_end(1),
     "host_split": bytes([5]) + b"".join(malloc("small", 2000 + 37 * i) for i in range(12))
     + b"".join(free(i) for i in (3, 1, 4, 1, 5)) + b"".join(malloc("tiny", 500 - i) for i in range(5)),
 }

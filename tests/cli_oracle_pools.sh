@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # sublet — private pools against PyTorch's own allocator (tests/oracle/README.md): random
 # scenarios of two graph pools (tests/oracle/pools_gen.py: captures on streams, default-pool
-# traffic in between, frees across pools, graph resets, empty_cache, OOMs on a small device) run
+# traffic in between, frees across pools, graph resets, empty_cache, OOMs on a small device;
+# depending on the seed MemPools entered by this thread, record_stream with events completing
+# later, expandable_segments:True, max_split_size_mb, roundup_power2_divisions) run
 # through sublet's engine under pytorch_version:2.6 (pools_sublet, beside the CLI) and through
 # PyTorch 2.6's c10 caching allocator built on the CPU (pools_torch): every step's result must be
-# equal — the address, the aggregate statistics, each pool's reserved and allocated bytes and
-# segments, the OOM message's figures.  $1 is the CLI.
+# equal — the address, the aggregate statistics, each pool's reserved, allocated and active
+# bytes and segments, the OOM message's figures.  $1 is the CLI.
 #   SUBLET_ORACLE=DIR          the oracle's build folder (default: oracle/ beside the CLI); built
 #                              there by tests/oracle/build.sh when it holds no libc10.a
 #   SUBLET_NO_ORACLE=1         skip this test (exit 77)
@@ -42,11 +44,27 @@ if [ ! -x "$torch" ]; then   # an oracle built before pools_torch existed: build
         { echo "FAIL: cannot build pools_torch against $oracle/build" >&2; exit 1; }
 fi
 seeds=${SUBLET_ORACLE_POOL_SEEDS:-40}
-fails=0 steps=0 ooms=0
+fails=0 steps=0 ooms=0 crashed=0
 for seed in $(seq 1 "$seeds"); do
     python3 "$here/oracle/pools_gen.py" "$seed" >"$work/s.txt"
     "$driver" "$work/s.txt" >"$work/sublet.out" || { echo "FAIL: seed $seed: pools_sublet failed" >&2; fails=$((fails + 1)); continue; }
-    "$torch" "$work/s.txt" >"$work/torch.out" || { echo "FAIL: seed $seed: pools_torch failed" >&2; fails=$((fails + 1)); continue; }
+    conf=$(sed -n '1s/^conf *//p' "$work/s.txt")
+    rc=0
+    PYTORCH_CUDA_ALLOC_CONF=$conf "$torch" "$work/s.txt" >"$work/torch.out" || rc=$?
+    if [ "$rc" -ge 128 ] && [ "$conf" = expandable_segments:True ]; then
+        # PyTorch 2.6 forgets a freeable private pool when its cudaMalloc_count (one per
+        # allocation that maps pages, one fewer per unmapping) reaches 0, though pages of
+        # it may still be mapped: a later free then touches the deleted pool and crashes.
+        # sublet keeps the pool until it holds no segment (docs/pools.md).  Up to the crash
+        # every step must be equal.
+        n=$(wc -l <"$work/torch.out")  # complete lines
+        if [ "$n" -gt 0 ] && head -n "$n" "$work/torch.out" | cmp -s - <(head -n "$n" "$work/sublet.out"); then
+            crashed=$((crashed + 1)); steps=$((steps + n)); continue
+        fi
+        echo "FAIL: seed $seed: pools_torch crashed (signal $((rc - 128))) after $n steps, which differ" >&2
+        fails=$((fails + 1)); continue
+    fi
+    [ "$rc" = 0 ] || { echo "FAIL: seed $seed: pools_torch failed" >&2; fails=$((fails + 1)); continue; }
     if ! cmp -s "$work/sublet.out" "$work/torch.out"; then
         echo "FAIL: seed $seed (python3 tests/oracle/pools_gen.py $seed): first difference" >&2
         diff "$work/sublet.out" "$work/torch.out" | head -4 >&2
@@ -56,5 +74,6 @@ for seed in $(seq 1 "$seeds"); do
     steps=$((steps + $(wc -l <"$work/sublet.out")))
     ooms=$((ooms + $(grep -c '"oom":' "$work/sublet.out")))
 done
-echo "$seeds scenarios, $steps steps, $ooms OOMs: $((seeds - fails)) equal to PyTorch 2.6"
+echo "$seeds scenarios, $steps steps, $ooms OOMs: $((seeds - fails)) equal to PyTorch 2.6" \
+     "($crashed of them up to PyTorch 2.6's crash on a deleted expandable pool)"
 [ "$fails" = 0 ]

@@ -28,6 +28,40 @@
 
 #define SIM_BIG (80 * GiB)
 
+/* The tests registered again under expandable_segments:True and policy:stitch compose their
+ * settings with vconf: those whose assertions do not depend on native segments' sizes and
+ * counts (test_graph_memory_stats, test_graph_capture_oom and test_mempool_with_allocator
+ * count native segments; test_mempool_ctx_multithread's 20 MiB page is not stitch's). */
+static const char *variant = "";
+
+static const char *vconf(const char *base)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s%s%s", base, base[0] && variant[0] ? "," : "", variant);
+    return buf;
+}
+
+static int use_native(void **state)
+{
+    (void)state;
+    variant = "";
+    return 0;
+}
+
+static int use_expandable(void **state)
+{
+    (void)state;
+    variant = "expandable_segments:True";
+    return 0;
+}
+
+static int use_stitch(void **state)
+{
+    (void)state;
+    variant = "policy:stitch";
+    return 0;
+}
+
 static sublet_pool_id graph_id(sublet_allocator *a)
 {
     sublet_pool_id id;
@@ -199,7 +233,7 @@ static void test_graph_two_successive(void **state)
     int64_t reserved_no_sharing = 0;
     for (int share = 0; share < 3; share++) { /* don't, via pool(), via graph_pool_handle() */
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, "");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
         sublet_allocator *a = e.a;
         void *x = h_malloc(a, n, main_stream);
         sublet_pool_id g0, g1;
@@ -375,7 +409,7 @@ static void test_mempool_no_split(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_options o = {.no_split = 1};
         sublet_pool_id id;
@@ -401,7 +435,7 @@ static void test_mempool_use_on_oom(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, 64 * MiB, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, 64 * MiB, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_options o = {.use_on_oom = 1};
         sublet_pool_id id;
@@ -436,7 +470,7 @@ static void test_nested_mempool(void **state)
     (void)state;
     for (int v = 0; v < 2; v++) {
         h_env e;
-        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        h_env_init(&e, H_SIM, SIM_BIG, vconf(v ? "" : "pytorch_version:2.6"));
         sublet_allocator *a = e.a;
         sublet_pool_id p1, p2, owner;
         assert_int_equal(sublet_pool_create(a, NULL, &p1), SUBLET_OK);
@@ -486,7 +520,7 @@ static void test_mempool_ctx_multithread(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     sublet_pool_id id, owner;
     assert_int_equal(sublet_pool_create(a, NULL, &id), SUBLET_OK);
@@ -520,7 +554,7 @@ static void test_capture_deferred_free(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     const sublet_stream s = 1, other = 2, during = 3;
     void *x = h_malloc(a, 4 * MiB, s); /* a default-pool block */
@@ -556,7 +590,7 @@ static void test_pool_isolation_and_misuse(void **state)
 {
     (void)state;
     h_env e;
-    h_env_init(&e, H_SIM, SIM_BIG, "");
+    h_env_init(&e, H_SIM, SIM_BIG, vconf(""));
     sublet_allocator *a = e.a;
     sublet_pool_id g = graph_id(a);
     assert_int_equal(g.first, 1);
@@ -593,9 +627,69 @@ static void test_pool_isolation_and_misuse(void **state)
     assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
     h_env_fini(&e);
 
-    h_env_init(&e, H_SIM, SIM_BIG, "expandable_segments:True,policy:stitch");
-    assert_int_equal(sublet_pool_begin_allocate(e.a, graph_id(e.a), SUBLET_POOL_FILTER_STREAM, 1),
-                     SUBLET_ERR_UNSUPPORTED);
+}
+
+/* ---- policy:stitch stitches within one pool ------------------------------------------------- */
+
+static uint64_t addr_of(void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* A graph's pool holds two 1 MiB holes in partly used 2 MiB pages (page 0's tail, page 2's
+ * head: tests/test_policy_stitch.c's layout) on a full device.  A default-pool request of
+ * 1.5 MiB cannot use them: an OOM, the pool's blocks untouched.  The same request during a
+ * second capture into the pool is stitched from them (two alias pages, no memory taken), and
+ * stays the pool's; empty_cache gives the stitch back and the released pool is forgotten. */
+static void test_pool_stitch(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, 10 * MiB, "policy:stitch");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a), owner;
+    const uint64_t sizes[5] = {1 * MiB, 1 * MiB, 2 * MiB, 1 * MiB, 3 * MiB};
+    void *p[5];
+    begin_capture(a, g, 0);
+    for (int i = 0; i < 5; i++) {
+        p[i] = h_malloc(a, sizes[i], 0);
+        if (i)
+            assert_int_equal(addr_of(p[i]), addr_of(p[i - 1]) + sizes[i - 1]);
+    }
+    end_capture(a, g);
+    h_free(a, p[1]);
+    h_free(a, p[3]);
+    void *d = h_malloc(a, 2 * MiB, 0); /* the default pool maps the device's last page */
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), (int64_t)(10 * MiB));
+    sublet_sim_ops before, after;
+    sublet_sim_ops_read(e.inner, &before);
+    void *q = NULL;
+    assert_int_equal(sublet_malloc(a, 1536 * KiB, 0, &q), SUBLET_ERR_OOM);
+    CHECK(a);
+    sublet_sim_ops_read(e.inner, &after);
+    assert_int_equal(after.va_aliases, before.va_aliases);
+    assert_int_equal(info(a, g).free_bytes, 2 * MiB);
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(6 * MiB));
+
+    begin_capture(a, g, 0);
+    q = h_malloc(a, 1536 * KiB, 0);
+    end_capture(a, g);
+    sublet_sim_ops_read(e.inner, &after);
+    assert_int_equal(after.va_aliases - before.va_aliases, 2);
+    assert_int_equal(sublet_pool_of(a, q, &owner), SUBLET_OK);
+    assert_true(owner.first == g.first && owner.second == g.second);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), (int64_t)(10 * MiB));
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(8 * MiB));
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(7680 * KiB));
+    assert_int_equal(sublet_sim_used(e.inner), 10 * MiB);
+
+    h_free(a, q);
+    h_free(a, d);
+    for (int i = 0; i < 5; i += 2)
+        h_free(a, p[i]);
+    release(a, g);
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    assert_int_equal(sublet_sim_used(e.inner), 0);
     h_env_fini(&e);
 }
 
@@ -688,6 +782,246 @@ static void test_pool_callback_filter(void **state)
     h_env_fini(&e);
 }
 
+/* PyTorch 2.6 counts one cudaMalloc_count per allocation that maps pages and one fewer per
+ * unmapping, and forgets a freeable pool at 0: here while a page of it is still mapped under a
+ * live block (PyTorch then crashes on the block's free).  sublet keeps the pool until it holds
+ * no segment.  Found by fuzz_ops and by cli_oracle_pools (seed 9: PyTorch's segfault).  Under
+ * ASan the old deletion was a use after free. */
+static void test_pool_expandable_count(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "pytorch_version:2.6,expandable_segments:True");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *x = h_malloc(a, 30 * MiB, 1); /* maps pages 0 and 1 in one allocation: count 1 */
+    void *y = h_malloc(a, 5 * MiB, 1);  /* from page 1's cached rest: no mapping */
+    void *z = h_malloc(a, 15 * MiB, 1); /* page 1's last 5 MiB and page 2: count 2 */
+    end_capture(a, g);
+    assert_int_equal(info(a, g).device_segments, 2);
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(60 * MiB));
+    h_free(a, x);
+    h_free(a, z);
+    release(a, g);
+    h_empty_cache(a); /* unmaps page 0, then page 2: count 0, page 1 still mapped under y */
+    sublet_pool_info i = info(a, g);
+    assert_true(i.exists);
+    assert_int_equal(i.device_segments, 0);
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(20 * MiB));
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(5 * MiB));
+    h_free(a, y);
+    CHECK(a);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+
+    /* an allocation that reserved address space and could not map leaves a reservation
+     * without pages: the freeable pool gives it back and is forgotten (fuzz_ops) */
+    h_env_init(&e, H_SIM, 64 * MiB, "expandable_segments:True");
+    a = e.a;
+    g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *p = NULL;
+    assert_int_equal(sublet_malloc(a, 100 * MiB, 1, &p), SUBLET_ERR_OOM);
+    CHECK(a);
+    end_capture(a, g);
+    assert_true(info(a, g).exists);
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    h_env_fini(&e);
+}
+
+/* ---- graph_capture_record_stream_reuse (§4.6) -------------------------------------------------- */
+
+static void wait_stream(sublet_allocator *a, sublet_stream waiter, sublet_stream signaler)
+{
+    assert_int_equal(sublet_pool_stream_wait(a, waiter, signaler), SUBLET_OK);
+    CHECK(a);
+}
+
+/* PyTorch's test_graph_capture_reclaim_2_streams and _4_streams: data1, allocated on s1 in a
+ * capture, is used by s2 (s3, s4) that forked from s1, and freed; it is reused on s1 only once
+ * s1 has joined every stream that used it.  `nuse` streams use it; `join_all` 0 stops after
+ * joining all but the last.  Returns whether the last allocation reused data1. */
+static int reclaim_case(const char *conf, int nuse, int join_all)
+{
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, conf);
+    sublet_allocator *a = e.a;
+    const sublet_stream s1 = 1, users[3] = {2, 3, 4};
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, s1);
+    void *sink1 = h_malloc(a, 32, s1);
+    void *data1 = h_malloc(a, 32, s1);
+    void *bufs[3];
+    for (int i = 0; i < nuse; i++) {
+        wait_stream(a, users[i], s1); /* the fork: users[i] joins the capture */
+        bufs[i] = h_malloc(a, 32, users[i]);
+        h_record(a, data1, users[i]);
+    }
+    h_free(a, data1);
+    for (int i = 0; i + 1 < nuse; i++)
+        wait_stream(a, s1, users[i]);
+    void *data2 = h_malloc(a, 32, s1); /* not all joined yet: never data1 */
+    assert_ptr_not_equal(data2, data1);
+    if (join_all)
+        wait_stream(a, s1, users[nuse - 1]);
+    void *data3 = h_malloc(a, 32, s1);
+    int reused = data3 == data1;
+    end_capture(a, g);
+    h_free(a, data3);
+    h_free(a, data2);
+    h_free(a, sink1);
+    for (int i = 0; i < nuse; i++)
+        h_free(a, bufs[i]);
+    sublet_sim_complete_all(e.be);
+    release(a, g);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+    return reused;
+}
+
+static void test_graph_capture_reclaim(void **state)
+{
+    (void)state;
+    const char *on = "graph_capture_record_stream_reuse:True";
+    assert_true(reclaim_case(on, 1, 1));  /* test_graph_capture_reclaim_2_streams */
+    assert_true(reclaim_case(on, 3, 1));  /* test_graph_capture_reclaim_4_streams */
+    assert_false(reclaim_case(on, 3, 0)); /* s4 never joined */
+    /* without the option the block waits for the end of the capture */
+    assert_false(reclaim_case("", 1, 1));
+    assert_false(reclaim_case("graph_capture_record_stream_reuse:False", 3, 1));
+    /* the option does not exist before 2.9 */
+    sublet_allocator *a = NULL;
+    sublet_backend *be = NULL;
+    assert_int_equal(sublet_sim_create(SIM_BIG, &be), SUBLET_OK);
+    sublet_options o = {.backend = be,
+                        .conf = "pytorch_version:2.6,graph_capture_record_stream_reuse:True"};
+    assert_int_equal(sublet_allocator_create(&o, &a, NULL, 0), SUBLET_ERR_CONFIG);
+    sublet_backend_destroy(be);
+}
+
+/* A stream that never joined the capture, a transitive join, and a free outside a capture. */
+static void test_graph_capture_reclaim_joins(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "graph_capture_record_stream_reuse:True");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a);
+    begin_capture(a, g, 1);
+    void *sink = h_malloc(a, 32, 1);
+    /* stream 9 is not part of the capture: the block waits for the end */
+    void *x = h_malloc(a, 32, 1);
+    h_record(a, x, 9);
+    h_free(a, x);
+    wait_stream(a, 1, 9);
+    void *y = h_malloc(a, 32, 1);
+    assert_ptr_not_equal(y, x);
+    /* transitive: 3 waits for 2 after the free, 1 waits for 3 */
+    wait_stream(a, 2, 1);
+    void *z = h_malloc(a, 32, 1);
+    h_record(a, z, 2);
+    h_free(a, z);
+    wait_stream(a, 3, 2);
+    wait_stream(a, 1, 3);
+    void *w = h_malloc(a, 32, 1);
+    assert_ptr_equal(w, z);
+    /* the waits of an earlier capture do not count in the next one */
+    h_record(a, w, 2);
+    h_free(a, w);
+    end_capture(a, g);
+    /* out of a capture: the deferred frees become events; stream 9 and 2 still pending */
+    void *v = h_malloc(a, 32, 1);
+    assert_ptr_not_equal(v, x);
+    assert_ptr_not_equal(v, w);
+    h_free(a, v);
+    h_free(a, y);
+    h_free(a, sink);
+    sublet_sim_complete_all(e.be);
+    release(a, g);
+    h_empty_cache(a);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+}
+
+/* ---- reserved_bytes_by_private_pools (newest PyTorch, reference §7) ---------------------------- */
+
+static void test_stats_by_private_pools(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        h_env e;
+        h_env_init(&e, H_SIM, SIM_BIG, v ? "" : "pytorch_version:2.6");
+        sublet_allocator *a = e.a;
+        sublet_pool_id g = graph_id(a), m;
+        assert_int_equal(sublet_pool_create(a, NULL, &m), SUBLET_OK);
+        begin_capture(a, g, 1);
+        void *x = h_malloc(a, 3 * MiB, 1);  /* a 20 MiB large segment */
+        void *y = h_malloc(a, 1000, 1);     /* a 2 MiB small one */
+        end_capture(a, g);
+        use_mem_pool_begin(a, m);
+        void *z = h_malloc(a, 12 * MiB, 0); /* 12 MiB */
+        use_mem_pool_end(a, m);
+        sublet_pool_reserved r[4];
+        size_t n = 99;
+        assert_int_equal(sublet_pool_reserved_read(a, r, 4, &n), SUBLET_OK);
+        sublet_stats s;
+        sublet_stats_read(a, &s);
+        static char plain[16384], flat[32768], json[32768];
+        sublet_stats_format_flat(&s, plain, sizeof plain);
+        size_t len = sublet_stats_format_flat_pools(&s, r, n, flat, sizeof flat);
+        assert_int_equal(len, strlen(flat));
+        sublet_stats_format_json_pools(&s, r, n, json, sizeof json);
+        if (!v) { /* 2.6 has no such keys */
+            assert_int_equal(n, 0);
+            assert_string_equal(flat, plain);
+        } else {
+            /* ids in order: the MemPool (0, 1), then the graph's (1, 0) */
+            assert_int_equal(n, 2);
+            assert_true(r[0].id[0] == 0 && r[0].id[1] == m.second);
+            assert_true(r[1].id[0] == g.first && r[1].id[1] == 0);
+            assert_int_equal(r[1].reserved_bytes[SUBLET_POOL_ALL].current, (int64_t)(22 * MiB));
+            assert_int_equal(r[1].reserved_bytes[SUBLET_POOL_SMALL].current, (int64_t)(2 * MiB));
+            assert_int_equal(r[0].reserved_bytes[SUBLET_POOL_LARGE].current, (int64_t)(12 * MiB));
+            char want[128];
+            snprintf(want, sizeof want, "\nreserved_bytes_by_private_pools.%llu_0.all.current %lld\n",
+                     (unsigned long long)g.first, (long long)(22 * MiB));
+            assert_non_null(strstr(flat, want));
+            snprintf(want, sizeof want, "\"reserved_bytes_by_private_pools.0_%llu.large_pool.peak\": %lld",
+                     (unsigned long long)m.second, (long long)(12 * MiB));
+            assert_non_null(strstr(json, want));
+            /* 24 keys more, every line still in sorted order, the plain ones unchanged */
+            size_t lines = 0, plines = 0;
+            const char *prev = NULL;
+            for (char *p = flat; *p; p = strchr(p, '\n') + 1) {
+                if (prev)
+                    assert_true(strncmp(prev, p, (size_t)(strchr(p, ' ') - p)) < 0);
+                prev = p;
+                lines++;
+            }
+            for (const char *p = plain; *p; p = strchr(p, '\n') + 1)
+                plines++;
+            assert_int_equal(lines, plines + 24);
+            assert_non_null(strstr(flat, "\nreserved_bytes.all.current "));
+            /* a short buffer: the count, and no entry written beyond it */
+            assert_int_equal(sublet_pool_reserved_read(a, r, 1, &n), SUBLET_OK);
+            assert_int_equal(n, 2);
+        }
+        h_free(a, x);
+        h_free(a, y);
+        h_free(a, z);
+        release(a, g);
+        mempool_destroy(a, m);
+        h_empty_cache(a);
+        h_env_fini(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +1037,24 @@ int main(void)
         cmocka_unit_test(test_pool_isolation_and_misuse),
         cmocka_unit_test(test_pool_expandable),
         cmocka_unit_test(test_pool_callback_filter),
+        cmocka_unit_test(test_pool_expandable_count),
+        cmocka_unit_test(test_graph_capture_reclaim),
+        cmocka_unit_test(test_graph_capture_reclaim_joins),
+        cmocka_unit_test(test_pool_stitch),
+        cmocka_unit_test(test_stats_by_private_pools),
+        cmocka_unit_test_setup_teardown(test_graph_two_successive, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_graph_two_successive, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_no_split, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_no_split, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_use_on_oom, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_use_on_oom, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_nested_mempool, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_nested_mempool, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_mempool_ctx_multithread, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_capture_deferred_free, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_capture_deferred_free, use_stitch, use_native),
+        cmocka_unit_test_setup_teardown(test_pool_isolation_and_misuse, use_expandable, use_native),
+        cmocka_unit_test_setup_teardown(test_pool_isolation_and_misuse, use_stitch, use_native),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

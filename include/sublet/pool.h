@@ -65,8 +65,9 @@ enum {
 
 /* beginAllocateToPool: create the pool or add a use, then redirect the
  * allocations the filter accepts to it.  SUBLET_ERR_BUSY when `id` is
- * already being allocated to (the use count stays raised, as PyTorch's);
- * SUBLET_ERR_UNSUPPORTED under policy:stitch.  Several redirections may be
+ * already being allocated to (the use count stays raised, as PyTorch's).
+ * Under policy:stitch a pool's pages are stitched within the pool only.
+ * Several redirections may be
  * active at once: PyTorch 2.6-2.8 asks the oldest first, later releases the
  * most recent first. */
 sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
@@ -97,6 +98,17 @@ sublet_status sublet_pool_release(sublet_allocator *a, sublet_pool_id id);
  * allocating to a pool (SUBLET_POOL_FILTER_THREAD) does the same for it. */
 sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
 
+/* Stream `waiter` waits for the work captured so far on `signaler`
+ * (Stream.wait_stream, cudaStreamWaitEvent) during a capture; waiting on a
+ * capturing stream makes `waiter` part of the capture.  Recorded only with
+ * graph_capture_record_stream_reuse:True (pytorch_version 2.9 and later) while
+ * a redirection is active, a no-op otherwise: a block freed during a capture
+ * with record_stream uses, all on capturing streams, is reused by a later
+ * allocation on its own stream once that stream has waited for every stream
+ * that used it since the free (§4.6; PyTorch walks the capture graph). */
+sublet_status sublet_pool_stream_wait(sublet_allocator *a, sublet_stream waiter,
+                                      sublet_stream signaler);
+
 typedef struct sublet_pool_info {
     int exists;          /* the allocator knows the pool */
     int use_count;       /* PyTorch's use_count */
@@ -113,6 +125,14 @@ sublet_status sublet_pool_info_read(sublet_allocator *a, sublet_pool_id id,
  * allocator's but for this pool's blocks and segments only (the rest are 0).
  * SUBLET_ERR_INVALID_ARGUMENT for an unknown id. */
 sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sublet_stats *out);
+
+/* The newest PyTorch's reserved_bytes_by_private_pools (sublet/stats.h's
+ * sublet_stats_format_flat_pools / _json_pools): every private pool the
+ * allocator knows, in the order of their ids, with its reserved_bytes.
+ * Writes min(*n, cap) entries and sets *n to the number of pools; 0 under a
+ * pytorch_version before `newest` (the releases without these keys). */
+sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
+                                        size_t cap, size_t *n);
 
 /* The pool of the segment holding `ptr` ((0, 0): a default pool). */
 sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out);

@@ -75,6 +75,21 @@ size_t sublet_stats_format_json(const sublet_stats *s, char *buf, size_t cap);
 /* Look up one flat key; returns 0 and sets *out, or -1 for an unknown key. */
 int sublet_stats_lookup(const sublet_stats *s, const char *key, int64_t *out);
 
+/* The newest PyTorch's per-pool keys (reference §7):
+ * reserved_bytes_by_private_pools.<a>_<b>.<pool>.<metric>, one group of 12
+ * per private pool (a, b), from that pool's reserved_bytes (sublet/pool.h's
+ * sublet_pool_reserved_read fills them, under the release that has them). */
+typedef struct sublet_pool_reserved {
+    uint64_t id[2];
+    sublet_stat reserved_bytes[SUBLET_POOL_KINDS];
+} sublet_pool_reserved;
+/* sublet_stats_format_flat / _json with those keys added, in their sorted
+ * places; npools 0 gives the same text as the plain ones. */
+size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                      size_t npools, char *buf, size_t cap);
+size_t sublet_stats_format_json_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                      size_t npools, char *buf, size_t cap);
+
 /* torch.cuda.memory_summary(device, abbreviated) text, byte for byte. */
 size_t sublet_stats_format_summary(const sublet_stats *s, int device, int abbreviated,
                                    char *buf, size_t cap);

@@ -469,6 +469,8 @@ static sublet_status insert_deferred(sublet_allocator *a)
 {
     while (a->ndeferred) {
         sl_block *b = a->deferred[0];
+        if (a->ncap_marks)
+            sl_capture_unmark(a, b);
         drop_capture_uses(a, b);
         sublet_status st = insert_events(a, b);
         if (st != SUBLET_OK)
@@ -478,6 +480,27 @@ static sublet_status insert_deferred(sublet_allocator *a)
             free_block(a, b);
     }
     return SUBLET_OK;
+}
+
+/* graph_capture_record_stream_reuse (§4.6): during a capture, the deferred
+ * frees of blocks allocated on `stream` whose free markers all precede the
+ * stream's current work are done now, without events. */
+static void capture_reclaim(sublet_allocator *a, sublet_stream stream)
+{
+    for (size_t k = 0; k < a->ndeferred;) {
+        sl_block *b = a->deferred[k];
+        if (b->stream != stream || !sl_capture_ready(a, b, stream)) {
+            k++;
+            continue;
+        }
+        memmove(a->deferred + k, a->deferred + k + 1, (a->ndeferred - k - 1) * sizeof *a->deferred);
+        a->ndeferred--;
+        sl_capture_unmark(a, b);
+        forget_capture_uses(a, b);
+        b->nuses = 0;
+        if (b->event_count == 0)
+            free_block(a, b);
+    }
 }
 
 /* process_events (§4.3): complete frees whose events have completed. */
@@ -626,7 +649,9 @@ static sublet_status use_on_oom_block(sublet_allocator *a, sublet_stream stream,
         sl_private *p = a->privs[i];
         if (!p->use_on_oom)
             continue;
-        sl_pool *pool = size <= SL_SMALL_SIZE ? &p->small : &p->large;
+        sl_pool *pool = size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+                            ? &p->small
+                            : &p->large;
         if (!sl_pool_tree(pool, stream, true))
             return SUBLET_ERR_NO_MEMORY;
         sl_block *b = get_free_block(a, pool, stream, size);
@@ -741,7 +766,11 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         return SUBLET_ERR_OOM;
     }
     /* no event may be queried while a capture may be under way (§3.2) */
-    sublet_status st = a->nredirects ? SUBLET_OK : process_events(a);
+    sublet_status st = SUBLET_OK;
+    if (!a->nredirects)
+        st = process_events(a);
+    else if (a->ncap_marks)
+        capture_reclaim(a, stream);
     if (st != SUBLET_OK)
         goto out;
     a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
@@ -766,7 +795,8 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             st = alloc_block(a, pool, stream, size, alloc_size, false, &b);
         /* policy:stitch: move whole free pages, then stitch partly free
          * ones, before PyTorch's full release (and once more after it) */
-        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH;
+        bool stitch = a->settings.policy == SUBLET_POLICY_STITCH &&
+                      !(pool->owner && pool->owner->alloc_fn);
         if (st == SUBLET_ERR_DEVICE_OOM && stitch) {
             if (sl_stitch_release_some(a, pool, stream, size))
                 st = alloc_block(a, pool, stream, size, alloc_size, true, &b);
@@ -868,9 +898,11 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
     a->op_stack = a->history && sl_history_context(a) == SUBLET_CONTEXT_ALL ? sl_stack_capture(a) : 0;
     emit(a, SUBLET_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream,
          a->op_stack ? a->op_stack : b->stack);
-    if (b->nuses) /* during a capture: events wait until none is active (§4.5) */
+    if (b->nuses) { /* during a capture: events wait until none is active (§4.5) */
         a->deferred[a->ndeferred++] = b;
-    else if (b->event_count == 0)
+        if (a->settings.graph_capture_record_stream_reuse)
+            sl_capture_mark(a, b);
+    } else if (b->event_count == 0)
         free_block(a, b);
     a->op_stack = 0;
     sl_unlock(a);

@@ -112,8 +112,11 @@ struct sl_private {
     sublet_pool_id id;
     sl_pool small, large;
     int use_count;    /* live users; 0 = freeable */
-    int malloc_count; /* cudaMalloc_count: segments / mapped ranges held */
+    int malloc_count; /* cudaMalloc_count: segments held; under expandable
+                       * segments PyTorch's count (+1 per allocation that
+                       * maps, -1 per unmapping), which need not reach 0 */
     bool freeable;
+    bool expandable_seen; /* it has had expandable segments */
     bool use_on_oom, no_split; /* honoured from pytorch_version 2.9 */
     sublet_pool_alloc_fn alloc_fn; /* pool-specific allocator, or NULL */
     sublet_pool_free_fn free_fn;
@@ -138,6 +141,28 @@ typedef struct sl_capture_use {
     struct sl_block *block;
     sublet_stream stream;
 } sl_capture_use;
+
+/* graph_capture_record_stream_reuse (§4.6, pools.c): a stream's place in the
+ * capture graph.  `count` advances at each free marker put on the stream and
+ * never goes back; a waiter has seen a signaler up to a count (sl_cap_seen). */
+typedef struct sl_cap_stream {
+    sublet_stream stream;
+    uint64_t count;
+    bool joined; /* waited on a capturing stream during the current captures */
+} sl_cap_stream;
+
+typedef struct sl_cap_seen {
+    sublet_stream waiter, signaler;
+    uint64_t upto;
+} sl_cap_seen;
+
+/* A free marker of a deferred block: `stream`'s position at the free (a
+ * block with none waits for the end of the captures). */
+typedef struct sl_cap_mark {
+    struct sl_block *block;
+    sublet_stream stream;
+    uint64_t at;
+} sl_cap_mark;
 
 /* ---- index.c: free index, pointer map, block slab --------------------------- */
 sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
@@ -233,6 +258,14 @@ struct sublet_allocator {
     size_t ndeferred, deferred_cap;
     sl_capture_use *capture_uses;
     size_t ncapture_uses, capture_uses_cap;
+    /* graph_capture_record_stream_reuse: the capture graph's order, and the
+     * free markers of deferred blocks */
+    sl_cap_stream *cap_streams;
+    size_t ncap_streams, cap_streams_cap;
+    sl_cap_seen *cap_seen;
+    size_t ncap_seen, cap_seen_cap;
+    sl_cap_mark *cap_marks;
+    size_t ncap_marks, cap_marks_cap;
     uint64_t next_pool_id[2]; /* graph space, user space */
     sl_slab slab;
     sl_ptrmap ptrs; /* allocated blocks by address */
@@ -338,6 +371,17 @@ void sl_pools_fini(sublet_allocator *a);
  * then policy:stitch's alias pages whose bytes are all free go back to their
  * owners, and the pages that become wholly free there are unmapped too). */
 sublet_status sl_release_cached(sublet_allocator *a, sl_private *only);
+
+/* pools.c, graph_capture_record_stream_reuse (§4.6): put the free markers of
+ * a block whose free is deferred during a capture (none when out of host
+ * memory: the block then waits for the end of the captures, as without the
+ * option); is a deferred block allocated on `stream` safe to reuse from
+ * `stream` now (every marker an ancestor of its current work); drop its
+ * markers; forget the capture graph when the last capture ends. */
+void sl_capture_mark(sublet_allocator *a, struct sl_block *b);
+bool sl_capture_ready(const sublet_allocator *a, const struct sl_block *b, sublet_stream stream);
+void sl_capture_unmark(sublet_allocator *a, const struct sl_block *b);
+void sl_capture_graph_reset(sublet_allocator *a);
 /* release.c: release_available_cached_blocks (§3.4): free just enough
  * oversize blocks of `pool` for `size` on `stream` (true: some were). */
 bool sl_release_available(sublet_allocator *a, sl_pool *pool, sublet_stream stream, uint64_t size);

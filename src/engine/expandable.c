@@ -130,6 +130,8 @@ sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stre
     }
     *seg = (sl_segment){.addr = addr, .size = size, .stream = stream, .pool = pool, .head = b,
                         .expandable = true, .page = page};
+    if (pool->owner)
+        pool->owner->expandable_seen = true;
     b->addr = addr;
     b->size = size;
     b->stream = stream;
@@ -239,10 +241,9 @@ static bool map_block(sublet_allocator *a, sl_block *b, uint64_t size)
     a->total_allocated_memory += mapped;
     sl_arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)mapped);
     a->stats.num_device_alloc++;
-    if (pool->owner) { /* one more cudaMalloc_count per mapping (§3.3 step 4) */
+    if (pool->owner) { /* cudaMalloc_count: once per sl_exp_allocate, below */
         sl_arr_inc(pool->owner->stats.reserved_bytes, pool->kind, (int64_t)mapped);
         pool->owner->stats.num_device_alloc++;
-        pool->owner->malloc_count++;
     }
     sl_emit(a, SUBLET_ACT_SEGMENT_MAP, at, mapped, b->stream, a->cur_stack);
     if (!b->prev && !seg->stack) {
@@ -270,6 +271,11 @@ sublet_status sl_exp_allocate(sublet_allocator *a, sl_pool *pool, sublet_stream 
         c = n; /* n absorbed c when it merged with its free prev */
     }
     sl_free_remove(pool, c);
+    if (pool->owner) {
+        /* PyTorch 2.6 counts one cudaMalloc_count per alloc_block that found
+         * expandable room, however many mappings it took (§3.3 step 4) */
+        pool->owner->malloc_count++;
+    }
     *out = c;
     return SUBLET_OK;
 }
@@ -336,7 +342,10 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b)
     if (pool->owner) { /* and one fewer per unmapping (§6.6) */
         sl_arr_dec(pool->owner->stats.reserved_bytes, pool->kind, (int64_t)(end - begin));
         pool->owner->stats.num_device_free++;
-        pool->owner->malloc_count--;
+        /* and one fewer per unmapping (§6.6), which need not pair with the
+         * allocations: PyTorch asserts > 0 here, sublet stops at 0 */
+        if (pool->owner->malloc_count > 0)
+            pool->owner->malloc_count--;
     }
     sl_emit(a, SUBLET_ACT_SEGMENT_UNMAP, begin, end - begin, b->stream,
             a->op_stack ? a->op_stack : seg->stack);

@@ -97,6 +97,10 @@ static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
         memset(rc, 0, sizeof rc);
         int64_t segs = 0, oa = 0, os = 0;
         bool expandable = false;
+        if (p->malloc_count < 0)
+            return fail(msg, cap, "pool (%llu,%llu): cudaMalloc_count %d",
+                        (unsigned long long)p->id.first, (unsigned long long)p->id.second,
+                        p->malloc_count);
         for (size_t s = 0; s < a->nsegs; s++) {
             sl_segment *seg = a->segs[s];
             if (seg->pool->owner != p)
@@ -115,7 +119,7 @@ static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
                 oa += b->allocated && b->oversize;
             }
         }
-        if (!expandable && p->malloc_count != segs)
+        if (!p->expandable_seen && (expandable || p->malloc_count != segs))
             return fail(msg, cap, "pool (%llu,%llu): cudaMalloc_count %d for %lld segments",
                         (unsigned long long)p->id.first, (unsigned long long)p->id.second,
                         p->malloc_count, (long long)segs);
@@ -154,6 +158,13 @@ static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
     for (size_t k = 0; k < a->ndeferred; k++)
         if (a->deferred[k]->allocated || !a->deferred[k]->nuses)
             return fail(msg, cap, "deferred free %zu is allocated or has no stream use", k);
+    for (size_t i = 0; i < a->ncap_marks; i++) {
+        size_t k = 0;
+        while (k < a->ndeferred && a->deferred[k] != a->cap_marks[i].block)
+            k++;
+        if (k == a->ndeferred)
+            return fail(msg, cap, "free marker %zu names no deferred free", i);
+    }
     return SUBLET_OK;
 }
 

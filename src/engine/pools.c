@@ -45,8 +45,10 @@ sl_pool *sl_redirect_pool(sublet_allocator *a, uint64_t size, sublet_stream stre
     bool newest_first = sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9));
     for (size_t k = 0; k < a->nredirects; k++) {
         const sl_redirect *r = &a->redirects[newest_first ? a->nredirects - 1 - k : k];
-        if (redirect_accepts(r, stream))
-            return size <= SL_SMALL_SIZE ? &r->pool->small : &r->pool->large;
+        if (redirect_accepts(r, stream)) /* policy:stitch: one pool, as sl_pool_for */
+            return size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+                       ? &r->pool->small
+                       : &r->pool->large;
     }
     return NULL;
 }
@@ -114,6 +116,177 @@ void sl_private_delete(sublet_allocator *a, sl_private *p)
     free(p);
 }
 
+/* ---- graph_capture_record_stream_reuse (§4.6) ---------------------------------------
+ *
+ * PyTorch walks the capture graph back from a stream's terminal nodes; sublet
+ * knows of the graph only what sublet_pool_stream_wait tells it, and keeps it
+ * as clocks: each stream's count of free markers put on it, and for each
+ * (waiter, signaler) the count of the signaler the waiter has waited for,
+ * directly or through other streams.  A marker (T, n) is an ancestor of S's
+ * current work when S is T, or S has seen T up to n or later. */
+
+static sl_cap_stream *cap_stream(sublet_allocator *a, sublet_stream s, bool create)
+{
+    for (size_t i = 0; i < a->ncap_streams; i++)
+        if (a->cap_streams[i].stream == s)
+            return &a->cap_streams[i];
+    if (!create)
+        return NULL;
+    if (a->ncap_streams == a->cap_streams_cap) {
+        size_t nc = a->cap_streams_cap ? a->cap_streams_cap * 2 : 8;
+        sl_cap_stream *n = realloc(a->cap_streams, nc * sizeof *n);
+        if (!n)
+            return NULL;
+        a->cap_streams = n;
+        a->cap_streams_cap = nc;
+    }
+    a->cap_streams[a->ncap_streams] = (sl_cap_stream){.stream = s};
+    return &a->cap_streams[a->ncap_streams++];
+}
+
+static uint64_t seen_upto(const sublet_allocator *a, sublet_stream waiter, sublet_stream signaler)
+{
+    for (size_t i = 0; i < a->ncap_seen; i++)
+        if (a->cap_seen[i].waiter == waiter && a->cap_seen[i].signaler == signaler)
+            return a->cap_seen[i].upto;
+    return 0;
+}
+
+/* Raise what `waiter` has seen of `signaler` to `upto`. */
+static bool see(sublet_allocator *a, sublet_stream waiter, sublet_stream signaler, uint64_t upto)
+{
+    if (waiter == signaler)
+        return true;
+    for (size_t i = 0; i < a->ncap_seen; i++)
+        if (a->cap_seen[i].waiter == waiter && a->cap_seen[i].signaler == signaler) {
+            if (a->cap_seen[i].upto < upto)
+                a->cap_seen[i].upto = upto;
+            return true;
+        }
+    if (a->ncap_seen == a->cap_seen_cap) {
+        size_t nc = a->cap_seen_cap ? a->cap_seen_cap * 2 : 8;
+        sl_cap_seen *n = realloc(a->cap_seen, nc * sizeof *n);
+        if (!n)
+            return false;
+        a->cap_seen = n;
+        a->cap_seen_cap = nc;
+    }
+    a->cap_seen[a->ncap_seen++] = (sl_cap_seen){waiter, signaler, upto};
+    return true;
+}
+
+/* Is `s` part of a capture: a capture's own stream, or one that waited on a
+ * capturing stream (a stream joins a capture that way in CUDA)?  Redirections
+ * with the thread filter (use_mem_pool) capture nothing. */
+static bool capturing(const sublet_allocator *a, sublet_stream s)
+{
+    for (size_t k = 0; k < a->nredirects; k++)
+        if (a->redirects[k].filter == SUBLET_POOL_FILTER_STREAM && a->redirects[k].stream == s)
+            return true;
+    for (size_t i = 0; i < a->ncap_streams; i++)
+        if (a->cap_streams[i].stream == s)
+            return a->cap_streams[i].joined;
+    return false;
+}
+
+sublet_status sublet_pool_stream_wait(sublet_allocator *a, sublet_stream waiter,
+                                      sublet_stream signaler)
+{
+    if (!a)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sl_lock(a);
+    sublet_status st = SUBLET_OK;
+    if (!a->nredirects || waiter == signaler || !a->settings.graph_capture_record_stream_reuse)
+        goto out; /* no capture graph to record it in */
+    sl_cap_stream *w = cap_stream(a, waiter, true), *g = cap_stream(a, signaler, true);
+    if (!w || !g) {
+        st = SUBLET_ERR_NO_MEMORY;
+        goto out;
+    }
+    w = cap_stream(a, waiter, false); /* the second call may have moved the array */
+    if (capturing(a, signaler))
+        w->joined = true;
+    uint64_t upto = g->count;
+    if (!see(a, waiter, signaler, upto)) {
+        st = SUBLET_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* and what the signaler has seen, transitively (the array may grow) */
+    for (size_t i = 0; i < a->ncap_seen; i++)
+        if (a->cap_seen[i].waiter == signaler &&
+            !see(a, waiter, a->cap_seen[i].signaler, a->cap_seen[i].upto)) {
+            st = SUBLET_ERR_NO_MEMORY;
+            break;
+        }
+out:
+    sl_unlock(a);
+    return st;
+}
+
+static bool mark_add(sublet_allocator *a, sl_cap_mark m)
+{
+    if (a->ncap_marks == a->cap_marks_cap) {
+        size_t nc = a->cap_marks_cap ? a->cap_marks_cap * 2 : 8;
+        sl_cap_mark *n = realloc(a->cap_marks, nc * sizeof *n);
+        if (!n)
+            return false;
+        a->cap_marks = n;
+        a->cap_marks_cap = nc;
+    }
+    a->cap_marks[a->ncap_marks++] = m;
+    return true;
+}
+
+void sl_capture_mark(sublet_allocator *a, sl_block *b)
+{
+    bool all = capturing(a, b->stream);
+    for (uint32_t i = 0; all && i < b->nuses; i++)
+        all = capturing(a, b->uses[i]);
+    if (!all) /* no markers: the block waits for the end of the captures */
+        return;
+    size_t first = a->ncap_marks;
+    for (uint32_t i = 0; i <= b->nuses; i++) {
+        sublet_stream s = i < b->nuses ? b->uses[i] : b->stream;
+        sl_cap_stream *c = cap_stream(a, s, true);
+        if (!c || !mark_add(a, (sl_cap_mark){.block = b, .stream = s, .at = ++c->count})) {
+            a->ncap_marks = first; /* no markers: it waits for the end */
+            return;
+        }
+    }
+}
+
+bool sl_capture_ready(const sublet_allocator *a, const sl_block *b, sublet_stream stream)
+{
+    bool any = false;
+    for (size_t i = 0; i < a->ncap_marks; i++) {
+        const sl_cap_mark *m = &a->cap_marks[i];
+        if (m->block != b)
+            continue;
+        if (m->stream != stream && seen_upto(a, stream, m->stream) < m->at)
+            return false;
+        any = true;
+    }
+    return any;
+}
+
+void sl_capture_unmark(sublet_allocator *a, const sl_block *b)
+{
+    for (size_t i = 0; i < a->ncap_marks;)
+        if (a->cap_marks[i].block == b)
+            a->cap_marks[i] = a->cap_marks[--a->ncap_marks];
+        else
+            i++;
+}
+
+void sl_capture_graph_reset(sublet_allocator *a)
+{
+    /* the counts stay: a marker put before never matches a later capture's
+     * waits by accident */
+    for (size_t i = 0; i < a->ncap_streams; i++)
+        a->cap_streams[i].joined = false;
+    a->ncap_seen = 0;
+}
+
 void sl_pools_fini(sublet_allocator *a)
 {
     while (a->nprivs)
@@ -122,6 +295,12 @@ void sl_pools_fini(sublet_allocator *a)
     free(a->redirects);
     free(a->deferred);
     free(a->capture_uses);
+    free(a->cap_streams);
+    free(a->cap_seen);
+    free(a->cap_marks);
+    a->cap_streams = NULL;
+    a->cap_seen = NULL;
+    a->cap_marks = NULL;
     a->privs = NULL;
     a->redirects = NULL;
     a->deferred = NULL;
@@ -168,8 +347,7 @@ sublet_status sublet_pool_create(sublet_allocator *a, const sublet_pool_options 
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
     sublet_pool_id id = {0, a->next_pool_id[SUBLET_POOL_ID_USER]};
-    sublet_status st = a->settings.policy == SUBLET_POLICY_STITCH ? SUBLET_ERR_UNSUPPORTED
-                                                                   : incref(a, id, opts, NULL);
+    sublet_status st = incref(a, id, opts, NULL);
     if (st == SUBLET_OK) {
         a->next_pool_id[SUBLET_POOL_ID_USER]++;
         *out = id;
@@ -183,8 +361,7 @@ sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id)
     if (!a || id_default(id))
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
-    sublet_status st = a->settings.policy == SUBLET_POLICY_STITCH ? SUBLET_ERR_UNSUPPORTED
-                                                                   : incref(a, id, NULL, NULL);
+    sublet_status st = incref(a, id, NULL, NULL);
     sl_unlock(a);
     return st;
 }
@@ -194,10 +371,6 @@ static sublet_status begin_allocate(sublet_allocator *a, sublet_pool_id id, sl_r
     sl_lock(a);
     sublet_status st = SUBLET_OK;
     sl_private *p = NULL;
-    if (a->settings.policy == SUBLET_POLICY_STITCH) {
-        st = SUBLET_ERR_UNSUPPORTED; /* stitching never moves a block across pools: not yet */
-        goto out;
-    }
     if (a->nredirects == a->redirects_cap) {
         size_t nc = a->redirects_cap ? a->redirects_cap * 2 : 4;
         sl_redirect *n = realloc(a->redirects, nc * sizeof *n);
@@ -253,6 +426,8 @@ sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id)
             memmove(a->redirects + k, a->redirects + k + 1,
                     (a->nredirects - k - 1) * sizeof *a->redirects);
             a->nredirects--;
+            if (!a->nredirects)
+                sl_capture_graph_reset(a);
             st = SUBLET_OK;
             break;
         }
@@ -328,6 +503,41 @@ sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sub
         *out = p->stats;
     sl_unlock(a);
     return p ? SUBLET_OK : SUBLET_ERR_INVALID_ARGUMENT;
+}
+
+static int reserved_cmp(const void *x, const void *y)
+{
+    const sublet_pool_reserved *p = x, *q = y;
+    if (p->id[0] != q->id[0])
+        return p->id[0] < q->id[0] ? -1 : 1;
+    return p->id[1] < q->id[1] ? -1 : p->id[1] > q->id[1];
+}
+
+sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
+                                        size_t cap, size_t *n)
+{
+    if (!a || !n || (cap && !out))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sl_lock(a);
+    /* only the newest release has the keys (reference §7) */
+    size_t total = a->settings.pytorch_version == SUBLET_PYTORCH_NEWEST ? a->nprivs : 0;
+    sublet_pool_reserved *all = total ? malloc(total * sizeof *all) : NULL;
+    sublet_status st = total && !all ? SUBLET_ERR_NO_MEMORY : SUBLET_OK;
+    if (all) {
+        for (size_t i = 0; i < total; i++) {
+            all[i].id[0] = a->privs[i]->id.first;
+            all[i].id[1] = a->privs[i]->id.second;
+            memcpy(all[i].reserved_bytes, a->privs[i]->stats.reserved_bytes,
+                   sizeof all[i].reserved_bytes);
+        }
+        qsort(all, total, sizeof *all, reserved_cmp);
+        if (cap)
+            memcpy(out, all, (total < cap ? total : cap) * sizeof *all);
+        free(all);
+    }
+    *n = st == SUBLET_OK ? total : 0;
+    sl_unlock(a);
+    return st;
 }
 
 sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out)

@@ -35,6 +35,35 @@ static sublet_status release_blocks(sublet_allocator *a, sl_pool *pool)
     return st;
 }
 
+/* A freeable pool's address reservations that hold no page (an allocation
+ * reserved one, then could not map) go back too: nothing else would free
+ * them once the pool is forgotten.  (PyTorch keeps such a reservation, whose
+ * blocks then point to the deleted pool.) */
+static sublet_status release_empty_reservations(sublet_allocator *a, const sl_private *p)
+{
+    for (size_t s = 0; s < a->nsegs;) {
+        sl_segment *seg = a->segs[s];
+        if (seg->pool->owner == p && seg->expandable && !seg->head->mapped && !seg->head->next) {
+            sublet_status st = sl_exp_release_segment(a, seg->head); /* moves the last into s */
+            if (st != SUBLET_OK)
+                return st;
+        } else {
+            s++;
+        }
+    }
+    return SUBLET_OK;
+}
+
+static bool pool_holds_segments(const sublet_allocator *a, const sl_private *p)
+{
+    if (!p->expandable_seen)
+        return p->malloc_count != 0;
+    for (size_t s = 0; s < a->nsegs; s++)
+        if (a->segs[s]->pool->owner == p)
+            return true;
+    return false;
+}
+
 /* release_cached_blocks (§3.5) for the default id (`only` NULL) or for one
  * private pool (a MemPool's: only when it is freeable).  The default pools
  * are left alone while a redirection is active (PyTorch 2.6 asserts there;
@@ -70,8 +99,14 @@ sublet_status sl_release_cached(sublet_allocator *a, sl_private *only)
             st = release_blocks(a, &p->small);
         if (st == SUBLET_OK)
             st = release_blocks(a, &p->large);
-        if (st == SUBLET_OK && p->malloc_count == 0)
-            sl_private_delete(a, p); /* moves the last pool into slot i */
+        if (st == SUBLET_OK && p->expandable_seen)
+            st = release_empty_reservations(a, p);
+        /* PyTorch forgets the pool at cudaMalloc_count 0; under expandable
+         * segments that count may reach 0 with pages still mapped, or stay
+         * above it with none: sublet forgets the pool when it holds no
+         * segment (the same moment without expandable segments) */
+        if (st == SUBLET_OK && !pool_holds_segments(a, p))
+            sl_private_delete(a, p); /* the later pools move down one slot */
         else
             i++;
     }

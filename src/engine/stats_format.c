@@ -137,8 +137,11 @@ static const char k_max_split_key[] = "max_split_size";
     (SF_COUNT(k_arrays) * SUBLET_POOL_KINDS * SF_METRICS +            \
      SF_COUNT(k_singles) * SF_METRICS + SF_COUNT(k_counters) + 1)
 
-/* Longest flat key, "inactive_split_bytes.small_pool.allocated", is 41. */
-#define SF_KEY_MAX 64
+/* Longest flat key, "inactive_split_bytes.small_pool.allocated", is 41; a
+ * per-pool key with two 20-digit ids, 94. */
+#define SF_KEY_MAX 100
+
+static const char k_by_pools_key[] = "reserved_bytes_by_private_pools";
 
 static const sublet_stat *sf_array_at(const sublet_stats *s, const sf_array_desc *d)
 {
@@ -184,11 +187,22 @@ static int sf_entry_cmp(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-/* Fills out[SF_FLAT_KEYS] with every key and value, sorted like Python's
- * sorted() on str (code point order == strcmp order for ASCII). */
-static size_t sf_collect_sorted(const sublet_stats *s, sf_flat_entry *out)
+/* Fills out[SF_FLAT_KEYS + 12 * npools] with every key and value, sorted
+ * like Python's sorted() on str (code point order == strcmp order for
+ * ASCII). */
+static size_t sf_collect_sorted(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                size_t npools, sf_flat_entry *out)
 {
     size_t n = 0;
+    for (size_t i = 0; i < npools; i++)
+        for (int p = 0; p < SUBLET_POOL_KINDS; p++)
+            for (int m = 0; m < SF_METRICS; m++) {
+                snprintf(out[n].key, sizeof out[n].key, "%s.%" PRIu64 "_%" PRIu64 ".%s.%s",
+                         k_by_pools_key, pools[i].id[0], pools[i].id[1], k_pool_names[p],
+                         k_metric_names[m]);
+                out[n].value = sf_metric(&pools[i].reserved_bytes[p], m);
+                n++;
+            }
     for (size_t i = 0; i < SF_COUNT(k_arrays); i++) {
         const sublet_stat *arr = sf_array_at(s, &k_arrays[i]);
         for (int p = 0; p < SUBLET_POOL_KINDS; p++) {
@@ -221,32 +235,67 @@ static size_t sf_collect_sorted(const sublet_stats *s, sf_flat_entry *out)
     return n;
 }
 
-size_t sublet_stats_format_flat(const sublet_stats *s, char *buf, size_t cap)
+/* The sorted entries, on the stack for the plain keys, else allocated
+ * (NULL when that fails). */
+static sf_flat_entry *sf_entries(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                 size_t npools, sf_flat_entry *local, size_t *n)
+{
+    sf_flat_entry *e = local;
+    if (npools && !(e = malloc((SF_FLAT_KEYS + npools * SUBLET_POOL_KINDS * SF_METRICS) *
+                               sizeof *e)))
+        return NULL;
+    *n = sf_collect_sorted(s, pools, npools, e);
+    return e;
+}
+
+size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                      size_t npools, char *buf, size_t cap)
 {
     sf_builder b;
     sb_init(&b, buf, cap);
-    if (!s)
+    if (!s || (npools && !pools))
         return 0;
-    sf_flat_entry entries[SF_FLAT_KEYS];
-    size_t n = sf_collect_sorted(s, entries);
+    sf_flat_entry local[SF_FLAT_KEYS];
+    size_t n = 0;
+    sf_flat_entry *entries = sf_entries(s, pools, npools, local, &n);
+    if (!entries)
+        return 0;
     for (size_t i = 0; i < n; i++)
         sb_printf(&b, "%s %" PRId64 "\n", entries[i].key, entries[i].value);
+    if (entries != local)
+        free(entries);
     return b.len;
 }
 
-size_t sublet_stats_format_json(const sublet_stats *s, char *buf, size_t cap)
+size_t sublet_stats_format_json_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
+                                      size_t npools, char *buf, size_t cap)
 {
     sf_builder b;
     sb_init(&b, buf, cap);
-    if (!s)
+    if (!s || (npools && !pools))
         return 0;
-    sf_flat_entry entries[SF_FLAT_KEYS];
-    size_t n = sf_collect_sorted(s, entries);
+    sf_flat_entry local[SF_FLAT_KEYS];
+    size_t n = 0;
+    sf_flat_entry *entries = sf_entries(s, pools, npools, local, &n);
+    if (!entries)
+        return 0;
     sb_putn(&b, "{", 1);
     for (size_t i = 0; i < n; i++)
         sb_printf(&b, "%s\"%s\": %" PRId64, i ? ", " : "", entries[i].key, entries[i].value);
     sb_putn(&b, "}", 1);
+    if (entries != local)
+        free(entries);
     return b.len;
+}
+
+size_t sublet_stats_format_flat(const sublet_stats *s, char *buf, size_t cap)
+{
+    return sublet_stats_format_flat_pools(s, NULL, 0, buf, cap);
+}
+
+size_t sublet_stats_format_json(const sublet_stats *s, char *buf, size_t cap)
+{
+    return sublet_stats_format_json_pools(s, NULL, 0, buf, cap);
 }
 
 /* If the next dot-separated segment of *p equals word, consume it (and the

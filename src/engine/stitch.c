@@ -34,7 +34,13 @@
  * page whose lent part came back wholly free.  Trace events describe usable memory: a stitch
  * emits segment_unmap for each lent range in its owner and one segment_map
  * for the run's usable bytes (fresh pages and lent ranges), a return the
- * reverse; their sum stays reserved_bytes. */
+ * reverse; their sum stays reserved_bytes.
+ *
+ * Private pools (docs/pools.md): everything here acts within the pool of the
+ * request (its free index, its unmapped ranges, its reservations): an alias
+ * page and its owner are always of one pool and one stream, so no block and
+ * no byte ever moves to another pool.  A pool with its own allocator never
+ * maps pages and is never stitched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,6 +504,13 @@ static sublet_status commit(sublet_allocator *a, plan *p, uint64_t size, sl_bloc
     if (fresh)
         sl_arr_inc(a->stats.reserved_bytes, pool->kind, (int64_t)fresh);
     a->stats.num_device_alloc += (uint64_t)(p->k > 0) + (uint64_t)fa + (uint64_t)la;
+    if (pool->owner) { /* a private pool's share; one cudaMalloc_count, as an
+                        * allocation that maps (expandable.c) */
+        if (fresh)
+            sl_arr_inc(pool->owner->stats.reserved_bytes, pool->kind, (int64_t)fresh);
+        pool->owner->stats.num_device_alloc += (uint64_t)(p->k > 0) + (uint64_t)fa + (uint64_t)la;
+        pool->owner->malloc_count++;
+    }
     uint64_t usable_hi = la ? run_end - page + p->h_used : run_end;
     sl_emit(a, SUBLET_ACT_SEGMENT_MAP, usable_lo, usable_hi - usable_lo, seg->stream,
             a->cur_stack);
@@ -633,6 +646,11 @@ static sublet_status give_back(sublet_allocator *a, size_t i, bool *returned)
     sl_free_insert(os->pool, os);
     alias_remove_at(a, i);
     a->stats.num_device_free++;
+    if (pool->owner) {
+        pool->owner->stats.num_device_free++;
+        if (pool->owner->malloc_count > 0)
+            pool->owner->malloc_count--;
+    }
     spares_put(a, &sp);
     *returned = true;
     sl_unmapped_insert(pool, vs);
