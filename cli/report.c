@@ -157,7 +157,7 @@ int cli_report(int argc, char **argv)
     sublet_view_options_init(&v);
     v.name = path;
     v.flags = tune ? SUBLET_VIEW_TUNE : 0;
-    v.snapshot = snap; /* its segments when its trace cannot be replayed */
+    v.snapshot = in.snap; /* its segments when its trace cannot be replayed */
     v.device = lo.pick_device ? lo.device : -1;
     char *page = NULL;
     sublet_report_info info;
