@@ -15,7 +15,8 @@
  *                          times and stacks — the same as the trace's own
  *                          wherever the replay matches PyTorch's decisions.
  *                          With --direct, or when the trace cannot be replayed
- *                          (expandable segments), the snapshot is built from
+ *                          (expandable segments) or has rows in private pools
+ *                          (their pool_id would be lost), the snapshot is built from
  *                          the trace alone (sublet_snapshot_from_trace: the
  *                          events verbatim, blocks approximated). */
 #include <inttypes.h>
@@ -31,7 +32,8 @@ void cli_convert_usage(FILE *out)
           "    OUT.pickle, OUT.pkl  a PyTorch memory snapshot pickle (as _dump_snapshot;\n"
           "                         pytorch.org/memory_viz opens it)\n"
           "    OUT.json             the same snapshot as JSON\n"
-          "    OUT.csv              an events CSV (seq,action,addr,size,stream,time_us)\n"
+          "    OUT.csv              an events CSV (seq,action,addr,size,stream,time_us;\n"
+          "                         a trace with private pools adds a pool column)\n"
           "  each optionally followed by .gz.  A snapshot converted to a snapshot is\n"
           "  copied as is.  A trace (events CSV, RMM log, Kineto) converted to a snapshot\n"
           "  is replayed through the engine with recording on: segments and blocks are\n"
@@ -45,7 +47,8 @@ void cli_convert_usage(FILE *out)
           "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n"
           "  --direct              build the snapshot from the trace without replaying it\n"
           "                        (the events verbatim; block sizes approximated); also\n"
-          "                        used when the trace cannot be replayed\n"
+          "                        used when the trace cannot be replayed or has rows in\n"
+          "                        private pools\n"
           "  --no-placement-hints  let the sim place new segments itself\n",
           out);
 }
@@ -310,6 +313,17 @@ int cli_convert(int argc, char **argv)
                             "replays it): building the snapshot from the trace alone\n");
             direct = 1;
         }
+    }
+    if (!direct) {
+        const sublet_trace_event *ev = sublet_trace_events(t);
+        for (size_t i = 0, nev = sublet_trace_count(t); i < nev; i++)
+            if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
+                fprintf(stderr, "sublet convert: note: the trace has rows in private pools and "
+                                "the engine's own recording carries no pool_id: building the "
+                                "snapshot from the trace alone, pool ids kept\n");
+                direct = 1;
+                break;
+            }
     }
     if (!direct) {
         sublet_replay_result r;

@@ -65,12 +65,11 @@ sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, 
  * refusal comes at the row that shows it, with the text
  * rf_expandable_prelude gives).
  *
- * Both also refuse, whatever the prelude mode, a trace with a row in a
- * private pool (sublet_trace_event.pool_id other than (0, 0): a CUDA graph's
- * pool or a MemPool): the replay drives the default pools only, so its
- * decisions for that memory would not be PyTorch's (docs/pools.md). */
+ * Both also refuse a prelude row in a private pool (sublet_trace_event.pool_id
+ * other than (0, 0)) unless the prelude is allocated: adopted segments are
+ * seeded into the default pools only (docs/pools.md). */
 typedef struct rf_xcheck {
-    int active;     /* rows still need looking at (for a private pool, always) */
+    int active;     /* rows still need looking at */
     int mapping;    /* segment_map / segment_unmap rows still need looking at */
     int expandable; /* known to be recorded under expandable segments */
     size_t npre;
