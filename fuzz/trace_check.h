@@ -186,7 +186,9 @@ static inline void fz_csv_round_trip(const sublet_trace *t)
     if (st == SUBLET_ERR_NO_MEMORY)
         return;
     int priv = fz_first_private(t) < sublet_trace_count(t);
-    if (st == SUBLET_OK && priv != (len >= 41 && !memcmp(csv, "seq,action,addr,size,stream,time_us,pool", 41)))
+    static const char pool_header[] = "seq,action,addr,size,stream,time_us,pool";
+    if (st == SUBLET_OK &&
+        priv != (len >= sizeof pool_header - 1 && !memcmp(csv, pool_header, sizeof pool_header - 1)))
         FZ_FAIL("sublet_trace_encode_csv: the pool column %s a private pool",
                 priv ? "missing with" : "without");
     if (st != SUBLET_OK)
