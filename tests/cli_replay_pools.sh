@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # sublet — replaying traces with private pools (docs/pools.md, docs/replay.md): random two-pool
 # scenarios (tests/oracle/pools_gen.py: graph captures on streams, default-pool traffic in
-# between, frees across pools, graph resets, empty_cache, OOMs on a small device) run through the
-# engine by pools_sublet (the driver tests/cli_oracle_pools.sh holds equal to PyTorch 2.6, step by
-# step), which writes the run as PyTorch records it: a snapshot pickle whose trace entries carry
-# pool_id.  `sublet replay` of it must match 100 % of the decisions, segment sizes and addresses
+# between, frees across pools, graph resets, empty_cache, OOMs on a small device; every other
+# seed with MemPools too: use_mem_pool, deletion) run through the engine by pools_sublet (the
+# driver tests/cli_oracle_pools.sh holds equal to PyTorch 2.6, step by step, on the graph
+# scenarios), which writes the run as PyTorch records it: a snapshot pickle whose trace entries
+# carry pool_id.  `sublet replay` of it must match 100 % of the decisions, segment sizes and addresses
 # in every pool, every release set and the peak; the same trace as JSON, as an events CSV (pool
 # column) and back to a pickle replays the same per-pool figures; the text report lists the
 # pools; mincap and tune take a pool trace.  Also: a recording cut mid-run whose entries lack
@@ -23,7 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
-# The replay's JSON: every pool exact; prints "pools allocs_in_private_pools released_pools".
+# The replay's JSON: every pool exact; prints "pools allocs_in_private_pools released_pools
+# allocs_in_mempools".
 check_json() {
     python3 - "$1" <<'PY'
 import json, sys
@@ -39,17 +41,19 @@ assert d["peak_reserved_bytes"] == f["recorded_peak_reserved_bytes"], "peak"
 pools = f.get("pools", [])
 assert not pools or pools[0]["pool_id"] == [0, 0] and pools[0]["kind"] == "default"
 assert sum(p["allocs_compared"] for p in pools) == (f["allocs_compared"] if pools else 0)
-priv = released = 0
+priv = released = mem = 0
 for p in pools:
     n = p["allocs_compared"]
     assert p["decisions_matched"] == n and p["addresses_matched"] == n, p
     assert p["segment_sizes_matched"] == p["recorded_segment_allocs"] == p["engine_segment_allocs"], p
     assert p["first_decision_mismatch"] is None and p["first_address_mismatch"] is None, p
     if p["pool_id"] != [0, 0]:
-        assert p["kind"] == "graph" and p["pool_id"][1] == 0, p
+        graph = p["kind"] == "graph" and p["pool_id"][1] == 0
+        assert graph or p["kind"] == "mempool" and p["pool_id"][0] == 0, p
         priv += n
+        mem += 0 if graph else n
         released += p["released_at"] is not None
-print(len(pools), priv, released)
+print(len(pools), priv, released, mem)
 PY
 }
 # The replay's fidelity object alone.
@@ -58,19 +62,22 @@ fidelity() {
 }
 
 seeds=${SUBLET_POOL_REPLAY_SEEDS:-16}
-total_priv=0 total_released=0 with_pools=0
+total_priv=0 total_released=0 total_mem=0 with_pools=0
 for seed in $(seq 1 "$seeds"); do
-    python3 "$here/oracle/pools_gen.py" "$seed" 250 >"$tmp/s.txt"
+    mode=
+    [ $((seed % 2)) = 0 ] && mode=mempool
+    python3 "$here/oracle/pools_gen.py" "$seed" 250 $mode >"$tmp/s.txt"
     cap=$(sed -n 's/^capacity //p' "$tmp/s.txt")
     "$driver" "$tmp/s.txt" "$tmp/t.pickle" >/dev/null || { fail "seed $seed: pools_sublet"; continue; }
     "$cli" replay "$tmp/t.pickle" --json --check --device-memory "$cap" >"$tmp/r.json" 2>"$tmp/err" ||
         { fail "seed $seed: replay: $(cat "$tmp/err")"; continue; }
     got=$(check_json "$tmp/r.json" 2>"$tmp/err") ||
-        { fail "seed $seed (python3 tests/oracle/pools_gen.py $seed 250): $(tail -1 "$tmp/err")"; continue; }
+        { fail "seed $seed (python3 tests/oracle/pools_gen.py $seed 250 $mode): $(tail -1 "$tmp/err")"; continue; }
     set -- $got
     [ "$1" -gt 1 ] && with_pools=$((with_pools + 1))
     total_priv=$((total_priv + $2))
     total_released=$((total_released + $3))
+    total_mem=$((total_mem + $4))
     [ "$seed" -le 4 ] || continue
     fidelity "$tmp/r.json" >"$tmp/fid.pickle"
     # the same trace as JSON, as an events CSV (pool column) and back to a pickle
@@ -97,10 +104,11 @@ for seed in $(seq 1 "$seeds"); do
     fidelity "$tmp/r3.json" >"$tmp/fid.other" 2>/dev/null
     cmp -s "$tmp/fid.pickle" "$tmp/fid.other" || fail "seed $seed: the streamed CSV replays differently"
 done
-echo "$seeds scenarios: $with_pools with private pools, $total_priv allocs in private pools," \
-     "$total_released pools released by the replay, every pool exact"
+echo "$seeds scenarios: $with_pools with private pools, $total_priv allocs in private pools" \
+     "($total_mem in MemPools), $total_released pools released by the replay, every pool exact"
 [ "$with_pools" -gt $((seeds / 2)) ] || fail "only $with_pools scenarios used a private pool"
-[ "$total_priv" -gt 0 ] && [ "$total_released" -gt 0 ] || fail "no private-pool alloc or release"
+[ "$total_priv" -gt 0 ] && [ "$total_released" -gt 0 ] && [ "$total_mem" -gt 0 ] ||
+    fail "no private-pool alloc, MemPool alloc or release"
 
 # the text report lists the pools (seed 1); the default pools' lines are unchanged
 python3 "$here/oracle/pools_gen.py" 1 250 >"$tmp/s.txt"

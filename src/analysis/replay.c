@@ -181,6 +181,7 @@ typedef struct rpool {
     int created;  /* the engine holds it (incref'd, use count 1 of the replay's own) */
     int released; /* the replay dropped that use: freeable, no more allocs */
     int slot;     /* index in result.pools, -1 when beyond SUBLET_REPLAY_MAX_POOLS */
+    size_t run;   /* the release run (its first row + 1) that last freed its segments */
 } rpool;
 
 typedef struct rp {
@@ -427,11 +428,11 @@ static long pool_of(rp *s, const sublet_trace_event *e)
     }
     sublet_replay_result *r = s->r;
     if (s->npools == 0) { /* the default pools, first of the per-pool table */
-        s->pools[0] = (rpool){{0, 0}, 1, 0, 0};
+        s->pools[0] = (rpool){{0, 0}, 1, 0, 0, 0};
         s->npools = 1;
     }
     rpool *p = &s->pools[s->npools];
-    *p = (rpool){{e->pool_id[0], e->pool_id[1]}, 0, 0, -1};
+    *p = (rpool){{e->pool_id[0], e->pool_id[1]}, 0, 0, -1, 0};
     if (r->npools == 0) {
         r->npools = 1; /* pools[0] was counted all along (result_init) */
     }
@@ -516,14 +517,20 @@ static sublet_status pool_malloc(rp *s, const sublet_trace_event *e, uint64_t si
 
 /* Before the release run at row i: the pools whose segments it frees were
  * freeable in the recording (only a freeable pool's segments are released),
- * so each drops the replay's use; their segment_free rows are counted. */
-static sublet_status pools_release(rp *s, size_t i, size_t run)
+ * so each drops the replay's use (and is marked: run = i + 1); their
+ * segment_free rows are counted.  *dflt: a row of the run is the default
+ * pools'. */
+static sublet_status pools_release(rp *s, size_t i, size_t run, int *dflt)
 {
+    *dflt = 0;
     for (size_t j = i; j < i + run; j++) {
         const sublet_trace_event *e = row(s, j);
         long k = pool_of(s, e);
         if (k < 0)
             return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        *dflt |= k == 0;
+        if (k > 0)
+            s->pools[k].run = i + 1;
         int slot = k == 0 ? 0 : s->pools[k].slot;
         if (slot >= 0 && e->kind == SUBLET_ACT_SEGMENT_FREE)
             s->r->pools[slot].recorded_segment_frees++;
@@ -885,12 +892,25 @@ static sublet_status do_release(rp *s, size_t i)
         return SUBLET_OK; /* the same empty_cache() */
     /* the whole run is in the window (prefetch) */
     size_t run = rf_release_run(s->ev, s->n, i - s->base);
-    sublet_status pst = pools_release(s, i, run);
+    int dflt = 0;
+    sublet_status pst = pools_release(s, i, run, &dflt);
     if (pst != SUBLET_OK)
         return pst;
     clock_rows(s, i, run);
     rf_call_begin(&s->pr, 1);
-    sublet_status st = sublet_empty_cache(s->a);
+    /* A run with a default-pool segment: empty_cache (or the OOM path's
+     * release, the same set).  A run of private pools' segments alone is
+     * PyTorch's release with the default pools skipped (a capture or
+     * use_mem_pool active: the OOM path, empty_cache inside use_mem_pool)
+     * or of one pool (MemPool's destructor): each of those pools'
+     * release, the default pools untouched. */
+    sublet_status st = SUBLET_OK;
+    if (dflt || s->npools < 2)
+        st = sublet_empty_cache(s->a);
+    for (size_t k = 1; !dflt && k < s->npools && st == SUBLET_OK; k++)
+        if (s->pools[k].run == i + 1)
+            st = sublet_pool_empty_cache(s->a, (sublet_pool_id){s->pools[k].id[0],
+                                                                s->pools[k].id[1]});
     s->r->empty_caches++;
     if (rf_judge_release(f, e, i, run, &s->pr) != 0)
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");

@@ -1,7 +1,9 @@
 /* sublet — the private-pool scenario driver beside pools_torch.cpp: runs the same scenario
  * file through sublet's engine on the sim backend under pytorch_version:2.6 and prints the
  * same line per step (tests/cli_oracle_pools.sh compares them).  Graph pool P is the id
- * (P, 0), a capture on stream S a redirection with the stream filter S.
+ * (P, 0), a capture on stream S a redirection with the stream filter S.  MemPools (pools_gen.py
+ * ... mempool, sublet only): `M` sublet_pool_create, `U K` / `X K` use_mem_pool's enter (thread
+ * filter) and exit (end + release), `D K` the MemPool's destructor (release + pool_empty_cache).
  *   pools_sublet SCENARIO [TRACE.pickle|TRACE.json]
  * With TRACE, the run is also written as PyTorch records it: a snapshot whose trace entries
  * carry the newest PyTorch's pool_id (every event of a private pool's memory) and whose
@@ -159,6 +161,8 @@ int main(int argc, char **argv)
     sublet_allocator *a = NULL;
     char line[256], op[16];
     long step = 0;
+    sublet_pool_id mp[MAX_POOLS] = {{0, 0}};
+    size_t nmp = 0;
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "%15s", op) != 1 || op[0] == '#')
             continue;
@@ -199,6 +203,18 @@ int main(int argc, char **argv)
             st = sublet_pool_release(a, (sublet_pool_id){x, 0});
         } else if (!strcmp(op, "c")) {
             st = sublet_empty_cache(a);
+        } else if (!strcmp(op, "M") && nmp + 1 < MAX_POOLS) {
+            st = sublet_pool_create(a, NULL, &mp[++nmp]);
+        } else if (!strcmp(op, "U") && n == 1 && x >= 1 && x <= nmp) {
+            st = sublet_pool_begin_allocate(a, mp[x], SUBLET_POOL_FILTER_THREAD, 0);
+        } else if (!strcmp(op, "X") && n == 1 && x >= 1 && x <= nmp) {
+            st = sublet_pool_end_allocate(a, mp[x]);
+            if (st == SUBLET_OK)
+                st = sublet_pool_release(a, mp[x]);
+        } else if (!strcmp(op, "D") && n == 1 && x >= 1 && x <= nmp) {
+            st = sublet_pool_release(a, mp[x]);
+            if (st == SUBLET_OK)
+                st = sublet_pool_empty_cache(a, mp[x]);
         } else {
             fprintf(stderr, "pools_sublet: bad line: %s", line);
             return 2;
