@@ -30,10 +30,8 @@
  * expandable segment's first map is at its reservation's start (§6.3).
  *
  * Private pools.  A row with a pool id (sublet_trace_event.pool_id) is driven
- * in that pool (see sublet/replay.h): the replay keeps, per pool met, whether
- * it created it in the engine and whether it released it, and the per-pool
- * fidelity (result.pools) from the difference each alloc makes to the
- * totals.
+ * in that pool, and a release run of private pools' segments releases those
+ * pools: replay_pools.c, with the per-pool fidelity (result.pools).
  *
  * What is compared (decisions, sizes, release sets) is in replay_fidelity.c. */
 #include <stdarg.h>
@@ -43,7 +41,6 @@
 
 #include "engine/history_internal.h" /* the snapshot marker */
 #include "analysis/replay_internal.h"
-#include "sublet/pool.h"
 #include "sublet/replay.h"
 
 #define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
@@ -175,14 +172,6 @@ static int map_take(u64map *m, uint64_t key, uint64_t *val)
 
 /* ---- the replay state ---------------------------------------------------------- */
 
-/* A pool the trace's rows named (index 0: the default pools). */
-typedef struct rpool {
-    uint64_t id[2];
-    int created;  /* the engine holds it (incref'd, use count 1 of the replay's own) */
-    int released; /* the replay dropped that use: freeable, no more allocs */
-    int slot;     /* index in result.pools, -1 when beyond SUBLET_REPLAY_MAX_POOLS */
-    size_t run;   /* the release run (its first row + 1) that last freed its segments */
-} rpool;
 
 typedef struct rp {
     /* The rows: the prelude pre[0, npre) and a window of recorded rows,
@@ -226,8 +215,7 @@ typedef struct rp {
     sublet_stats stats_buf[2];
     sublet_stats *stats_best, *stats_read;
     rf_call pr; /* what the engine emitted during the current call */
-    rpool *pools; /* pools[0]: the default pools, then the private ones as met */
-    size_t npools, pools_cap;
+    rf_pools pools; /* the pools the rows named (replay_pools.c) */
     /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
      * the times of the engine events of the current call, in order; stacks
      * come from row `cur` */
@@ -407,150 +395,6 @@ static sublet_status run_check(rp *s, size_t i, int after_prelude)
                  (unsigned long long)row(s, i)->line, kind_of(s, i), msg);
 }
 
-/* ---- private pools ---------------------------------------------------------------- */
-
-/* The pool of row e (index into s->pools), added when first met; -1 when out
- * of memory. */
-static long pool_of(rp *s, const sublet_trace_event *e)
-{
-    if (!e->pool_id[0] && !e->pool_id[1])
-        return 0;
-    for (size_t k = 1; k < s->npools; k++)
-        if (s->pools[k].id[0] == e->pool_id[0] && s->pools[k].id[1] == e->pool_id[1])
-            return (long)k;
-    if (s->npools == s->pools_cap) {
-        size_t nc = s->pools_cap ? s->pools_cap * 2 : 8;
-        rpool *n = realloc(s->pools, nc * sizeof *n);
-        if (!n)
-            return -1;
-        s->pools = n;
-        s->pools_cap = nc;
-    }
-    sublet_replay_result *r = s->r;
-    if (s->npools == 0) { /* the default pools, first of the per-pool table */
-        s->pools[0] = (rpool){{0, 0}, 1, 0, 0, 0};
-        s->npools = 1;
-    }
-    rpool *p = &s->pools[s->npools];
-    *p = (rpool){{e->pool_id[0], e->pool_id[1]}, 0, 0, -1, 0};
-    if (r->npools == 0) {
-        r->npools = 1; /* pools[0] was counted all along (result_init) */
-    }
-    if (r->npools < SUBLET_REPLAY_MAX_POOLS) {
-        p->slot = (int)r->npools++;
-        sublet_replay_pool_fidelity *pf = &r->pools[p->slot];
-        memset(pf, 0, sizeof *pf);
-        pf->pool_id[0] = e->pool_id[0];
-        pf->pool_id[1] = e->pool_id[1];
-        pf->first_decision_mismatch = pf->first_address_mismatch = pf->released_at =
-            SUBLET_REPLAY_NONE;
-    } else {
-        r->pools_dropped++;
-    }
-    return (long)s->npools++;
-}
-
-/* The totals one alloc can change. */
-typedef struct judged {
-    uint64_t allocs, decisions, sizes, addresses, rec_segs, eng_segs;
-} judged;
-
-static judged judged_of(const sublet_replay_fidelity *f)
-{
-    return (judged){f->allocs_compared,         f->decisions_matched,
-                    f->segment_sizes_matched,   f->addresses_matched,
-                    f->recorded_segment_allocs, f->engine_segment_allocs};
-}
-
-/* Per-pool fidelity of one alloc: the difference it made to the totals. */
-static void pool_judge(rp *s, long k, size_t i, const judged *before)
-{
-    int slot = k == 0 ? 0 : s->pools[k].slot;
-    if (slot < 0)
-        return;
-    judged now = judged_of(&s->r->fidelity);
-    sublet_replay_pool_fidelity *pf = &s->r->pools[slot];
-    pf->allocs_compared += now.allocs - before->allocs;
-    uint64_t dm = now.decisions - before->decisions;
-    pf->decisions_matched += dm;
-    pf->segment_sizes_matched += now.sizes - before->sizes;
-    uint64_t am = now.addresses - before->addresses;
-    pf->addresses_matched += am;
-    pf->recorded_segment_allocs += now.rec_segs - before->rec_segs;
-    pf->engine_segment_allocs += now.eng_segs - before->eng_segs;
-    if (!dm && pf->first_decision_mismatch == SUBLET_REPLAY_NONE)
-        pf->first_decision_mismatch = i;
-    if (!am && pf->first_address_mismatch == SUBLET_REPLAY_NONE)
-        pf->first_address_mismatch = i;
-}
-
-/* The malloc of row e (an alloc or an allocated pre_alloc), in its pool:
- * *k is the pool's index.  A private pool is created at its first alloc;
- * the malloc runs inside a redirection of the row's stream to it, as
- * PyTorch's did inside a capture or use_mem_pool.  SUBLET_ERR_BUSY when the
- * replay released the pool already (the row is then an error). */
-static sublet_status pool_malloc(rp *s, const sublet_trace_event *e, uint64_t size, long *k,
-                                 void **p)
-{
-    *k = pool_of(s, e);
-    if (*k < 0)
-        return SUBLET_ERR_NO_MEMORY;
-    if (*k == 0)
-        return sublet_malloc(s->a, size, e->stream, p);
-    rpool *pl = &s->pools[*k];
-    if (pl->released)
-        return SUBLET_ERR_BUSY;
-    sublet_pool_id id = {pl->id[0], pl->id[1]};
-    sublet_status st = SUBLET_OK;
-    if (!pl->created && (st = sublet_pool_incref(s->a, id)) != SUBLET_OK)
-        return st;
-    pl->created = 1;
-    if ((st = sublet_pool_begin_allocate(s->a, id, SUBLET_POOL_FILTER_STREAM, e->stream)) !=
-        SUBLET_OK)
-        return st;
-    st = sublet_malloc(s->a, size, e->stream, p);
-    sublet_status st2 = sublet_pool_end_allocate(s->a, id);
-    if (st2 == SUBLET_OK)
-        st2 = sublet_pool_release(s->a, id); /* the use begin added */
-    return st == SUBLET_OK || st == SUBLET_ERR_OOM ? (st2 != SUBLET_OK ? st2 : st) : st;
-}
-
-/* Before the release run at row i: the pools whose segments it frees were
- * freeable in the recording (only a freeable pool's segments are released),
- * so each drops the replay's use (and is marked: run = i + 1); their
- * segment_free rows are counted.  *dflt: a row of the run is the default
- * pools'. */
-static sublet_status pools_release(rp *s, size_t i, size_t run, int *dflt)
-{
-    *dflt = 0;
-    for (size_t j = i; j < i + run; j++) {
-        const sublet_trace_event *e = row(s, j);
-        long k = pool_of(s, e);
-        if (k < 0)
-            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
-        *dflt |= k == 0;
-        if (k > 0)
-            s->pools[k].run = i + 1;
-        int slot = k == 0 ? 0 : s->pools[k].slot;
-        if (slot >= 0 && e->kind == SUBLET_ACT_SEGMENT_FREE)
-            s->r->pools[slot].recorded_segment_frees++;
-        if (k == 0)
-            continue;
-        rpool *pl = &s->pools[k];
-        if (pl->released || !pl->created)
-            continue;
-        pl->released = 1;
-        if (slot >= 0)
-            s->r->pools[slot].released_at = i;
-        sublet_status st = sublet_pool_release(s->a, (sublet_pool_id){pl->id[0], pl->id[1]});
-        if (st != SUBLET_OK)
-            return fatal(s, st, "event %zu: releasing pool (%llu, %llu): %s", i,
-                         (unsigned long long)pl->id[0], (unsigned long long)pl->id[1],
-                         sublet_status_text(st));
-    }
-    return SUBLET_OK;
-}
-
 /* ---- the prelude ------------------------------------------------------------------ */
 
 typedef struct seg_ref {
@@ -631,7 +475,8 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
             s->o->before_event(s->o->observer_user, s->a, i, e);
         void *p = NULL;
         long k = 0;
-        sublet_status st = pool_malloc(s, e, e->size ? e->size : 1, &k, &p);
+        sublet_status st =
+            rf_pool_malloc(&s->pools, s->r, s->a, e, e->size ? e->size : 1, &k, &p);
         if (st == SUBLET_ERR_NO_MEMORY && k < 0) {
             fat = fatal(s, st, "out of memory seeding the prelude");
             break;
@@ -779,7 +624,7 @@ static sublet_status do_alloc(rp *s, size_t i)
     rf_call_begin(&s->pr, 0);
     void *p = NULL;
     long k = 0;
-    sublet_status st = pool_malloc(s, e, e->size, &k, &p);
+    sublet_status st = rf_pool_malloc(&s->pools, r, s->a, e, e->size, &k, &p);
     if (s->placement_hints)
         sublet_sim_next_hint(s->sim, 0);
     if (st == SUBLET_ERR_NO_MEMORY && k < 0)
@@ -794,7 +639,7 @@ static sublet_status do_alloc(rp *s, size_t i)
         return SUBLET_OK;
     }
     r->allocs++;
-    judged before = judged_of(f);
+    rf_judged before = rf_judged_of(f);
     rf_judge_alloc(f, i, &rec, &s->pr);
 
     if (st == SUBLET_ERR_OOM) {
@@ -814,7 +659,7 @@ static sublet_status do_alloc(rp *s, size_t i)
         else if (f->first_address_mismatch == SUBLET_REPLAY_NONE)
             f->first_address_mismatch = i;
     }
-    pool_judge(s, k, i, &before);
+    rf_pools_judge(&s->pools, r, k, i, &before);
     if (st != SUBLET_OK && st != SUBLET_ERR_OOM) {
         return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes: %s", i,
                      (unsigned long long)e->line, (unsigned long long)e->size,
@@ -893,24 +738,18 @@ static sublet_status do_release(rp *s, size_t i)
     /* the whole run is in the window (prefetch) */
     size_t run = rf_release_run(s->ev, s->n, i - s->base);
     int dflt = 0;
-    sublet_status pst = pools_release(s, i, run, &dflt);
-    if (pst != SUBLET_OK)
-        return pst;
+    uint64_t failed[2];
+    sublet_status st = rf_pools_release(&s->pools, s->r, s->a, &s->ev[i - s->base], i, run, &dflt,
+                                        failed);
+    if (st == SUBLET_ERR_NO_MEMORY)
+        return fatal(s, st, "out of memory");
+    if (st != SUBLET_OK)
+        return fatal(s, st, "event %zu: releasing pool (%llu, %llu): %s", i,
+                     (unsigned long long)failed[0], (unsigned long long)failed[1],
+                     sublet_status_text(st));
     clock_rows(s, i, run);
     rf_call_begin(&s->pr, 1);
-    /* A run with a default-pool segment: empty_cache (or the OOM path's
-     * release, the same set).  A run of private pools' segments alone is
-     * PyTorch's release with the default pools skipped (a capture or
-     * use_mem_pool active: the OOM path, empty_cache inside use_mem_pool)
-     * or of one pool (MemPool's destructor): each of those pools'
-     * release, the default pools untouched. */
-    sublet_status st = SUBLET_OK;
-    if (dflt || s->npools < 2)
-        st = sublet_empty_cache(s->a);
-    for (size_t k = 1; !dflt && k < s->npools && st == SUBLET_OK; k++)
-        if (s->pools[k].run == i + 1)
-            st = sublet_pool_empty_cache(s->a, (sublet_pool_id){s->pools[k].id[0],
-                                                                s->pools[k].id[1]});
+    st = rf_pools_empty_cache(&s->pools, s->a, i, dflt);
     s->r->empty_caches++;
     if (rf_judge_release(f, e, i, run, &s->pr) != 0)
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
@@ -1066,9 +905,7 @@ static void teardown(rp *s)
     map_fini(&s->addrs);
     map_fini(&s->pending);
     rf_call_fini(&s->pr);
-    free(s->pools);
-    s->pools = NULL;
-    s->npools = s->pools_cap = 0;
+    rf_pools_fini(&s->pools);
 }
 
 static void result_init(sublet_replay_result *r)
