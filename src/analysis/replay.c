@@ -661,6 +661,11 @@ static sublet_status do_alloc(rp *s, size_t i)
     }
     rf_pools_judge(&s->pools, r, k, i, &before);
     if (st != SUBLET_OK && st != SUBLET_ERR_OOM) {
+        if (k > 0) /* e.g. policy:stitch, which has no private pools */
+            return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes in private pool "
+                         "(%llu, %llu): %s", i, (unsigned long long)e->line,
+                         (unsigned long long)e->size, (unsigned long long)e->pool_id[0],
+                         (unsigned long long)e->pool_id[1], sublet_status_text(st));
         return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes: %s", i,
                      (unsigned long long)e->line, (unsigned long long)e->size,
                      sublet_status_text(st));
