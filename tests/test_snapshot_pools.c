@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sublet/history.h"
 #include "sublet/pool.h"
@@ -498,12 +499,96 @@ static void test_pytorch_private_segment(void **state)
     assert_null(parse_snap("[1, -2]", "", SUBLET_ERR_PARSE, "segment_pool_id"));
 }
 
+/* The events CSV's pool column: read whole and streamed alike; malformed
+ * values and column counts are parse errors naming the line. */
+static void test_csv_pool_column(void **state)
+{
+    (void)state;
+    static const char good[] = "seq,action,addr,size,stream,time_us,pool\r\n"
+                               "0,segment_alloc,4194304,20971520,7,,1:0\r\n"
+                               "1,alloc,4194304,1000,7,5,1:0\r\n"
+                               "2,alloc,8388608,512,0,,\r\n"
+                               "3,alloc,9388608,512,0,,18446744073709551615:2\r\n";
+    char err[512];
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_parse_csv(good, strlen(good), &t, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_count(t), 4);
+    assert_int_equal(sublet_trace_at(t, 0)->pool_id[0], 1);
+    assert_int_equal(sublet_trace_at(t, 1)->pool_id[0], 1);
+    assert_int_equal(sublet_trace_at(t, 1)->time_us, 5);
+    assert_int_equal(sublet_trace_at(t, 2)->pool_id[0] | sublet_trace_at(t, 2)->pool_id[1], 0);
+    assert_int_equal(sublet_trace_at(t, 3)->pool_id[0], UINT64_MAX);
+    assert_int_equal(sublet_trace_at(t, 3)->pool_id[1], 2);
+    /* detected as an events CSV, and the stream reads the same rows */
+    sublet_trace *u = NULL;
+    assert_int_equal(sublet_trace_parse(good, strlen(good), NULL, &u, err, sizeof err), SUBLET_OK);
+    pools_equal(t, u);
+    char path[] = "/tmp/sublet_pool_csv_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(good, 1, strlen(good), fp), strlen(good));
+    assert_int_equal(fclose(fp), 0);
+    sublet_trace_load_options lo = {.read_chunk = 7}; /* rows cut across reads */
+    sublet_trace_stream *ts = NULL;
+    assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
+    sublet_trace_event ev[8];
+    size_t got = 0;
+    assert_int_equal(sublet_trace_stream_next(ts, ev, 8, &got, err, sizeof err), SUBLET_OK);
+    assert_int_equal(got, 4);
+    for (size_t i = 0; i < got; i++) {
+        assert_int_equal(ev[i].pool_id[0], sublet_trace_at(t, i)->pool_id[0]);
+        assert_int_equal(ev[i].pool_id[1], sublet_trace_at(t, i)->pool_id[1]);
+    }
+    sublet_trace_stream_close(ts);
+    unlink(path);
+    /* written back: the same text, byte for byte */
+    char *csv = NULL;
+    size_t n = 0;
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err), SUBLET_OK);
+    assert_int_equal(n, strlen(good));
+    assert_memory_equal(csv, good, n);
+    free(csv);
+    trace_release(u);
+    trace_release(t);
+
+    static const struct {
+        const char *row, *want;
+    } bad[] = {
+        {"0,alloc,1,2,0,,1\n", "line 2: pool '1' is not empty or FIRST:SECOND"},
+        {"0,alloc,1,2,0,,a:b\n", "line 2: pool 'a:b'"},
+        {"0,alloc,1,2,0,,1:\n", "line 2: pool '1:'"},
+        {"0,alloc,1,2,0,,:1\n", "line 2: pool ':1'"},
+        {"0,alloc,1,2,0,,1:2:3\n", "line 2: pool '1:2:3'"},
+        {"0,alloc,1,2,0,,18446744073709551616:0\n", "line 2: pool"},
+        {"0,alloc,1,2,0,\n", "line 2: expected 7 columns"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "seq,action,addr,size,stream,time_us,pool\n%s", bad[k].row);
+        t = NULL;
+        err[0] = '\0';
+        assert_int_equal(sublet_trace_parse_csv(text, strlen(text), &t, err, sizeof err),
+                         SUBLET_ERR_PARSE);
+        assert_null(t);
+        if (!strstr(err, bad[k].want))
+            fail_msg("row '%s': '%s' lacks '%s'", bad[k].row, err, bad[k].want);
+    }
+    /* a six-column CSV keeps refusing a seventh column */
+    static const char six[] = "seq,action,addr,size,stream,time_us\n0,alloc,1,2,0,,1:0\n";
+    assert_int_equal(sublet_trace_parse_csv(six, strlen(six), &t, err, sizeof err),
+                     SUBLET_ERR_PARSE);
+    assert_non_null(strstr(err, "line 2: expected 6 columns"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_segment_view),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_pytorch_private_segment),
+        cmocka_unit_test(test_csv_pool_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
