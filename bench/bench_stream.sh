@@ -30,15 +30,17 @@ mkdir -p "$dir"
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 echo "# machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# run LABEL CMD...: prints "LABEL seconds rss_kib"
+# run LABEL CMD...: prints "LABEL seconds rss_kib cpu_seconds" (cpu: user + system, which a
+# loaded machine inflates far less than the wall time)
 run() {
     local label=$1
     shift
     /usr/bin/time -v "$@" >"$dir/out" 2>"$dir/time" || { cat "$dir/time" >&2; exit 1; }
-    local s rss
+    local s rss cpu
     s=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,a,":"); t=0; for(i=1;i<=n;i++) t=t*60+a[i]; print t}' "$dir/time")
     rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time")
-    echo "$label $s $rss"
+    cpu=$(awk -F': ' '/User time|System time/ {t += $2} END {print t}' "$dir/time")
+    echo "$label $s $rss $cpu"
 }
 
 for n in "${sizes[@]}"; do
@@ -56,13 +58,14 @@ for n in "${sizes[@]}"; do
         fi
         lines+=("$(run cli_stream "$build/sublet" replay "$f" --json)")
         printf '%s\n' "${lines[@]}" | awk -v n="$n" -v kind="$kind" -v size="$(stat -c %s "$f")" '
-            { s[$1] = $2; r[$1] = $3 }
+            { s[$1] = $2; r[$1] = $3; c[$1] = $4 }
             END {
                 printf "events=%d format=%s file_mb=%.0f\n", n, kind, size / 1e6
                 split("lib_whole lib_stream cli_whole cli_stream", k, " ")
                 for (i = 1; i <= 4; i++) if (k[i] in s)
-                    printf "  %-10s %8.2f s  %10.2f Mevents/s  peak RSS %8.1f MiB\n",
-                        k[i], s[k[i]], n / s[k[i]] / 1e6, r[k[i]] / 1024
+                    printf "  %-10s %8.2f s  %10.2f Mevents/s  peak RSS %8.1f MiB  cpu %8.2f s  %10.2f Mevents/cpu-s\n",
+                        k[i], s[k[i]], n / s[k[i]] / 1e6, r[k[i]] / 1024, c[k[i]],
+                        (c[k[i]] > 0 ? n / c[k[i]] / 1e6 : 0)
                 if ("lib_whole" in s)
                     printf "  library: stream/whole  time x%.2f  RSS x%.3f\n",
                         s["lib_stream"] / s["lib_whole"], r["lib_stream"] / r["lib_whole"]

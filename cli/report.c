@@ -17,7 +17,9 @@ void cli_report_usage(FILE *out)
           "  (allocated, reserved, live requested bytes), fragmentation over time, the\n"
           "  segment map at the peak, at each OOM and at the end (hover a block for its\n"
           "  size, stream and allocation stack), the request sizes, the top pinning\n"
-          "  segments and the OOM diagnosis.  FILE: any trace or snapshot sublet reads.\n"
+          "  segments and the OOM diagnosis; private pools each as their own group.\n"
+          "  FILE: any trace or snapshot sublet reads (a snapshot whose trace cannot be\n"
+          "  replayed, as one with private pools for now: the page of its segments).\n"
           "options:\n"
           "  -o, --output FILE     the page to write (atomically)\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
@@ -152,6 +154,8 @@ int cli_report(int argc, char **argv)
     sublet_view_options_init(&v);
     v.name = path;
     v.flags = tune ? SUBLET_VIEW_TUNE : 0;
+    v.snapshot = snap; /* its segments when its trace cannot be replayed */
+    v.device = lo.pick_device ? lo.device : -1;
     char *page = NULL;
     sublet_report_info info;
     sublet_status st = sublet_report_html(t, &o, &ro, &v, &page, &info, err, sizeof err);

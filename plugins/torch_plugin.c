@@ -14,12 +14,15 @@
  *   void* base_alloc(void* ptr, size_t* size)           set_base_alloc_fn
  *   void  record_stream(void* ptr, cudaStream_t stream) set_record_stream_fn
  *
- * Not provided: set_begin_allocate_to_pool / set_end_allocate_to_pool_fn /
- * set_release_pool.  Their C++ signatures take a c10::cuda::MempoolId_t and
- * (begin) a std::function<bool(cudaStream_t)> by value, which a C function
- * cannot receive portably, and sublet has no private pools yet: under CUDA
- * graph capture or torch.cuda.MemPool, allocations come from sublet's
- * default pools (PyTorch treats an unset hook as a no-op).
+ *   void  begin(int device, MempoolId_t id, std::function<bool(cudaStream_t)> filter)
+ *                                                       set_begin_allocate_to_pool
+ *   void  end(int device, MempoolId_t id)               set_end_allocate_to_pool_fn
+ *   void  release(int device, MempoolId_t id)           set_release_pool
+ *
+ * The last three (CUDA graphs' private pools) take C++ types by value, so
+ * they are in plugins/torch_pools.cpp, built when CMake finds a C++
+ * compiler; without it PyTorch treats them as unset (no-ops) and captures
+ * allocate from sublet's default pools.
  *
  * One allocator per device, created on first use (registry.c) on the cuda
  * backend (SUBLET_TORCH_BACKEND=sim gives a simulated device of
@@ -46,7 +49,10 @@
 #include <sys/types.h>
 
 #include "registry.h"
+#include "torch_internal.h"
 #include "sublet/history.h"
+#include "sublet/pool.h"
+#include "sublet/stats.h"
 #include "sublet/sublet.h"
 
 #define SLT_EXPORT __attribute__((visibility("default")))
@@ -60,6 +66,8 @@ SLT_EXPORT void sublet_torch_memory_fraction(double fraction, int device);
 SLT_EXPORT void *sublet_torch_base_alloc(void *ptr, size_t *size);
 SLT_EXPORT void sublet_torch_record_stream(void *ptr, void *stream);
 SLT_EXPORT long long sublet_torch_stats(int device, char *buf, size_t cap);
+SLT_EXPORT long long sublet_torch_pool_stats(int device, unsigned long long first,
+                                            unsigned long long second, char *buf, size_t cap);
 SLT_EXPORT long long sublet_torch_summary(int device, int abbreviated, char *buf, size_t cap);
 SLT_EXPORT int sublet_torch_snapshot(int device, const char *path);
 SLT_EXPORT long long sublet_torch_max_allocatable(int device, unsigned long long stream);
@@ -105,7 +113,12 @@ static void configure(void)
     slp_log_configure(log_error);
 }
 
-static sublet_allocator *get(int device)
+void slt_set_error(const char *msg)
+{
+    set_errf("%s", msg);
+}
+
+sublet_allocator *slt_get(int device)
 {
     pthread_once(&conf_once, configure);
     sublet_allocator *a = slp_peek(device);
@@ -141,7 +154,7 @@ void *sublet_torch_malloc(ssize_t size, int device, void *stream)
         set_errf("sublet_torch_malloc: negative size %lld", (long long)size);
         return NULL;
     }
-    sublet_allocator *a = get(device);
+    sublet_allocator *a = slt_get(device);
     if (!a)
         return NULL;
     void *p = NULL;
@@ -204,7 +217,7 @@ void sublet_torch_reset(void)
 
 void sublet_torch_memory_fraction(double fraction, int device)
 {
-    sublet_allocator *a = get(device);
+    sublet_allocator *a = slt_get(device);
     if (!a)
         return;
     sublet_status st = sublet_memory_fraction_set(a, fraction);
@@ -296,6 +309,39 @@ long long sublet_torch_stats(int device, char *buf, size_t cap)
     return copy_out(slp_stats_text(device), buf, cap);
 }
 
+/* A private pool's statistics (sublet_pool_stats_read) as flat keys, then
+ * pool_use_count, pool_device_segments, pool_allocating and
+ * pool_free_bytes (sublet_pool_info_read); -1 for an unknown pool. */
+long long sublet_torch_pool_stats(int device, unsigned long long first, unsigned long long second,
+                                  char *buf, size_t cap)
+{
+    sublet_allocator *a = existing(device);
+    if (!a)
+        return -1;
+    sublet_pool_id id = {first, second};
+    sublet_stats s;
+    sublet_pool_info info;
+    if (sublet_pool_stats_read(a, id, &s) != SUBLET_OK ||
+        sublet_pool_info_read(a, id, &info) != SUBLET_OK) {
+        set_errf("sublet: device %d has no pool (%llu, %llu)", device, first, second);
+        return -1;
+    }
+    size_t n = sublet_stats_format_flat(&s, NULL, 0);
+    size_t extra = 256;
+    char *text = malloc(n + extra);
+    if (!text) {
+        set_errf("sublet_torch_pool_stats: out of host memory");
+        return -1;
+    }
+    sublet_stats_format_flat(&s, text, n + 1);
+    snprintf(text + n, extra,
+             "pool_use_count %d\npool_device_segments %d\npool_allocating %d\n"
+             "pool_free_bytes %llu\n",
+             info.use_count, info.device_segments, info.allocating,
+             (unsigned long long)info.free_bytes);
+    return copy_out(text, buf, cap);
+}
+
 long long sublet_torch_summary(int device, int abbreviated, char *buf, size_t cap)
 {
     if (!existing(device))
@@ -344,7 +390,7 @@ int sublet_torch_reset_peak_stats(int device)
 
 int sublet_torch_record_history(int device, int enabled, unsigned long long max_entries)
 {
-    sublet_allocator *a = get(device);
+    sublet_allocator *a = slt_get(device);
     if (!a)
         return -1;
     sublet_status st =
@@ -362,7 +408,7 @@ int sublet_torch_record_history(int device, int enabled, unsigned long long max_
 
 int sublet_torch_log_open(int device, const char *path)
 {
-    if (!get(device))
+    if (!slt_get(device))
         return -1;
     char err[512] = "";
     if (slp_log_open(device, path, err, sizeof err) != SUBLET_OK) {

@@ -4,7 +4,7 @@
 # dlopen("libcuda.so.1") through LD_LIBRARY_PATH).  On a machine without a
 # GPU this is the only way the backend's code runs: test_cuda_backend's
 # device tests, the example, the preload library and the PyTorch plugin on
-# the cuda backend.  Also: the toolkit's stub libcuda.so and a driver without
+# the cuda backend (its private-pool hooks: tests/torch_pool_hooks.cpp).  Also: the toolkit's stub libcuda.so and a driver without
 # devices give SUBLET_ERR_UNSUPPORTED with a clear message.
 set -euo pipefail
 cli=$1
@@ -69,6 +69,14 @@ LD_LIBRARY_PATH=$tmp/drv "$build/examples/cuda_basic" > "$tmp/ex.out" 2>&1 ||
 grep -q 'Fake CUDA Device 0' "$tmp/ex.out" && grep -q 'PyTorch CUDA memory summary' "$tmp/ex.out" ||
   { cat "$tmp/ex.out"; exit 1; }
 echo "cuda_basic on the fake driver: ok"
+
+# ---- the PyTorch plugin's private-pool hooks (a graph capture, use_mem_pool) on the cuda backend ----
+if [ -x "$build/torch_pool_hooks" ]; then
+  LD_LIBRARY_PATH=$tmp/drv FAKE_CUDA_MEMORY=$((1 << 30)) \
+    "$build/torch_pool_hooks" "$build/libsublet_torch.so" > "$tmp/h.out" 2>&1 ||
+    { cat "$tmp/h.out"; echo "FAIL: torch_pool_hooks on the fake driver"; exit 1; }
+  echo "torch pool hooks on the fake driver: ok"
+fi
 
 # ---- the drop-ins on the cuda backend (not in sanitizer builds: see cli_preload.sh) -------------
 pre=$build/libsublet_preload.so

@@ -64,6 +64,9 @@ cat >"$tmp/hook.html" <<'EOF'
     if (l + w > b.r) { b.r = l + w; b.last = String(s); }
     document.body.setAttribute('data-text-' + c.id, Math.floor(b.l) + ' ' + Math.ceil(b.r) + ' ' +
                                Math.round(parseFloat(c.style.width)) + ' ' + b.last);
+    if (c.id === 'c-map') /* the segment map's labels (private pools), each with its box */
+      document.body.setAttribute('data-map-labels', (document.body.getAttribute('data-map-labels') || '') +
+                                 '|' + String(s) + '@' + Math.floor(l) + '..' + Math.ceil(l + w));
     return fill.apply(this, arguments);
   };
 })();
@@ -126,6 +129,7 @@ open_page() {
     # with --tune, the Pareto chart must have drawn some)
     local want="c-mem c-frag c-hist" id l r w last
     [ "$charts" = 5 ] && want="$want c-tune"
+    [ "$charts" = 2 ] && want="c-map c-hist" # a snapshot's segments: no series
     for id in $want; do
         grep -q "data-text-$id=" <<<"$body" || fail "$name: no text drawn on $id: $body"
     done
@@ -190,6 +194,40 @@ fi
     --cost-model bogus=1 >/dev/null 2>"$tmp/err"
 [ $? = 1 ] || fail "a bad cost model is not an error"
 grep -q 'bogus' "$tmp/err" || fail "the bad cost model is not named: $(cat "$tmp/err")"
+
+# ---- private pools: a snapshot whose trace cannot be replayed yet -------------------------------
+# (fuzz/seeds/fuzz_trace_snapshot/private_pools.json, written by tests/test_snapshot_pools.c:
+# the default pools, a graph pool (1,0) and a MemPool (0,1)): the page of its segments, each
+# pool its own group in the segment map (a label drawn inside the canvas) and in the metrics
+pools_snap=$here/../fuzz/seeds/fuzz_trace_snapshot/private_pools.json
+if report "$pools_snap" pools; then
+    page=$tmp/pools.html
+    grep -q 'data-charts="2"' "$page" || fail "pools: the charts counted are not the map and the sizes"
+    grep -q 'the trace could not be replayed (event 4 ' "$page" || fail "pools: no word on the replay"
+    grep -q 'the page shows the snapshot.s segments' "$tmp/pools.err" || fail "pools: no note"
+    for p in "default pools (0,0)" "private pool (0,1)" "private pool (1,0)"; do
+        grep -q "\"$p\"" "$page" || fail "pools: $p is not in the page's data"
+    done
+    if open_page "$page" pools && body=$(grep -o '<body[^>]*>' "$tmp/pools.dom" | head -1); then
+        labels=$(sed -n 's/.*data-map-labels="\([^"]*\)".*/\1/p' <<<"$body")
+        w=$(sed -n 's/.*data-text-c-map="[-0-9]* [0-9]* \([0-9]*\) .*/\1/p' <<<"$body")
+        n=0
+        for p in "default pools (0,0)" "private pool (0,1)" "private pool (1,0)"; do
+            grep -qF "|$p: " <<<"$labels" || fail "pools: no label for $p in the segment map: $labels"
+        done
+        while IFS=@ read -r text box; do
+            [ -n "$text" ] || continue
+            n=$((n + 1))
+            l=${box%..*} r=${box#*..}
+            { [ "$l" -ge 0 ] && [ "$r" -le "${w:-0}" ]; } || fail "pools: label '$text' at $box outside 0..$w"
+        done < <(tr '|' '\n' <<<"$labels")
+        [ $n = 3 ] || fail "pools: $n map labels, not 3: $labels"
+        tbl=$(grep -o '<table id="metrics">.*</table>' "$tmp/pools.dom" | head -1)
+        grep -q '<th>private pool (1,0)</th><td>22.00 MiB reserved, ' <<<"$tbl" ||
+            fail "pools: no metrics row for the graph pool"
+        grep -q '<th>default pools (0,0)</th>' <<<"$tbl" || fail "pools: no metrics row for the default pools"
+    fi
+fi
 
 # the page is self-contained: nothing it loads comes from elsewhere
 if grep -Eo '(src|href)="[^"#]+' "$tmp/attention_oom.html" | grep -v '^$' >/dev/null; then

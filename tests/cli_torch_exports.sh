@@ -23,6 +23,19 @@ for sym in sublet_torch_malloc sublet_torch_free sublet_torch_init sublet_torch_
            sublet_torch_log_status; do
   grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
 done
+# The private-pool hooks (plugins/torch_pools.cpp) when the build had a C++ compiler.
+if grep -q '^SUBLET_TORCH_POOL_HOOKS:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  for sym in sublet_torch_begin_allocate_to_pool sublet_torch_end_allocate_to_pool \
+             sublet_torch_release_pool sublet_torch_pool_stats; do
+    grep -qx "$sym" "$tmp/exports" || { echo "libsublet_torch.so does not export $sym"; exit 1; }
+  done
+  # C linkage (found by name), defined as functions in the text section
+  nm -D --defined-only "$lib" | grep -Eq ' T sublet_torch_begin_allocate_to_pool$' ||
+    { echo "sublet_torch_begin_allocate_to_pool is not a function"; exit 1; }
+  # no C++ symbol (libstdc++ instantiations, typeinfo) leaks out
+  if grep -E '^_Z' "$tmp/exports"; then echo "libsublet_torch.so exports C++ symbols"; exit 1; fi
+  echo "pool hooks exported"
+fi
 # Only the entry points: no copy of the library's sublet_* API leaks out.
 if grep -v '^sublet_torch_' "$tmp/exports" | grep '^sublet_' >/dev/null; then
   echo "libsublet_torch.so exports library symbols:"; grep -v '^sublet_torch_' "$tmp/exports"
@@ -67,7 +80,9 @@ if want != "ready":
                        ("memory_stats", lambda: st.memory_stats()),
                        ("memory_summary", lambda: st.memory_summary()),
                        ("snapshot", lambda: st.snapshot("/nonexistent/x.pickle")),
-                       ("max_allocatable", lambda: st.max_allocatable())]:
+                       ("max_allocatable", lambda: st.max_allocatable()),
+                       ("MemPool", lambda: st.MemPool()),
+                       ("pool_stats", lambda: st.pool_stats((1, 0)))]:
         try:
             call()
         except RuntimeError as e:
@@ -79,6 +94,10 @@ print("python without GPU: ok (%s)" % want)
 PY
 
 # ---- the hooks through ctypes, as PyTorch calls them, on a simulated device -----------
+# (the pool hooks take C++ arguments: tests/torch_pool_hooks.cpp calls them)
+WANT_POOL_HOOKS=0
+grep -q '^SUBLET_TORCH_POOL_HOOKS:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null && WANT_POOL_HOOKS=1
+export WANT_POOL_HOOKS
 SUBLET_TORCH_BACKEND=sim SUBLET_TORCH_SIM_MEMORY=4GiB python3 - "$tmp" <<'PY'
 import ctypes, os, sys
 import sublet.torch as st
@@ -163,6 +182,32 @@ except RuntimeError as e:
     assert "no event log open" in str(e), str(e)
 else:
     raise SystemExit("log_flush without a log did not fail")
+# install()'s hook table: every setter PyTorch's allocator object has, given the
+# address of the entry point (the pool hooks when the library has them)
+class Raw:
+    def __init__(self, setters):
+        self.got = {}
+        for name in setters:
+            setattr(self, name, lambda addr, name=name: self.got.__setitem__(name, addr))
+every = list(st.HOOKS) + list(st.POOL_HOOKS)
+raw = Raw(every)
+done = st.set_hooks(lib, raw)
+pool_hooks = lib.has("sublet_torch_begin_allocate_to_pool")
+assert pool_hooks == (os.environ["WANT_POOL_HOOKS"] == "1"), pool_hooks
+want = list(st.HOOKS) + (list(st.POOL_HOOKS) if pool_hooks else [])
+assert done == want, (done, want)
+for setter, addr in raw.got.items():
+    table = st.HOOKS if setter in st.HOOKS else st.POOL_HOOKS
+    assert addr == lib.address(table[setter]) and addr, (setter, addr)
+old = Raw(list(st.HOOKS))          # a PyTorch without the pool setters: not asked
+assert st.set_hooks(lib, old) == list(st.HOOKS)
+if pool_hooks:
+    try:
+        lib.pool_stats((1, 0), 0)
+    except RuntimeError as e:
+        assert "no pool (1, 0)" in str(e), str(e)
+    else:
+        raise SystemExit("pool_stats of an unknown pool did not fail")
 print("hooks on the sim device: ok")
 PY
 # The log reads back with the CLI: 12 allocs, their frees.

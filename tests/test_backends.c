@@ -317,6 +317,60 @@ static void test_sim_events(void **state)
     sublet_backend_destroy(b);
 }
 
+/* event_epoch: unchanged while nothing completes (recording included), changed by
+ * every completion (a stream, an event synchronised, all streams), the same through the
+ * fault wrapper; the host backend has none. */
+static void test_sim_event_epoch(void **state)
+{
+    (void)state;
+    sublet_backend *b = new_sim(GiB);
+    assert_non_null(b->ops->event_epoch);
+    sublet_event *e1 = NULL, *e2 = NULL;
+    assert_int_equal(b->ops->event_create(b, &e1), SUBLET_OK);
+    assert_int_equal(b->ops->event_create(b, &e2), SUBLET_OK);
+    uint64_t ep = b->ops->event_epoch(b);
+    assert_int_equal(b->ops->event_record(b, e1, 1), SUBLET_OK);
+    assert_int_equal(b->ops->event_record(b, e2, 2), SUBLET_OK);
+    assert_false(query(b, e1));
+    assert_int_equal(b->ops->event_epoch(b), ep); /* recorded incomplete: no change */
+    sublet_sim_stream_complete(b, 3);             /* a stream with nothing recorded */
+    assert_int_equal(b->ops->event_epoch(b), ep);
+    sublet_sim_stream_complete(b, 1);
+    assert_true(query(b, e1));
+    assert_false(query(b, e2));
+    uint64_t ep1 = b->ops->event_epoch(b);
+    assert_true(ep1 != ep);
+    assert_int_equal(b->ops->event_synchronize(b, e2), SUBLET_OK);
+    uint64_t ep2 = b->ops->event_epoch(b);
+    assert_true(ep2 != ep1);
+    assert_int_equal(b->ops->event_synchronize(b, e2), SUBLET_OK); /* already complete */
+    assert_int_equal(b->ops->event_epoch(b), ep2);
+    sublet_sim_complete_all(b); /* nothing pending */
+    assert_int_equal(b->ops->event_epoch(b), ep2);
+    assert_int_equal(b->ops->event_record(b, e1, 5), SUBLET_OK);
+    sublet_sim_complete_all(b);
+    assert_true(b->ops->event_epoch(b) != ep2);
+    assert_true(query(b, e1));
+
+    sublet_backend *f = NULL;
+    assert_int_equal(sublet_fault_create(b, &f), SUBLET_OK);
+    assert_non_null(f->ops->event_epoch);
+    assert_int_equal(f->ops->event_epoch(f), b->ops->event_epoch(b));
+    assert_int_equal(f->ops->event_record(f, e2, 7), SUBLET_OK);
+    sublet_sim_stream_complete(b, 7);
+    assert_int_equal(f->ops->event_epoch(f), b->ops->event_epoch(b));
+    sublet_backend_destroy(f);
+
+    assert_int_equal(b->ops->event_destroy(b, e1), SUBLET_OK);
+    assert_int_equal(b->ops->event_destroy(b, e2), SUBLET_OK);
+    sublet_backend_destroy(b);
+
+    sublet_backend *h = NULL;
+    assert_int_equal(sublet_host_create(GiB, &h), SUBLET_OK);
+    assert_null(h->ops->event_epoch);
+    sublet_backend_destroy(h);
+}
+
 static void test_sim_event_foreign(void **state)
 {
     (void)state;
@@ -915,6 +969,7 @@ int main(void)
         cmocka_unit_test(test_sim_capacity),
         cmocka_unit_test(test_sim_bad_free),
         cmocka_unit_test(test_sim_events),
+        cmocka_unit_test(test_sim_event_epoch),
         cmocka_unit_test(test_sim_event_foreign),
         cmocka_unit_test(test_sim_vmm),
         cmocka_unit_test(test_host_segments),

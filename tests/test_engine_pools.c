@@ -626,6 +626,68 @@ static void test_pool_expandable(void **state)
     h_env_fini(&e);
 }
 
+/* ---- a caller's filter (sublet_pool_begin_allocate_fn: PyTorch's std::function) -------------- */
+
+typedef struct counting_filter {
+    sublet_stream accept; /* the stream the filter takes */
+    int calls;
+} counting_filter;
+
+static int filter_accepts(void *user, sublet_stream stream)
+{
+    counting_filter *f = user;
+    f->calls++;
+    return stream == f->accept;
+}
+
+static void test_pool_callback_filter(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    sublet_allocator *a = e.a;
+    sublet_pool_id g = graph_id(a), owner;
+    counting_filter f = {.accept = 5};
+    void *before = h_malloc(a, 1000, 5); /* no redirection: the filter is not asked */
+    assert_int_equal(f.calls, 0);
+    assert_int_equal(sublet_pool_begin_allocate_fn(a, g, filter_accepts, &f), SUBLET_OK);
+    CHECK(a);
+    assert_int_equal(info(a, g).allocating, 1);
+    void *in = h_malloc(a, 3 * MiB, 5);  /* accepted: the pool's */
+    void *out = h_malloc(a, 3 * MiB, 6); /* refused: the default pool */
+    assert_true(f.calls >= 2);
+    assert_int_equal(sublet_pool_of(a, in, &owner), SUBLET_OK);
+    assert_true(owner.first == g.first && owner.second == g.second);
+    assert_int_equal(sublet_pool_of(a, out, &owner), SUBLET_OK);
+    assert_true(owner.first == 0 && owner.second == 0);
+    assert_int_equal(pool_stat(a, g, "allocated_bytes.all.current"), (int64_t)(3 * MiB));
+    assert_int_equal(pool_stat(a, g, "reserved_bytes.all.current"), (int64_t)(20 * MiB));
+    /* a second begin on the same pool is refused whatever its filter */
+    assert_int_equal(sublet_pool_begin_allocate_fn(a, g, filter_accepts, &f), SUBLET_ERR_BUSY);
+    assert_int_equal(sublet_pool_begin_allocate_fn(a, g, NULL, &f), SUBLET_ERR_INVALID_ARGUMENT);
+    sublet_pool_id zero = {0, 0};
+    assert_int_equal(sublet_pool_begin_allocate_fn(a, zero, filter_accepts, &f),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sublet_pool_begin_allocate(a, g, SUBLET_POOL_FILTER_CALLBACK, 5),
+                     SUBLET_ERR_INVALID_ARGUMENT); /* only through _fn */
+    end_capture(a, g);
+    int calls = f.calls;
+    void *after = h_malloc(a, 3 * MiB, 5); /* ended: default pool, filter not asked */
+    assert_int_equal(f.calls, calls);
+    assert_int_equal(sublet_pool_of(a, after, &owner), SUBLET_OK);
+    assert_true(owner.first == 0 && owner.second == 0);
+    h_free(a, in);
+    h_free(a, out);
+    h_free(a, after);
+    h_free(a, before);
+    release(a, g); /* the refused begin's use */
+    release(a, g);
+    h_empty_cache(a);
+    assert_false(info(a, g).exists);
+    assert_int_equal(h_stat(a, "reserved_bytes.all.current"), 0);
+    h_env_fini(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_capture_deferred_free),
         cmocka_unit_test(test_pool_isolation_and_misuse),
         cmocka_unit_test(test_pool_expandable),
+        cmocka_unit_test(test_pool_callback_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

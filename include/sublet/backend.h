@@ -38,6 +38,12 @@ typedef struct sublet_backend_ops {
     /* *done_out = 1 when all work before the record has completed. */
     sublet_status (*event_query)(sublet_backend *b, sublet_event *ev, int *done_out);
     sublet_status (*event_synchronize)(sublet_backend *b, sublet_event *ev);
+    /* Optional (NULL: the engine queries every time).  A count that changes
+     * whenever an event recorded earlier may have become complete (a stream
+     * ran, an event was synchronised) and whenever an event is recorded that
+     * is complete at once.  While it has not changed, the engine does not
+     * query again the events it last found incomplete. */
+    uint64_t (*event_epoch)(sublet_backend *b);
 
     /* Device memory as the driver sees it (cudaMemGetInfo). */
     sublet_status (*mem_info)(sublet_backend *b, uint64_t *free_out, uint64_t *total_out);

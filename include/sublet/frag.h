@@ -132,6 +132,8 @@ typedef struct sublet_frag_oom {
     char *diagnosis;               /* sublet_oom_diagnose() at that point, or NULL
                                     * (only the first max_detailed OOMs) */
     int fragmentation;             /* 1 fragmentation, 0 exhaustion */
+    uint64_t pool_id[2];           /* the pool the request went to ((0, 0): the
+                                    * default pools), when diagnosed */
 } sublet_frag_oom;
 
 typedef struct sublet_frag_diagnosis {

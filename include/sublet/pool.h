@@ -58,8 +58,9 @@ sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id);
 
 /* The redirection filter of sublet_pool_begin_allocate. */
 enum {
-    SUBLET_POOL_FILTER_STREAM = 0, /* allocations on `stream` (graph capture) */
-    SUBLET_POOL_FILTER_THREAD = 1  /* allocations by the calling thread (use_mem_pool) */
+    SUBLET_POOL_FILTER_STREAM = 0,  /* allocations on `stream` (graph capture) */
+    SUBLET_POOL_FILTER_THREAD = 1,  /* allocations by the calling thread (use_mem_pool) */
+    SUBLET_POOL_FILTER_CALLBACK = 2 /* a caller's predicate (sublet_pool_begin_allocate_fn) */
 };
 
 /* beginAllocateToPool: create the pool or add a use, then redirect the
@@ -70,6 +71,19 @@ enum {
  * most recent first. */
 sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
                                          sublet_stream stream);
+/* A caller's filter: nonzero when an allocation on `stream` goes to the
+ * pool.  It is called with the allocator's lock held, by the thread that
+ * allocates, for every allocation while the redirection is active (and only
+ * then): it must not call into this allocator. */
+typedef int (*sublet_pool_filter_fn)(void *user, sublet_stream stream);
+/* beginAllocateToPool with an arbitrary filter (PyTorch's
+ * std::function<bool(cudaStream_t)>: a drop-in forwards it here); otherwise
+ * as sublet_pool_begin_allocate.  `user` must stay valid until
+ * sublet_pool_end_allocate(id) has returned; the redirection is
+ * SUBLET_POOL_FILTER_CALLBACK (sublet_empty_cache does not treat it as the
+ * calling thread's pool). */
+sublet_status sublet_pool_begin_allocate_fn(sublet_allocator *a, sublet_pool_id id,
+                                            sublet_pool_filter_fn fn, void *user);
 /* endAllocateToPool (the use count is unchanged: see sublet_pool_release). */
 sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id);
 /* releasePool (graph reset, end of use_mem_pool, MemPool destruction): one

@@ -30,10 +30,29 @@ RuntimeError("sublet.torch: PyTorch is not installed") or
 RuntimeError("sublet.torch: no CUDA device found") instead.  Run
 ``python -m sublet.torch --check`` for a one-line status.
 
-Not provided: PyTorch's begin/end-allocate-to-pool and release-pool hooks
-(CUDA graph private pools, torch.cuda.MemPool): their C++ signatures cannot
-be implemented in C, and sublet has no private pools yet.  PyTorch treats
-them as no-ops, so graph captures allocate from sublet's default pools.
+CUDA graphs: install() also gives PyTorch the private-pool hooks
+(set_begin_allocate_to_pool, set_end_allocate_to_pool_fn, set_release_pool;
+plugins/torch_pools.cpp, present when the library was built with a C++
+compiler), so a torch.cuda.graph capture allocates from a sublet private pool
+of its own, released when the graph is reset; pool_stats(graph.pool()) gives
+that pool's statistics.  PyTorch's CUDAPluggableAllocator does not support
+torch.cuda.MemPool (ensureExistsAndIncrefPool): with sublet installed,
+creating one fails in PyTorch.
+
+The other way round, MemPool() gives a torch.cuda.MemPool whose memory comes
+from sublet while PyTorch's own allocator stays in charge of the rest of the
+program:
+
+    pool = sublet.torch.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.empty(n, device="cuda")   # a segment of `pool`, from sublet
+    sublet.torch.memory_stats()             # sublet's side: those segments
+
+PyTorch's allocator keeps the pool (its blocks, splits and caching) and asks
+sublet for each of its segments (raw_alloc / raw_delete of a
+CUDAPluggableAllocator over sublet_torch_malloc / sublet_torch_free), so
+sublet's allocator of the device holds exactly the MemPools' segments.
+
 A failed allocation returns NULL to PyTorch (its pluggable interface has no
 error channel); last_error() tells why.
 """
@@ -44,13 +63,19 @@ import ctypes
 import os
 import sys
 import threading
-from typing import Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from sublet import _loader
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch as _torch_module
 
 __all__ = [
     "install",
     "is_installed",
+    "MemPool",
+    "pool_stats",
+    "set_hooks",
     "memory_stats",
     "memory_summary",
     "snapshot",
@@ -76,12 +101,20 @@ HOOKS = {
     "set_base_alloc_fn": "sublet_torch_base_alloc",
     "set_record_stream_fn": "sublet_torch_record_stream",
 }
+# The private-pool hooks (C++ signatures: plugins/torch_pools.cpp), given when
+# both this PyTorch has the setter and the library the entry point.
+POOL_HOOKS = {
+    "set_begin_allocate_to_pool": "sublet_torch_begin_allocate_to_pool",
+    "set_end_allocate_to_pool_fn": "sublet_torch_end_allocate_to_pool",
+    "set_release_pool": "sublet_torch_release_pool",
+}
 
 NO_TORCH = "sublet.torch: PyTorch is not installed"
 NO_GPU = "sublet.torch: no CUDA device found"
 NOT_INSTALLED = (
     "sublet.torch: sublet is not PyTorch's allocator in this process: "
-    "call sublet.torch.install() before the first CUDA allocation"
+    "call sublet.torch.install() before the first CUDA allocation "
+    "(or route part of the program to sublet with sublet.torch.MemPool())"
 )
 
 
@@ -171,6 +204,18 @@ class Library:
             getattr(d, name).restype = c.c_int
         d.sublet_torch_log_status.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
         d.sublet_torch_log_status.restype = c.c_longlong
+        if self.has("sublet_torch_pool_stats"):
+            d.sublet_torch_pool_stats.argtypes = [c.c_int, c.c_ulonglong, c.c_ulonglong,
+                                                  c.c_char_p, c.c_size_t]
+            d.sublet_torch_pool_stats.restype = c.c_longlong
+
+    def has(self, name: str) -> bool:
+        """Whether the library exports `name` (the pool hooks need a C++ build)."""
+        try:
+            getattr(self._dll, name)
+        except AttributeError:
+            return False
+        return True
 
     # -- raw access
     def address(self, name: str) -> int:
@@ -209,6 +254,15 @@ class Library:
     # -- queries
     def memory_stats(self, device: int = 0) -> Dict[str, Union[int, float]]:
         return _parse_stats(self._text(self._dll.sublet_torch_stats, device))
+
+    def pool_stats(self, pool_id: Tuple[int, int], device: int = 0) -> Dict[str, Union[int, float]]:
+        """A private pool's statistics (the memory_stats keys, its blocks and
+        segments only) and pool_use_count, pool_device_segments,
+        pool_allocating, pool_free_bytes."""
+        if not self.has("sublet_torch_pool_stats"):
+            raise RuntimeError("sublet.torch: %s has no private-pool support" % self.path)
+        first, second = (int(x) for x in pool_id)
+        return _parse_stats(self._text(self._dll.sublet_torch_pool_stats, device, first, second))
 
     def memory_summary(self, device: int = 0, abbreviated: bool = False) -> str:
         return self._text(self._dll.sublet_torch_summary, device, 1 if abbreviated else 0)
@@ -282,8 +336,9 @@ def load_library(lib_path: Optional[str] = None) -> Library:
 
 class _State:
     lib: Optional[Library] = None
-    allocator = None  # keeps PyTorch's allocator object alive
-    hooks = ()
+    allocator: Any = None  # keeps PyTorch's allocator object alive
+    hooks: Tuple[str, ...] = ()
+    segments: Any = None  # MemPool's CUDAPluggableAllocator (PyTorch's allocator stays)
 
 
 _state = _State()
@@ -322,13 +377,7 @@ def install(lib_path: Optional[str] = None):
             % getattr(torch, "__version__", "?")
         )
     alloc = memory.CUDAPluggableAllocator(lib.path, MALLOC_FN, FREE_FN)
-    raw = getattr(alloc, "_allocator", None)
-    hooks = []
-    for setter, symbol in HOOKS.items():
-        fn = getattr(raw, setter, None)
-        if fn is not None:
-            fn(lib.address(symbol))
-            hooks.append(setter)
+    hooks = set_hooks(lib, getattr(alloc, "_allocator", None))
     try:
         memory.change_current_allocator(alloc)
     except RuntimeError as e:
@@ -343,11 +392,27 @@ def install(lib_path: Optional[str] = None):
     return alloc
 
 
+def set_hooks(lib: Library, raw: Any) -> List[str]:
+    """Give PyTorch's allocator object (CUDAPluggableAllocator._allocator)
+    every optional hook that both it has a setter for and the library
+    exports, as the entry point's address (what the setters take); returns
+    the setters called."""
+    done = []
+    for table in (HOOKS, POOL_HOOKS):
+        for setter, symbol in table.items():
+            fn = getattr(raw, setter, None)
+            if fn is not None and lib.has(symbol):
+                fn(lib.address(symbol))
+                done.append(setter)
+    return done
+
+
 def is_installed() -> bool:
     return _state.allocator is not None
 
 
 def _installed() -> Library:
+    """The library serving PyTorch: install()'s, or MemPool()'s."""
     if _state.lib is None:
         torch = _torch()
         _require_cuda(torch)
@@ -377,6 +442,67 @@ def memory_stats(device=None) -> Dict[str, Union[int, float]]:
     device_process_other_bytes and device_others_bytes."""
     lib = _installed()
     return lib.memory_stats(_device(device))
+
+
+def _pool_id(pool: Any) -> Tuple[int, int]:
+    ident = getattr(pool, "id", pool)  # torch.cuda.MemPool, or an id (graph.pool())
+    first, second = ident
+    return int(first), int(second)
+
+
+def pool_stats(pool: Any, device=None) -> Dict[str, Union[int, float]]:
+    """Statistics of one of sublet's private pools, with sublet installed:
+    `pool` is a pool id, e.g. a CUDA graph's ``graph.pool()``.  The
+    torch.cuda.memory_stats() keys counted over the pool's own blocks and
+    segments, and pool_use_count, pool_device_segments (segments held),
+    pool_allocating (1 during a capture) and pool_free_bytes (cached).
+    RuntimeError when sublet has no such pool (never used, or released and
+    emptied)."""
+    lib = _installed()
+    return lib.pool_stats(_pool_id(pool), _device(device))
+
+
+def MemPool(use_on_oom: bool = False, no_split: bool = False,  # noqa: N802 (a class to the user)
+            lib_path: Optional[str] = None) -> "_torch_module.cuda.MemPool":
+    """A torch.cuda.MemPool whose segments come from sublet, for
+    ``with torch.cuda.use_mem_pool(pool):`` while PyTorch's own allocator
+    serves the rest of the program.  PyTorch manages the pool's blocks and
+    asks sublet (sublet_torch_malloc / sublet_torch_free through a
+    CUDAPluggableAllocator) for each segment; memory_stats(),
+    memory_summary(), snapshot() and log_open() then show sublet's side,
+    and empty_cache() returns the segments PyTorch gave back (when a pool
+    is destroyed) to the driver.  use_on_oom / no_split are PyTorch's
+    (newer releases only).  Not with install(): PyTorch does not support a
+    MemPool under a CUDAPluggableAllocator."""
+    torch = _torch()
+    _require_cuda(torch)
+    if _state.allocator is not None:
+        raise RuntimeError(
+            "sublet.torch.MemPool: sublet is already PyTorch's allocator (install()), and "
+            "PyTorch's CUDAPluggableAllocator does not support torch.cuda.MemPool; "
+            "CUDA graphs' pools are sublet's already")
+    pool_cls = getattr(torch.cuda, "MemPool", None)
+    if pool_cls is None:
+        raise RuntimeError("sublet.torch.MemPool: this PyTorch (%s) has no torch.cuda.MemPool"
+                           % getattr(torch, "__version__", "?"))
+    lib = load_library(lib_path)
+    with _lock:
+        if _state.segments is None:
+            _state.segments = torch.cuda.memory.CUDAPluggableAllocator(lib.path, MALLOC_FN,
+                                                                      FREE_FN)
+        segments = _state.segments
+        if _state.lib is None:
+            _state.lib = lib
+    kwargs: Dict[str, bool] = {}
+    for name, value in (("use_on_oom", use_on_oom), ("no_split", no_split)):
+        if value:
+            kwargs[name] = True
+    try:
+        return pool_cls(segments._allocator, **kwargs)
+    except TypeError as e:
+        raise RuntimeError("sublet.torch.MemPool: this PyTorch (%s) does not take %s: %s" % (
+            getattr(torch, "__version__", "?"), ", ".join(sorted(kwargs)) or "an allocator",
+            e)) from None
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:

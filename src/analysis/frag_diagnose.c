@@ -93,6 +93,7 @@ static void base_oom(void *user, uint64_t event, uint64_t line, uint64_t size, s
 typedef struct one_ctx {
     const sublet_frag_oom *oom;
     char *text;
+    uint64_t pool[2];
 } one_ctx;
 
 static void one_finish(void *user, sublet_allocator *a, uint64_t last, sublet_status st)
@@ -101,6 +102,7 @@ static void one_finish(void *user, sublet_allocator *a, uint64_t last, sublet_st
     one_ctx *c = user;
     if (!a || last != c->oom->event)
         return;
+    sublet_frag_request_pool(a, c->oom->size, c->oom->stream, c->pool);
     size_t n = sublet_oom_diagnose(a, c->oom->size, c->oom->stream, NULL, 0);
     c->text = malloc(n + 1);
     if (c->text)
@@ -116,7 +118,7 @@ static void diagnose_one(sublet_trace_stream *t, const sublet_replay_options *o,
     ro.record_context =
         sublet_trace_stream_stack_count(t) ? SUBLET_CONTEXT_STATE : SUBLET_CONTEXT_NONE;
     ro.record_max_entries = 0;
-    one_ctx c = {oom, NULL};
+    one_ctx c = {oom, NULL, {0, 0}};
     ro.on_finish = one_finish;
     ro.finish_user = &c;
     sublet_replay_result r;
@@ -124,6 +126,8 @@ static void diagnose_one(sublet_trace_stream *t, const sublet_replay_options *o,
     (void)run_from_start(t, &ro, &r, err, sizeof err);
     sublet_replay_result_free(&r);
     oom->diagnosis = c.text;
+    oom->pool_id[0] = c.pool[0];
+    oom->pool_id[1] = c.pool[1];
     if (c.text)
         oom->fragmentation = strncmp(c.text, "sublet diagnosis: fragmentation", 31) == 0;
 }
@@ -313,7 +317,7 @@ size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, s
     sl_fb_init(&b, buf, cap);
     if (!d)
         return 0;
-    char t1[32], t2[32];
+    char t1[32], t2[32], pn[48];
     sl_fb_printf(&b,
                  "OOM diagnosis: %" PRIu64 " OOM%s replaying on a %s device (%" PRIu64
                  " bytes) under %s; peak reserved %s\n",
@@ -329,8 +333,12 @@ size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, s
         const sublet_frag_oom *o = &d->oom[i];
         sl_fb_printf(&b,
                      "\nOOM %zu of %" PRIu64 ": event %" PRIu64 " (line %" PRIu64
-                     "): alloc of %s on stream %" PRIu64 " (%s)\n",
+                     "): alloc of %s on stream %" PRIu64 "%s%s (%s)\n",
                      i + 1, d->ooms, o->event, o->line, sl_fb_size(o->size, t1), o->stream,
+                     o->pool_id[0] || o->pool_id[1] ? " to the " : "",
+                     o->pool_id[0] || o->pool_id[1]
+                         ? sublet_frag_pool_name(o->pool_id, pn, sizeof pn)
+                         : "",
                      o->fragmentation ? "fragmentation" : "exhaustion");
         if (o->diagnosis) {
             indented(&b, o->message, 2);

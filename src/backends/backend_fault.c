@@ -104,6 +104,12 @@ static sublet_status fault_event_query(sublet_backend *b, sublet_event *ev, int 
     return in->ops->event_query(in, ev, done_out);
 }
 
+static uint64_t fault_event_epoch(sublet_backend *b)
+{
+    sublet_backend *in = inner_of(b);
+    return in->ops->event_epoch(in);
+}
+
 static sublet_status fault_event_synchronize(sublet_backend *b, sublet_event *ev)
 {
     sublet_backend *in = inner_of(b);
@@ -189,6 +195,7 @@ sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out)
     FAULT_FORWARD(event_record);
     FAULT_FORWARD(event_query);
     FAULT_FORWARD(event_synchronize);
+    FAULT_FORWARD(event_epoch);
     FAULT_FORWARD(mem_info);
     FAULT_FORWARD(va_reserve);
     FAULT_FORWARD(va_release);

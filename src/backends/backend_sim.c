@@ -74,6 +74,8 @@ typedef struct sim_backend {
     size_t n_streams;
     size_t cap_streams;
     uint64_t seq;         /* the latest record's number, all streams */
+    /* event_epoch: bumped (under the lock) whenever a record completes */
+    _Atomic uint64_t epoch;
     /* one-shot placement for the next segment_alloc or va_reserve: atomic, so
      * that setting it (twice per replayed alloc) costs no lock round trip */
     _Atomic uint64_t next_hint;
@@ -291,6 +293,14 @@ static sublet_status sim_event_query(sublet_backend *b, sublet_event *ev, int *d
     return SUBLET_OK;
 }
 
+/* Every completion bumps it under the lock; a reader needs no lock: a
+ * completion it misses now changes the value it sees next time. */
+static uint64_t sim_event_epoch(sublet_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    return s ? atomic_load_explicit(&s->epoch, memory_order_acquire) : 0;
+}
+
 static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
 {
     sim_backend *s = as_sim(b);
@@ -301,6 +311,7 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
         sim_stream *ss = find_stream(s, ev->stream, 0);
         if (ss && ss->completed < ev->seq) {
             ss->completed = ev->seq;
+            atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
             settle_stream(s, ss);
         }
     }
@@ -463,6 +474,7 @@ static const sublet_backend_ops sim_ops = {
     .event_destroy = sim_event_destroy,
     .event_record = sim_event_record,
     .event_query = sim_event_query,
+    .event_epoch = sim_event_epoch,
     .event_synchronize = sim_event_synchronize,
     .mem_info = sim_mem_info,
     .va_reserve = sim_va_reserve,
@@ -491,6 +503,7 @@ sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
     s->capacity = capacity;
     sl_rtree_init(&s->placed, SIM_BASE, SIM_SEGMENT_ALIGN);
     atomic_init(&s->next_hint, 0);
+    atomic_init(&s->epoch, 0);
     *out = &s->base;
     return SUBLET_OK;
 }
@@ -503,6 +516,8 @@ void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
     pthread_mutex_lock(&s->lock);
     sim_stream *ss = find_stream(s, stream, 0);
     if (ss) {
+        if (ss->completed != ss->recorded)
+            atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
         ss->completed = ss->recorded;
         settle_stream(s, ss);
     }
@@ -515,6 +530,8 @@ void sublet_sim_complete_all(sublet_backend *sim)
     if (!s)
         return;
     pthread_mutex_lock(&s->lock);
+    if (s->n_streams)
+        atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
     s->n_streams = 0; /* every record completed */
     pthread_mutex_unlock(&s->lock);
 }

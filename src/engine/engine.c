@@ -358,6 +358,7 @@ static void forget_capture_uses(sublet_allocator *a, sl_block *b);
  * changes, so a failing backend leaves the block allocated and intact. */
 static sublet_status insert_events(sublet_allocator *a, sl_block *b)
 {
+    a->ev_clean = false;
     sublet_event *evs_inline[8];
     sublet_event **evs = evs_inline;
     if (b->nuses > 8 && !(evs = malloc(b->nuses * sizeof *evs)))
@@ -489,6 +490,13 @@ static sublet_status process_events(sublet_allocator *a)
     }
     if (!a->pending_events)
         return SUBLET_OK;
+    /* Nothing can have completed since the last walk found every head
+     * incomplete: the walk would query the same heads and stop at each. */
+    uint64_t (*epoch)(sublet_backend *) = a->backend->ops->event_epoch;
+    uint64_t ep = epoch ? epoch(a->backend) : 0;
+    if (a->ev_clean && ep == a->ev_epoch)
+        return SUBLET_OK;
+    a->ev_clean = false;
     for (size_t i = 0; i < a->nevqs;) {
         sl_evq *q = &a->evqs[i];
         while (q->count) {
@@ -507,12 +515,17 @@ static sublet_status process_events(sublet_allocator *a)
         else
             i++;
     }
+    /* (ep was read before the walk: a completion during it changes the
+     * epoch seen next time) */
+    a->ev_clean = epoch != NULL;
+    a->ev_epoch = ep;
     return SUBLET_OK;
 }
 
 /* synchronize_and_free_events(pool): only the events of `only`'s blocks. */
 static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *only)
 {
+    a->ev_clean = false;
     for (size_t i = 0; i < a->nevqs;) {
         sl_evq *q = &a->evqs[i];
         size_t keep = 0, n = q->count;
@@ -544,6 +557,7 @@ static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *on
 sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
 {
     a->stats.num_sync_all_streams++;
+    a->ev_clean = false;
     if (a->ndeferred) {
         sublet_status st = insert_deferred(a);
         if (st != SUBLET_OK)

@@ -125,9 +125,11 @@ struct sl_private {
 /* An active redirection (captures_underway's entry). */
 typedef struct sl_redirect {
     sl_private *pool;
-    int filter; /* SUBLET_POOL_FILTER_STREAM or _THREAD */
+    int filter; /* SUBLET_POOL_FILTER_STREAM, _THREAD or _CALLBACK */
     sublet_stream stream;
     pthread_t thread;
+    sublet_pool_filter_fn fn; /* _CALLBACK */
+    void *user;
 } sl_redirect;
 
 /* A stream recorded with record_stream while a redirection was active
@@ -255,6 +257,10 @@ struct sublet_allocator {
     sl_evq *evqs;
     size_t nevqs, evqs_cap;
     size_t pending_events;
+    /* process_events found every queue's head incomplete at the backend's
+     * event_epoch ev_epoch, and no queue has changed since (see there) */
+    bool ev_clean;
+    uint64_t ev_epoch;
     sublet_event **event_pool;
     size_t nevent_pool, event_pool_cap;
     /* statistics */

@@ -1,5 +1,6 @@
 /* sublet — helpers shared by the fragmentation code: engine/frag_state.c
- * (states, metrics, texts) and analysis/frag_series.c, frag_diagnose.c (a
+ * (states, metrics, texts), engine/frag_oom.c (an OOM's diagnosis) and
+ * analysis/frag_series.c, frag_diagnose.c (a
  * snapshot's state, the series, the diagnosis of a trace).  Internal header. */
 #ifndef SUBLET_FRAG_INTERNAL_H
 #define SUBLET_FRAG_INTERNAL_H
@@ -43,6 +44,20 @@ static inline int sl_frag_kind(const sublet_frag_segment *s)
 {
     return s->is_small ? SUBLET_POOL_SMALL : SUBLET_POOL_LARGE;
 }
+
+/* Whether a segment belongs to pool `id`; to a private pool. */
+static inline int sl_frag_same_pool(const sublet_frag_segment *s, const uint64_t id[2])
+{
+    return s->pool_id[0] == id[0] && s->pool_id[1] == id[1];
+}
+static inline int sl_frag_is_private(const sublet_frag_segment *s)
+{
+    return s->pool_id[0] || s->pool_id[1];
+}
+
+/* sublet_frag_pools() into a new array (*n of them); NULL (and *n = 0) when
+ * memory runs out. */
+sublet_frag_pool *sl_frag_pools_of(const sublet_frag_state *st, size_t *n);
 
 /* Append the pinning segments (top n, each with up to max_live live blocks and
  * max_frames frames of their stacks), indented by `indent` spaces. */

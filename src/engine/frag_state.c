@@ -7,7 +7,8 @@
  * free-block histogram, the pinning segments, the texts (the summary's
  * fragmentation section among them), and the diagnosis of an OOM on a live
  * allocator.  A snapshot's state is built in analysis/frag_series.c with the
- * same builder (engine/frag_internal.h). */
+ * same builder (engine/frag_internal.h).  The diagnosis of an OOM on a live
+ * allocator is in engine/frag_oom.c. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -110,6 +111,8 @@ void sl_frag_add_segment(sl_frag_builder *b, const sublet_segment_view *sv)
     s->stream = sv->stream;
     s->is_small = sv->is_small != 0;
     s->is_expandable = sv->is_expandable != 0;
+    s->pool_id[0] = sv->pool_id[0];
+    s->pool_id[1] = sv->pool_id[1];
     s->first_block = st->nblocks;
     s->nblocks = sv->nblocks;
     for (size_t i = 0; i < sv->nblocks; i++) {
@@ -386,13 +389,14 @@ static uint64_t largest_fitting(const sublet_settings *s, uint64_t block, uint64
     return lo;
 }
 
-static uint64_t largest_free_in(const sublet_frag_state *st, int kind, sublet_stream stream,
-                                int skip_expandable)
+static uint64_t largest_free_in(const sublet_frag_state *st, const uint64_t pool[2], int kind,
+                                sublet_stream stream, int skip_expandable)
 {
     uint64_t best = 0;
     for (size_t i = 0; i < st->nsegments; i++) {
         const sublet_frag_segment *s = &st->segments[i];
-        if (sl_frag_kind(s) != kind || s->stream != stream || (skip_expandable && s->is_expandable))
+        if (!sl_frag_same_pool(s, pool) || sl_frag_kind(s) != kind || s->stream != stream ||
+            (skip_expandable && s->is_expandable))
             continue;
         if (s->largest_free > best)
             best = s->largest_free;
@@ -402,18 +406,121 @@ static uint64_t largest_free_in(const sublet_frag_state *st, int kind, sublet_st
 
 uint64_t sublet_frag_max_allocatable(const sublet_frag_state *st, sublet_stream stream)
 {
-    if (!st)
+    static const uint64_t dflt[2] = {0, 0};
+    return sublet_frag_max_allocatable_in(st, dflt, stream);
+}
+
+uint64_t sublet_frag_max_allocatable_in(const sublet_frag_state *st, const uint64_t pool_id[2],
+                                        sublet_stream stream)
+{
+    if (!st || !pool_id)
         return 0;
     const sublet_settings *set = &st->settings;
     int skip = !(set->expandable_segments || set->policy == SUBLET_POLICY_STITCH);
-    uint64_t big = largest_free_in(st, SUBLET_POOL_LARGE, stream, skip);
+    uint64_t big = largest_free_in(st, pool_id, SUBLET_POOL_LARGE, stream, skip);
     uint64_t best = big ? largest_fitting(set, big, SL_SMALL_SIZE + 1) : 0;
     if (!best) {
-        uint64_t sm = largest_free_in(st, SUBLET_POOL_SMALL, stream, skip);
+        uint64_t sm = largest_free_in(st, pool_id, SUBLET_POOL_SMALL, stream, skip);
         if (sm)
             best = largest_fitting(set, sm < SL_SMALL_SIZE ? sm : SL_SMALL_SIZE, 1);
     }
     return best;
+}
+
+/* ---- per pool ------------------------------------------------------------------------ */
+
+int sublet_frag_has_private_pools(const sublet_frag_state *st)
+{
+    for (size_t i = 0; st && i < st->nsegments; i++)
+        if (sl_frag_is_private(&st->segments[i]))
+            return 1;
+    return 0;
+}
+
+const char *sublet_frag_pool_name(const uint64_t pool_id[2], char *buf, size_t cap)
+{
+    if (!pool_id[0] && !pool_id[1])
+        snprintf(buf, cap, "default pools (0,0)");
+    else
+        snprintf(buf, cap, "private pool (%" PRIu64 ",%" PRIu64 ")", pool_id[0], pool_id[1]);
+    return buf;
+}
+
+static int cmp_pool_id(const void *x, const void *y)
+{
+    const uint64_t *a = x, *b = y;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return (a[1] > b[1]) - (a[1] < b[1]);
+}
+
+static void pool_add(sublet_frag_pool *p, const sublet_frag_state *st, const sublet_frag_segment *s)
+{
+    p->segments++;
+    p->reserved_bytes += s->size;
+    p->allocated_bytes += s->allocated_size;
+    p->active_bytes += s->active_size;
+    p->requested_bytes += s->requested_size;
+    p->free_bytes += s->free_size;
+    if (s->largest_free > p->largest_free_block)
+        p->largest_free_block = s->largest_free;
+    if (s->live_blocks) {
+        p->pinned_segments++;
+        p->pinned_free_bytes += s->free_size;
+    }
+    for (size_t k = 0; k < s->nblocks; k++)
+        p->free_blocks += st->blocks[s->first_block + k].state == SUBLET_BLOCK_INACTIVE;
+}
+
+size_t sublet_frag_pools(const sublet_frag_state *st, sublet_frag_pool *out, size_t cap)
+{
+    if (!st)
+        return 0;
+    /* the distinct private ids, ascending (the default pools are always first) */
+    uint64_t(*ids)[2] = st->nsegments ? malloc(st->nsegments * sizeof *ids) : NULL;
+    size_t n = 0;
+    if (st->nsegments && !ids)
+        return 0;
+    for (size_t i = 0; i < st->nsegments; i++)
+        if (sl_frag_is_private(&st->segments[i])) {
+            ids[n][0] = st->segments[i].pool_id[0];
+            ids[n][1] = st->segments[i].pool_id[1];
+            n++;
+        }
+    if (n)
+        qsort(ids, n, sizeof *ids, cmp_pool_id);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || cmp_pool_id(ids[u - 1], ids[i]) != 0) {
+            ids[u][0] = ids[i][0];
+            ids[u][1] = ids[i][1];
+            u++;
+        }
+    size_t total = u + 1;
+    for (size_t p = 0; out && p < total && p < cap; p++) {
+        sublet_frag_pool *o = &out[p];
+        memset(o, 0, sizeof *o);
+        if (p) {
+            o->pool_id[0] = ids[p - 1][0];
+            o->pool_id[1] = ids[p - 1][1];
+        }
+        for (size_t i = 0; i < st->nsegments; i++)
+            if (sl_frag_same_pool(&st->segments[i], o->pool_id))
+                pool_add(o, st, &st->segments[i]);
+    }
+    free(ids);
+    return total;
+}
+
+sublet_frag_pool *sl_frag_pools_of(const sublet_frag_state *st, size_t *n)
+{
+    *n = sublet_frag_pools(st, NULL, 0);
+    sublet_frag_pool *p = *n ? malloc(*n * sizeof *p) : NULL;
+    if (p)
+        *n = sublet_frag_pools(st, p, *n);
+    else
+        *n = 0;
+    return p;
 }
 
 unsigned sublet_frag_bucket(uint64_t size)
@@ -515,10 +622,13 @@ void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_
     for (size_t r = 0; r < shown; r++) {
         const sublet_frag_segment *s = &st->segments[top[r]];
         uint64_t hostage = s->size - s->active_size;
+        char owner[64] = "", pn[48];
+        if (sl_frag_is_private(s))
+            snprintf(owner, sizeof owner, "%s: ", sublet_frag_pool_name(s->pool_id, pn, sizeof pn));
         sl_fb_printf(b,
-                     "%*s%zu. segment 0x%" PRIx64 " (%s pool%s, stream %" PRIu64 "), %s: %s free "
+                     "%*s%zu. segment 0x%" PRIx64 " (%s%s pool%s, stream %" PRIu64 "), %s: %s free "
                      "(%.1f %%) held by %zu live block%s, largest free block %s\n",
-                     indent, "", r + 1, s->addr, pool_name(s),
+                     indent, "", r + 1, s->addr, owner, pool_name(s),
                      s->is_expandable ? ", expandable" : "", s->stream, sl_fb_size(s->size, t1),
                      sl_fb_size(hostage, t2), 100.0 * (double)hostage / (double)s->size,
                      s->live_blocks, s->live_blocks == 1 ? "" : "s",
@@ -688,20 +798,72 @@ void sublet_frag_map_row(const sublet_frag_state *st, size_t segment, unsigned w
     }
 }
 
-static void map_text(sl_fb *b, const sublet_frag_state *st, unsigned width)
+static void map_rows(sl_fb *b, const sublet_frag_state *st, unsigned width, char *row,
+                     const uint64_t *pool)
 {
-    char *row = malloc((size_t)width + 1);
     char t[32];
-    if (!row)
-        return;
     for (size_t i = 0; i < st->nsegments; i++) {
         const sublet_frag_segment *s = &st->segments[i];
+        if (pool && !sl_frag_same_pool(s, pool))
+            continue;
         sublet_frag_map_row(st, i, width, row);
         sl_fb_printf(b, "  0x%012" PRIx64 " %11s %c%s s%-3" PRIu64 " |%s|\n", s->addr,
                      sl_fb_size(s->size, t), s->is_small ? 'S' : 'L', s->is_expandable ? "E" : " ",
                      s->stream, row);
     }
+}
+
+/* One line per segment; with private pools, grouped by pool under a line
+ * naming each (the default pools first). */
+static void map_text(sl_fb *b, const sublet_frag_state *st, unsigned width)
+{
+    char *row = malloc((size_t)width + 1);
+    if (!row)
+        return;
+    size_t np = 0;
+    sublet_frag_pool *pools = sublet_frag_has_private_pools(st) ? sl_frag_pools_of(st, &np) : NULL;
+    if (!pools) {
+        map_rows(b, st, width, row, NULL);
+        free(row);
+        return;
+    }
+    char pn[48], t1[32], t2[32];
+    for (size_t p = 0; p < np; p++) {
+        sl_fb_printf(b, " %s: %zu segment%s, %s reserved, %s free\n",
+                     sublet_frag_pool_name(pools[p].pool_id, pn, sizeof pn), pools[p].segments,
+                     pools[p].segments == 1 ? "" : "s", sl_fb_size(pools[p].reserved_bytes, t1),
+                     sl_fb_size(pools[p].free_bytes, t2));
+        map_rows(b, st, width, row, pools[p].pool_id);
+    }
+    free(pools);
     free(row);
+}
+
+/* The per-pool group of the metrics section (only with private pools). */
+static void pools_text(sl_fb *b, const sublet_frag_state *st)
+{
+    size_t np = 0;
+    sublet_frag_pool *pools = sl_frag_pools_of(st, &np);
+    if (!pools)
+        return;
+    char pn[48], t[6][32];
+    sl_fb_puts(b, "  per pool (a block never moves to another pool: the free memory of one serves "
+                  "only its own requests; pinned: segments with a live block, which empty_cache "
+                  "cannot release):\n");
+    sl_fb_printf(b, "    %-26s %8s %11s %11s %11s %11s %12s %15s\n", "pool", "segments",
+                 "reserved", "allocated", "active", "free", "largest free", "pinned (free)");
+    for (size_t p = 0; p < np; p++) {
+        const sublet_frag_pool *q = &pools[p];
+        char pinned[64];
+        snprintf(pinned, sizeof pinned, "%zu (%s)", q->pinned_segments,
+                 sl_fb_size(q->pinned_free_bytes, t[5]));
+        sl_fb_printf(b, "    %-26s %8zu %11s %11s %11s %11s %12s %15s\n",
+                     sublet_frag_pool_name(q->pool_id, pn, sizeof pn), q->segments,
+                     sl_fb_size(q->reserved_bytes, t[0]), sl_fb_size(q->allocated_bytes, t[1]),
+                     sl_fb_size(q->active_bytes, t[2]), sl_fb_size(q->free_bytes, t[3]),
+                     sl_fb_size(q->largest_free_block, t[4]), pinned);
+    }
+    free(pools);
 }
 
 size_t sublet_frag_format_map(const sublet_frag_state *st, unsigned width, char *buf, size_t cap)
@@ -756,6 +918,8 @@ size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_fo
             }
             free(streams);
         }
+        if (sublet_frag_has_private_pools(st))
+            pools_text(&b, st);
     }
     if (d.sections & SUBLET_FRAG_SECTION_HISTOGRAM)
         histogram_text(&b, st);
@@ -869,6 +1033,27 @@ size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t ca
         }
         free(streams);
     }
+    size_t np = 0;
+    sublet_frag_pool *pp = sublet_frag_has_private_pools(st) ? sl_frag_pools_of(st, &np) : NULL;
+    for (size_t p = 0; p < np; p++) {
+        const sublet_frag_pool *q = &pp[p];
+        char key[80];
+        snprintf(key, sizeof key, "fragmentation.pool_%" PRIu64 "_%" PRIu64, q->pool_id[0],
+                 q->pool_id[1]);
+#define PUSH_P(field, v) bad |= push_line(&lines, &n, &lcap, "%s." #field " %" PRIu64, key, (uint64_t)(v))
+        PUSH_P(segments, q->segments);
+        PUSH_P(pinned_segments, q->pinned_segments);
+        PUSH_P(reserved_bytes, q->reserved_bytes);
+        PUSH_P(allocated_bytes, q->allocated_bytes);
+        PUSH_P(active_bytes, q->active_bytes);
+        PUSH_P(requested_bytes, q->requested_bytes);
+        PUSH_P(free_bytes, q->free_bytes);
+        PUSH_P(free_blocks, q->free_blocks);
+        PUSH_P(largest_free_block, q->largest_free_block);
+        PUSH_P(pinned_free_bytes, q->pinned_free_bytes);
+#undef PUSH_P
+    }
+    free(pp);
     (void)bad; /* a line that could not be made is left out */
     qsort(lines, n, sizeof *lines, cmp_str);
     for (size_t i = 0; i < n; i++) {
@@ -877,83 +1062,5 @@ size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t ca
         free(lines[i]);
     }
     free(lines);
-    return b.len;
-}
-
-/* ---- OOM diagnosis on a live allocator ------------------------------------------------------ */
-
-size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream stream, char *buf,
-                           size_t cap)
-{
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
-    if (!a)
-        return 0;
-    sublet_settings set;
-    sublet_settings_get(a, &set);
-    uint64_t rounded = sublet_round_size(&set, request ? request : 1);
-    int kind = set.policy == SUBLET_POLICY_STITCH ? SUBLET_POOL_LARGE
-               : rounded <= SL_SMALL_SIZE         ? SUBLET_POOL_SMALL
-                                                  : SUBLET_POOL_LARGE;
-    sublet_frag_stats pool, all;
-    sublet_frag_read(a, kind, stream, &pool);
-    sublet_frag_read(a, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &all);
-    /* what the device (or the memory fraction) still grants: as the engine's OOM */
-    uint64_t dev_free = 0, dev_total = 0;
-    sl_lock(a);
-    if (a->backend->ops->mem_info(a->backend, &dev_free, &dev_total) != SUBLET_OK)
-        dev_free = 0;
-    uint64_t headroom = dev_free;
-    if (a->limit_in_effect) {
-        uint64_t room = a->allowed_memory_maximum > a->total_allocated_memory
-                            ? a->allowed_memory_maximum - a->total_allocated_memory
-                            : 0;
-        if (room < headroom)
-            headroom = room;
-    }
-    sl_unlock(a);
-    uint64_t free_all = all.reserved_bytes - all.active_bytes;
-    int frag = free_all + headroom >= rounded;
-    uint64_t maxa = sublet_max_allocatable(a, stream);
-    char t1[32], t2[32], t3[32], t4[32], t5[32], t6[32];
-    sl_fb_printf(&b,
-                 "sublet diagnosis: %s. The request of %s (%s once rounded) on stream %" PRIu64
-                 " needs one free block of the %s pool; that pool holds %" PRIu64
-                 " free blocks on this stream, %s in all, the largest %s. %s is free in all pools "
-                 "and the device grants %s more: ",
-                 frag ? "fragmentation" : "exhaustion", sl_fb_size(request, t1),
-                 sl_fb_size(rounded, t2), stream, kind == SUBLET_POOL_SMALL ? "small" : "large",
-                 pool.free_blocks, sl_fb_size(pool.free_bytes, t3),
-                 sl_fb_size(pool.largest_free_block, t4), sl_fb_size(free_all, t5),
-                 sl_fb_size(headroom, t6));
-    if (frag)
-        sl_fb_puts(&b, "enough bytes, but no free block or device allocation big enough.");
-    else
-        sl_fb_printf(&b, "%s short even if every free byte were one block.",
-                     sl_fb_size(rounded - free_all - headroom, t1));
-    sl_fb_printf(&b,
-                 " The largest request that would succeed now without a device allocation "
-                 "is %s.\n",
-                 sl_fb_size(maxa, t1));
-    sublet_frag_state *st = NULL;
-    if (sublet_frag_capture(a, &st) == SUBLET_OK) {
-        size_t total = sublet_frag_pinning(st, NULL, 0);
-        sl_fb_printf(&b,
-                     "Segments pinning free memory (mostly free, yet held by live blocks; "
-                     "top %zu of %zu):\n",
-                     total < 3 ? total : (size_t)3, total);
-        sl_frag_pinning_text(&b, st, 3, 4, 4, 2);
-        sublet_frag_state_free(st);
-    }
-    if (frag)
-        sl_fb_puts(&b, "Settings that often avoid fragmentation OOMs: expandable_segments:True "
-                       "(free pages anywhere can back one request), max_split_size_mb:N (big "
-                       "cached blocks are not split for small requests), policy:stitch (sublet). "
-                       "Replay a recorded trace with `sublet diagnose` to see which one does.\n");
-    else
-        sl_fb_printf(&b,
-                     "Live tensors hold %s (requested): the work needs a larger device, a "
-                     "smaller batch or fewer live tensors; settings cannot make room.\n",
-                     sl_fb_size(all.requested_bytes, t1));
     return b.len;
 }

@@ -6,7 +6,8 @@
  * the malloc ladder of engine.c serve it unchanged, and no block ever moves
  * to another pool.  While a redirection is active (a->nredirects != 0, the
  * one test the default hot path pays), get_pool asks the redirections'
- * filters: a stream (graph capture) or a thread (use_mem_pool).  Releasing
+ * filters: a stream (graph capture), a thread (use_mem_pool) or a caller's
+ * predicate (a drop-in's std::function).  Releasing
  * (release_cached_blocks with freeable pools) lives in engine.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ static bool redirect_accepts(const sl_redirect *r, sublet_stream stream)
 {
     if (r->filter == SUBLET_POOL_FILTER_STREAM)
         return r->stream == stream;
+    if (r->filter == SUBLET_POOL_FILTER_CALLBACK)
+        return r->fn(r->user, stream) != 0;
     return pthread_equal(r->thread, pthread_self()) != 0;
 }
 
@@ -186,12 +189,8 @@ sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id)
     return st;
 }
 
-sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
-                                         sublet_stream stream)
+static sublet_status begin_allocate(sublet_allocator *a, sublet_pool_id id, sl_redirect r)
 {
-    if (!a || id_default(id) ||
-        (filter != SUBLET_POOL_FILTER_STREAM && filter != SUBLET_POOL_FILTER_THREAD))
-        return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
     sublet_status st = SUBLET_OK;
     sl_private *p = NULL;
@@ -216,11 +215,31 @@ sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id,
         st = SUBLET_ERR_BUSY; /* beginAllocateToPool: already recording to mempool_id */
         goto out;
     }
-    a->redirects[a->nredirects++] =
-        (sl_redirect){.pool = p, .filter = filter, .stream = stream, .thread = pthread_self()};
+    r.pool = p;
+    r.thread = pthread_self();
+    a->redirects[a->nredirects++] = r;
 out:
     sl_unlock(a);
     return st;
+}
+
+sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
+                                         sublet_stream stream)
+{
+    if (!a || id_default(id) ||
+        (filter != SUBLET_POOL_FILTER_STREAM && filter != SUBLET_POOL_FILTER_THREAD))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    return begin_allocate(a, id, (sl_redirect){.filter = filter, .stream = stream});
+}
+
+sublet_status sublet_pool_begin_allocate_fn(sublet_allocator *a, sublet_pool_id id,
+                                            sublet_pool_filter_fn fn, void *user)
+{
+    if (!a || id_default(id) || !fn)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    return begin_allocate(a, id,
+                          (sl_redirect){.filter = SUBLET_POOL_FILTER_CALLBACK, .fn = fn,
+                                        .user = user});
 }
 
 sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id)

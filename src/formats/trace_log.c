@@ -148,7 +148,7 @@ size_t sl_log_block_scan(const uint8_t *buf, size_t n, size_t from)
 
 /* ---- records -------------------------------------------------------------------------------- */
 
-static int varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
+static int varint_checked(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
 {
     uint64_t x = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -164,6 +164,28 @@ static int varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
         }
     }
     return -1;
+}
+
+/* The same, without a bound test per byte when ten bytes (the longest varint) remain: the
+ * common case inside a block.  A value longer than 64 bits is refused by both. */
+static inline int varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
+{
+    size_t q = *pos;
+    if (q > n || n - q < 10)
+        return varint_checked(p, n, pos, v);
+    uint64_t b = p[q++];
+    uint64_t x = b & 0x7f;
+    for (unsigned shift = 7; b & 0x80; shift += 7) {
+        b = p[q++];
+        if (shift == 63) {
+            if (b > 1)
+                return -1;
+        }
+        x |= (b & 0x7f) << shift;
+    }
+    *v = x;
+    *pos = q;
+    return 0;
 }
 
 static int bytes(const uint8_t *p, size_t n, size_t *pos, size_t max, const uint8_t **s,

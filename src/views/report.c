@@ -211,6 +211,15 @@ typedef struct rmap {
 static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
 {
     const sublet_frag_state *st = m->st;
+    /* with private pools, each segment carries the index of its pool in
+     * "pools" (the default pools first); without one the map is as before */
+    size_t np = 0;
+    sublet_frag_pool *pools = NULL;
+    if (sublet_frag_has_private_pools(st)) {
+        np = sublet_frag_pools(st, NULL, 0);
+        pools = malloc(np * sizeof *pools);
+        np = pools ? sublet_frag_pools(st, pools, np) : 0;
+    }
     sl_tb_puts(b, "{\"title\":");
     sl_tb_json(b, m->title);
     sl_tb_printf(b, ",\"event\":%" PRIu64 ",\"segs\":[", m->event);
@@ -218,9 +227,16 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
         const sublet_frag_segment *s = &st->segments[i];
         unsigned flags = (s->is_small ? 1u : 0u) | (s->is_expandable ? 2u : 0u) |
                          (s->live_blocks && s->free_size ? 4u : 0u);
-        sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%zu,%zu,%zu,%" PRIu64 ",%" PRIu64 "]",
+        sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%zu,%zu,%zu,%" PRIu64 ",%" PRIu64,
                   i ? "," : "", s->addr, s->size, s->stream, flags, s->first_block, s->nblocks,
                   s->live_blocks, s->free_size, s->active_size);
+        size_t pi = 0;
+        while (pi < np && (pools[pi].pool_id[0] != s->pool_id[0] ||
+                           pools[pi].pool_id[1] != s->pool_id[1]))
+            pi++;
+        if (np)
+            sl_tb_printf(b, ",%zu", pi);
+        sl_tb_puts(b, "]");
     }
     sl_tb_puts(b, "],\"blocks\":[");
     for (size_t i = 0; i < st->nsegments; i++) {
@@ -237,8 +253,8 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
     }
     sl_tb_puts(b, "],\"pins\":[");
     size_t top[10];
-    size_t np = sublet_frag_pinning(st, top, 10);
-    for (size_t i = 0; i < np && i < 10; i++)
+    size_t npin = sublet_frag_pinning(st, top, 10);
+    for (size_t i = 0; i < npin && i < 10; i++)
         sl_tb_printf(b, "%s%zu", i ? "," : "", top[i]);
     sublet_frag_stats f;
     sublet_frag_compute(st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
@@ -249,10 +265,28 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
               ",\"requested\":%" PRIu64 ",\"free_blocks\":%" PRIu64 ",\"free_bytes\":%" PRIu64
               ",\"largest\":%" PRIu64 ",\"external\":%.6f,\"unused\":%.6f,\"spread\":%.6f"
               ",\"internal_waste\":%" PRIu64 ",\"inactive_split\":%" PRIu64
-              ",\"stream\":%" PRIu64 ",\"max_allocatable\":%" PRIu64 "}}",
+              ",\"stream\":%" PRIu64 ",\"max_allocatable\":%" PRIu64 "}",
               f.reserved_bytes, f.allocated_bytes, f.requested_bytes, f.free_blocks, f.free_bytes,
               f.largest_free_block, f.external, f.unused, f.spread, f.internal_waste_bytes,
               f.inactive_split_bytes, s0, sublet_frag_max_allocatable(st, s0));
+    if (np) {
+        /* [first, second, name, segments, reserved, allocated, free, largest free,
+         *  pinned segments, free bytes in pinned segments] */
+        sl_tb_puts(b, ",\"pools\":[");
+        for (size_t p = 0; p < np; p++) {
+            const sublet_frag_pool *q = &pools[p];
+            char name[48];
+            sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",", p ? "," : "", q->pool_id[0],
+                         q->pool_id[1]);
+            sl_tb_json(b, sublet_frag_pool_name(q->pool_id, name, sizeof name));
+            sl_tb_printf(b, ",%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%zu,%" PRIu64 "]",
+                         q->segments, q->reserved_bytes, q->allocated_bytes, q->free_bytes,
+                         q->largest_free_block, q->pinned_segments, q->pinned_free_bytes);
+        }
+        sl_tb_puts(b, "]");
+    }
+    sl_tb_puts(b, "}");
+    free(pools);
 }
 
 static void series_json(sl_tbuf *b, const sublet_frag_series *s)
@@ -322,7 +356,101 @@ typedef struct report {
     const char *diagnosis; /* text or NULL */
     const sublet_tune_result *tune; /* or NULL */
     const sublet_tune_options *tune_o;
+    const char *no_replay; /* the replay's error when the page shows only the
+                            * snapshot's segments (r and s are NULL), else NULL */
 } report;
+
+/* The segment map (tabs, note, legend, canvas, pinning and metrics tables)
+ * and the request sizes. */
+static void map_sections(sl_tbuf *b)
+{
+    sl_tb_puts(b, "<section><h2>Segment map</h2><div id=\"map-tabs\"></div>"
+               "<p class=\"note\" id=\"map-note\"></p><p class=\"note\">Every reserved byte, to "
+               "scale, segment after segment (dark ticks: segment starts)."
+               "<span class=\"swatch\" style=\"background:#3266cc\"></span>allocated"
+               "<span class=\"swatch\" style=\"background:#f0960e\"></span>freed, pending on a stream"
+               "<span class=\"swatch\" style=\"background:#f3aaaa\"></span>free, pinned by live blocks"
+               "<span class=\"swatch\" style=\"background:#dde1e6\"></span>free, releasable. "
+               "Hover a block for its size, stream and stack.</p>"
+               "<canvas id=\"c-map\"></canvas>\n<div class=\"two\"><div><h2>Top pinning segments"
+               "</h2><table id=\"pins\"></table></div><div><h2>Metrics</h2><table id=\"metrics\">"
+               "</table></div></div></section>\n");
+    sl_tb_puts(b, "<section><h2>Request sizes</h2><p class=\"note\">Allocation requests by size, "
+               "log2 buckets.</p><canvas id=\"c-hist\"></canvas></section>\n");
+}
+
+/* The data and the scripts, to the end of the page. */
+static void page_end(sl_tbuf *b, const report *rp)
+{
+    const sublet_replay_result *r = rp->r;
+    sl_tb_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
+
+    /* the data */
+    stack_table stacks = {0};
+    sl_tb_printf(b, "{\"device_memory\":%" PRIu64 ",\"oom_count\":%" PRIu64 ",\"peak_event\":",
+              rp->o->device_memory, r ? r->ooms : 0);
+    if (!r || r->peak_reserved_event == SUBLET_REPLAY_NONE)
+        sl_tb_puts(b, "null");
+    else
+        sl_tb_printf(b, "%" PRIu64, r->peak_reserved_event);
+    sl_tb_puts(b, ",\"ooms\":[");
+    for (size_t i = 0; rp->s && i < rp->s->nooms && i < 5000; i++)
+        sl_tb_printf(b, "%s%" PRIu64, i ? "," : "", rp->s->oom_events[i]);
+    sl_tb_puts(b, "],\"series\":");
+    if (rp->s)
+        series_json(b, rp->s);
+    else
+        sl_tb_puts(b, "null");
+    sl_tb_puts(b, ",\"request_hist\":");
+    request_hist_json(b, rp->t);
+    sl_tb_puts(b, ",\"maps\":[");
+    for (size_t i = 0; i < rp->nmaps; i++) {
+        if (i)
+            sl_tb_puts(b, ",");
+        map_json(b, &rp->maps[i], &stacks);
+    }
+    sl_tb_puts(b, "],\"stacks\":[");
+    for (size_t i = 0; i < stacks.n; i++) {
+        if (i)
+            sl_tb_puts(b, ",");
+        sl_tb_json(b, stacks.text[i]);
+    }
+    sl_tb_puts(b, "]}</script>\n<script>\n");
+    free(stacks.text);
+    free(stacks.slots);
+    sl_tb_putn(b, sl_report_page_js, sl_report_page_js_len);
+    sl_tb_puts(b, "\n</script>\n");
+    if (rp->tune)
+        sl_report_tune_script(b, rp->tune);
+    sl_tb_puts(b, "</body></html>\n");
+}
+
+/* The page when the trace cannot be replayed (a private pool, for now) but
+ * the input is a snapshot: its segments, per pool, without the series. */
+static void segments_page(sl_tbuf *b, const report *rp)
+{
+    const sublet_frag_state *st = rp->maps[0].st;
+    sublet_frag_stats f;
+    sublet_frag_compute(st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
+    char t1[48], label[96];
+    sl_tb_puts(b, "<section class=\"cards\">\n");
+    sublet_format_size(f.reserved_bytes, t1, sizeof t1);
+    card(b, t1, "reserved (the snapshot's segments)", 0);
+    sublet_format_size(f.requested_bytes, t1, sizeof t1);
+    card(b, t1, "requested: live tensors", 0);
+    size_t np = sublet_frag_pools(st, NULL, 0);
+    snprintf(t1, sizeof t1, "%zu", np - 1);
+    card(b, t1, np - 1 == 1 ? "private pool" : "private pools", 0);
+    snprintf(t1, sizeof t1, "%.1f %%", 100.0 * f.external);
+    snprintf(label, sizeof label, "external fragmentation, %" PRIu64 " free blocks", f.free_blocks);
+    card(b, t1, label, 0);
+    sl_tb_puts(b, "</section>\n<section><p class=\"note\">No memory over time: the trace could "
+                  "not be replayed (");
+    sl_tb_html(b, rp->no_replay);
+    sl_tb_puts(b, "). The page shows the snapshot's segments as recorded.</p></section>\n");
+    map_sections(b);
+    page_end(b, rp);
+}
 
 static void page(sl_tbuf *b, const report *rp)
 {
@@ -336,7 +464,7 @@ static void page(sl_tbuf *b, const report *rp)
     sl_tb_puts(b, "</title>\n<style>\n");
     sl_tb_putn(b, sl_report_page_css, sl_report_page_css_len);
     sl_tb_printf(b, "\n</style></head>\n<body data-charts=\"%d\">\n<header><h1>sublet report: ",
-              rp->tune ? 5 : 4);
+              rp->no_replay ? 2 : rp->tune ? 5 : 4);
     sl_tb_html(b, name);
     sl_tb_puts(b, "</h1><p>");
     sl_tb_html(b, rp->path);
@@ -347,6 +475,10 @@ static void page(sl_tbuf *b, const report *rp)
     sl_tb_printf(b, " &middot; simulated device %s &middot; sublet %s</p></header>\n<main>\n",
               t1, sublet_version());
 
+    if (rp->no_replay) {
+        segments_page(b, rp);
+        return;
+    }
     sl_tb_puts(b, "<section class=\"cards\">\n");
     sublet_format_size(r->peak_reserved_bytes, t1, sizeof t1);
     card(b, t1, "peak reserved", 0);
@@ -378,19 +510,7 @@ static void page(sl_tbuf *b, const report *rp)
     sl_tb_puts(b, "<canvas id=\"c-mem\"></canvas><div class=\"legend\" id=\"c-mem-legend\"></div>"
                "</section>\n<section><h2>Fragmentation over time</h2><canvas id=\"c-frag\"></canvas>"
                "<div class=\"legend\" id=\"c-frag-legend\"></div></section>\n");
-    sl_tb_puts(b, "<section><h2>Segment map</h2><div id=\"map-tabs\"></div>"
-               "<p class=\"note\" id=\"map-note\"></p><p class=\"note\">Every reserved byte, to "
-               "scale, segment after segment (dark ticks: segment starts)."
-               "<span class=\"swatch\" style=\"background:#3266cc\"></span>allocated"
-               "<span class=\"swatch\" style=\"background:#f0960e\"></span>freed, pending on a stream"
-               "<span class=\"swatch\" style=\"background:#f3aaaa\"></span>free, pinned by live blocks"
-               "<span class=\"swatch\" style=\"background:#dde1e6\"></span>free, releasable. "
-               "Hover a block for its size, stream and stack.</p>"
-               "<canvas id=\"c-map\"></canvas>\n<div class=\"two\"><div><h2>Top pinning segments"
-               "</h2><table id=\"pins\"></table></div><div><h2>Metrics</h2><table id=\"metrics\">"
-               "</table></div></div></section>\n");
-    sl_tb_puts(b, "<section><h2>Request sizes</h2><p class=\"note\">Allocation requests by size, "
-               "log2 buckets.</p><canvas id=\"c-hist\"></canvas></section>\n");
+    map_sections(b);
     if (rp->diagnosis) {
         sl_tb_puts(b, "<section><h2>OOM diagnosis</h2><pre class=\"diag\">");
         sl_tb_html(b, rp->diagnosis);
@@ -398,43 +518,7 @@ static void page(sl_tbuf *b, const report *rp)
     }
     if (rp->tune)
         sl_report_tune_section(b, rp->tune, rp->tune_o);
-    sl_tb_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
-
-    /* the data */
-    stack_table stacks = {0};
-    sl_tb_printf(b, "{\"device_memory\":%" PRIu64 ",\"oom_count\":%" PRIu64 ",\"peak_event\":",
-              rp->o->device_memory, r->ooms);
-    if (r->peak_reserved_event == SUBLET_REPLAY_NONE)
-        sl_tb_puts(b, "null");
-    else
-        sl_tb_printf(b, "%" PRIu64, r->peak_reserved_event);
-    sl_tb_puts(b, ",\"ooms\":[");
-    for (size_t i = 0; i < rp->s->nooms && i < 5000; i++)
-        sl_tb_printf(b, "%s%" PRIu64, i ? "," : "", rp->s->oom_events[i]);
-    sl_tb_puts(b, "],\"series\":");
-    series_json(b, rp->s);
-    sl_tb_puts(b, ",\"request_hist\":");
-    request_hist_json(b, rp->t);
-    sl_tb_puts(b, ",\"maps\":[");
-    for (size_t i = 0; i < rp->nmaps; i++) {
-        if (i)
-            sl_tb_puts(b, ",");
-        map_json(b, &rp->maps[i], &stacks);
-    }
-    sl_tb_puts(b, "],\"stacks\":[");
-    for (size_t i = 0; i < stacks.n; i++) {
-        if (i)
-            sl_tb_puts(b, ",");
-        sl_tb_json(b, stacks.text[i]);
-    }
-    sl_tb_puts(b, "]}</script>\n<script>\n");
-    free(stacks.text);
-    free(stacks.slots);
-    sl_tb_putn(b, sl_report_page_js, sl_report_page_js_len);
-    sl_tb_puts(b, "\n</script>\n");
-    if (rp->tune)
-        sl_report_tune_script(b, rp->tune);
-    sl_tb_puts(b, "</body></html>\n");
+    page_end(b, rp);
 }
 
 /* ---- the page from a trace ----------------------------------------------------------------- */
@@ -503,7 +587,42 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
     rmap maps[20];
     size_t nmaps = 0;
     char *diag = NULL;
+    memset(&r, 0, sizeof r);
     sublet_status st = sublet_frag_series_run(t, o, buckets, &s, &r, rerr, sizeof rerr);
+    int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
+    if (st != SUBLET_OK && v->snapshot && !tune) {
+        /* a snapshot whose trace cannot be replayed (private pools, for now):
+         * the page of its segments, as `sublet frag` falls back to them */
+        sublet_frag_series_free(&s);
+        sublet_replay_result_free(&r);
+        int64_t dev = v->device >= 0 ? v->device : sublet_trace_device(t);
+        sublet_frag_state *fs = NULL;
+        if (sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &fs) == SUBLET_OK) {
+            note(&ro, "the replay stopped (%s): %s", rerr[0] ? rerr : sublet_status_text(st),
+                 "the page shows the snapshot's segments");
+            rmap m = {.st = fs, .event = SUBLET_REPLAY_ALL};
+            snprintf(m.title, sizeof m.title, "the snapshot's segments");
+            report rp = {path, t, o, NULL, NULL, &m, 1, NULL, NULL, NULL, rerr};
+            sl_tbuf b = {0};
+            page(&b, &rp);
+            sublet_frag_stats f;
+            sublet_frag_compute(fs, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
+            sublet_frag_state_free(fs);
+            if (b.oom || !b.p) {
+                free(b.p);
+                snprintf(err, cap, "out of memory");
+                return SUBLET_ERR_NO_MEMORY;
+            }
+            *out = b.p;
+            if (info) {
+                info->len = b.n;
+                info->nmaps = 1;
+                info->exact = 1; /* no series to be approximate */
+                info->peak_reserved_bytes = f.reserved_bytes; /* the snapshot's */
+            }
+            return SUBLET_OK;
+        }
+    }
     if (st != SUBLET_OK) {
         snprintf(err, cap, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
         return st;
@@ -537,7 +656,6 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
         }
         sublet_frag_diagnosis_free(&d);
     }
-    int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
     sublet_tune_options to;
     if (ro.tune)
         to = *ro.tune;
@@ -552,7 +670,7 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
             snprintf(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
-        report rp = {path, t, o, &r, &s, maps, nmaps, diag, tune ? &tr : NULL, &to};
+        report rp = {path, t, o, &r, &s, maps, nmaps, diag, tune ? &tr : NULL, &to, NULL};
         sl_tbuf b = {0};
         page(&b, &rp);
         if (b.oom || !b.p) {

@@ -90,7 +90,47 @@ void sl_view_frag_json(sl_json_writer *w, const char *key, const sublet_frag_sta
         free(streams);
     }
     sl_json_array_end(w);
+    if (sublet_frag_has_private_pools(st))
+        sl_view_pools_json(w, "pools", st);
     sl_json_object_end(w);
+}
+
+static void json_pool_id(sl_json_writer *w, const char *key, const uint64_t id[2])
+{
+    sl_json_key(w, key);
+    sl_json_array_begin(w);
+    sl_json_u64(w, id[0]);
+    sl_json_u64(w, id[1]);
+    sl_json_array_end(w);
+}
+
+void sl_view_pools_json(sl_json_writer *w, const char *key, const sublet_frag_state *st)
+{
+    size_t np = sublet_frag_pools(st, NULL, 0);
+    sublet_frag_pool *pools = np ? malloc(np * sizeof *pools) : NULL;
+    np = pools ? sublet_frag_pools(st, pools, np) : 0;
+    sl_json_key(w, key);
+    sl_json_array_begin(w);
+    for (size_t p = 0; p < np; p++) {
+        const sublet_frag_pool *q = &pools[p];
+        char name[48];
+        sl_json_object_begin(w);
+        json_pool_id(w, "pool_id", q->pool_id);
+        sl_json_kv_string(w, "name", sublet_frag_pool_name(q->pool_id, name, sizeof name));
+        sl_json_kv_u64(w, "segments", q->segments);
+        sl_json_kv_u64(w, "pinned_segments", q->pinned_segments);
+        sl_json_kv_u64(w, "reserved_bytes", q->reserved_bytes);
+        sl_json_kv_u64(w, "allocated_bytes", q->allocated_bytes);
+        sl_json_kv_u64(w, "active_bytes", q->active_bytes);
+        sl_json_kv_u64(w, "requested_bytes", q->requested_bytes);
+        sl_json_kv_u64(w, "free_bytes", q->free_bytes);
+        sl_json_kv_u64(w, "free_blocks", q->free_blocks);
+        sl_json_kv_u64(w, "largest_free_block", q->largest_free_block);
+        sl_json_kv_u64(w, "pinned_free_bytes", q->pinned_free_bytes);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+    free(pools);
 }
 
 static const char *state_name(sublet_block_state s)
@@ -119,12 +159,16 @@ static void json_stack(sl_json_writer *w, const sublet_frag_state *st, uint32_t 
     sl_json_array_end(w);
 }
 
-static void json_segment_head(sl_json_writer *w, const sublet_frag_segment *s)
+/* pool_id only when the state has private pools (documents without them
+ * stay as they were) */
+static void json_segment_head(sl_json_writer *w, const sublet_frag_segment *s, int pool_ids)
 {
     sl_json_kv_u64(w, "address", s->addr);
     sl_json_kv_u64(w, "size", s->size);
     sl_json_kv_u64(w, "stream", s->stream);
     sl_json_kv_string(w, "pool", s->is_small ? "small" : "large");
+    if (pool_ids)
+        json_pool_id(w, "pool_id", s->pool_id);
     sl_json_kv_bool(w, "expandable", s->is_expandable);
     sl_json_kv_u64(w, "allocated_bytes", s->allocated_size);
     sl_json_kv_u64(w, "active_bytes", s->active_size);
@@ -140,11 +184,12 @@ void sl_view_pinning_json(sl_json_writer *w, const char *key, const sublet_frag_
     sl_json_array_begin(w);
     size_t *idx = top ? malloc(top * sizeof *idx) : NULL;
     size_t n = idx ? sublet_frag_pinning(st, idx, top) : 0;
+    int pool_ids = sublet_frag_has_private_pools(st);
     for (size_t r = 0; r < n && r < top; r++) {
         const sublet_frag_segment *s = &st->segments[idx[r]];
         sl_json_object_begin(w);
         sl_json_kv_u64(w, "rank", r + 1);
-        json_segment_head(w, s);
+        json_segment_head(w, s, pool_ids);
         sl_json_kv_u64(w, "hostage_bytes", s->size - s->active_size);
         sl_json_key(w, "live");
         sl_json_array_begin(w);
@@ -190,12 +235,13 @@ static void json_histogram(sl_json_writer *w, const sublet_frag_state *st)
 static void json_segments(sl_json_writer *w, const sublet_frag_state *st, unsigned width)
 {
     char *row = malloc((size_t)width + 1);
+    int pool_ids = sublet_frag_has_private_pools(st);
     sl_json_key(w, "segments");
     sl_json_array_begin(w);
     for (size_t i = 0; row && i < st->nsegments; i++) {
         const sublet_frag_segment *s = &st->segments[i];
         sl_json_object_begin(w);
-        json_segment_head(w, s);
+        json_segment_head(w, s, pool_ids);
         sublet_frag_map_row(st, i, width, row);
         sl_json_kv_string(w, "map", row);
         sl_json_key(w, "blocks");
@@ -236,6 +282,8 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
         sl_json_kv_u64(w, "size", o->size);
         sl_json_kv_u64(w, "stream", o->stream);
         sl_json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
+        if (o->pool_id[0] || o->pool_id[1]) /* only then: documents without pools as before */
+            json_pool_id(w, "pool_id", o->pool_id);
         sl_json_kv_string(w, "message", o->message ? o->message : "");
         sl_json_key(w, "diagnosis");
         if (o->diagnosis)

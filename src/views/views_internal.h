@@ -24,8 +24,12 @@ sublet_status sl_doc_open(sl_doc *d);
 sublet_status sl_doc_close(sl_doc *d, char **out);
 
 /* key: {"all": {metrics}, "small_pool": ..., "large_pool": ..., "streams": [...]}
- * (null when st is NULL): the "fragmentation" object of the stats outputs. */
+ * (null when st is NULL): the "fragmentation" object of the stats outputs;
+ * with private pools also "pools": sl_view_pools_json. */
 void sl_view_frag_json(sl_json_writer *w, const char *key, const sublet_frag_state *st);
+/* key: [one object per pool (sublet_frag_pools): pool_id [first, second],
+ * name, segments, pinned_segments and the byte totals]. */
+void sl_view_pools_json(sl_json_writer *w, const char *key, const sublet_frag_state *st);
 /* key: [the top pinning segments with their live blocks and stacks]. */
 void sl_view_pinning_json(sl_json_writer *w, const char *key, const sublet_frag_state *st,
                           size_t top);

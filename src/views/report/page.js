@@ -185,16 +185,36 @@ function fragChart() {
 
 /* ---- segment maps: every byte reserved, packed in rows, to scale ---- */
 var mapIndex = 0, highlight = -1, mapGeo = null;
+/* With private pools (M.pools; a segment's pool index at s[9]) each pool is
+ * its own group: a row naming it, then its segments from a row's start. */
 function drawMap() {
   var M = D.maps[mapIndex];
   var segs = M.segs, blocks = M.blocks, n = segs.length, total = 0, i;
-  var starts = new Array(n);
-  for (i = 0; i < n; i++) { starts[i] = total; total += segs[i][1]; }
+  var starts = new Array(n), order = [], labels = [];
+  for (i = 0; i < n; i++) total += segs[i][1];
   var rows = Math.max(12, Math.min(64, 10 + Math.ceil(n / 3)));
   var rowH = 11, gap = 3, L = 8, T = 6;
+  var per = Math.max(1, Math.ceil(total / rows)), end = 0;
+  var groups = M.pools ? M.pools.length : 1;
+  for (var p = 0; p < groups; p++) {
+    if (M.pools) {
+      end = Math.ceil(end / per) * per;
+      var P = M.pools[p];
+      labels.push({row: end / per, text: P[2] + ': ' + P[3] + ' segment' + (P[3] === 1 ? '' : 's') +
+                   ', ' + bytes(P[4]) + ' reserved, ' + bytes(P[6]) + ' free, ' + P[8] + ' pinned'});
+      end += per;
+    }
+    for (i = 0; i < n; i++) {
+      if (M.pools && segs[i][9] !== p) continue;
+      starts[i] = end; end += segs[i][1]; order.push(i);
+    }
+  }
+  if (M.pools) rows = Math.max(1, Math.ceil(end / per));
   var C = canvas('c-map', T * 2 + rows * (rowH + gap)), g = C.g, W = C.w - 2 * L;
-  var per = Math.max(1, Math.ceil(total / rows));
   g.clearRect(0, 0, C.w, C.h);
+  g.font = '10px system-ui, sans-serif';
+  g.textAlign = 'left'; g.textBaseline = 'middle'; g.fillStyle = '#1d2430';
+  labels.forEach(function (lb) { g.fillText(lb.text, L + 2, T + lb.row * (rowH + gap) + rowH / 2, W - 4); });
   function span(off, len, color) {
     while (len > 0) {
       var row = Math.floor(off / per), col = off - row * per, take = Math.min(len, per - col);
@@ -227,7 +247,8 @@ function drawMap() {
     }
     g.lineWidth = 1;
   }
-  mapGeo = {starts: starts, per: per, rows: rows, rowH: rowH, gap: gap, L: L, T: T, W: W, total: total};
+  mapGeo = {starts: starts, order: order, per: per, rows: rows, rowH: rowH, gap: gap, L: L, T: T, W: W,
+            total: total};
 }
 function selectMap(i) {
   var M = D.maps[i];
@@ -244,11 +265,13 @@ function blockAt(x, y) {
   if (!G) return null;
   var row = Math.floor((y - G.T) / (G.rowH + G.gap));
   if (row < 0 || row >= G.rows || x < G.L || x > G.L + G.W) return null;
-  var off = row * G.per + (x - G.L) / G.W * G.per;
-  if (off >= G.total) return null;
-  var lo = 0, hi = G.starts.length - 1;
-  while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (G.starts[mid] <= off) lo = mid; else hi = mid - 1; }
+  var off = row * G.per + (x - G.L) / G.W * G.per, O = G.order;
+  if (!O.length || off < G.starts[O[0]]) return null;
+  var lo = 0, hi = O.length - 1;
+  while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (G.starts[O[mid]] <= off) lo = mid; else hi = mid - 1; }
+  lo = O[lo];
   var s = M.segs[lo], rel = off - G.starts[lo], a = s[4], b = s[4] + s[5] - 1;
+  if (rel >= s[1]) return null;
   while (a < b) { var m2 = (a + b + 1) >> 1; if (M.blocks[m2][0] <= rel) a = m2; else b = m2 - 1; }
   return {seg: lo, block: a};
 }
@@ -266,6 +289,7 @@ function mapHover(ev) {
   html += '<br>segment ' + hex(s[0]) + ': ' + bytes(s[1]) + ', ' + (s[3] & 1 ? 'small' : 'large') +
           ' pool' + (s[3] & 2 ? ', expandable' : '') + ', stream ' + s[2] + ', ' + s[6] + ' live block' +
           (s[6] === 1 ? '' : 's') + ', ' + bytes(s[7]) + ' free';
+  if (M.pools) html += '<br>' + esc(M.pools[s[9]][2]);
   html += stackHtml(b[4]);
   showTip(ev, html);
 }
@@ -281,6 +305,11 @@ function metricsTable(M) {
               ['spread: 1 \u2212 \u03a3f\u00b2 / (\u03a3f)\u00b2', pct(m.spread)],
               ['internal waste: allocated \u2212 requested', bytes(m.internal_waste)],
               ['inactive split (non-releasable)', bytes(m.inactive_split)]];
+  (M.pools || []).forEach(function (P) {
+    rows.push([P[2], bytes(P[4]) + ' reserved, ' + bytes(P[5]) + ' allocated, ' + bytes(P[6]) +
+               ' free (largest ' + bytes(P[7]) + '), ' + P[8] + ' segment' + (P[8] === 1 ? '' : 's') +
+               ' pinned holding ' + bytes(P[9]) + ' free']);
+  });
   rows.forEach(function (r) {
     var tr = el('tr');
     tr.appendChild(el('th', {}, r[0]));
@@ -304,7 +333,8 @@ function pinTable(M) {
     var tr = el('tr', {'data-seg': si});
     tr.appendChild(el('td', {}, String(rank + 1)));
     tr.appendChild(el('td', {'class': 'mono'}, hex(s[0])));
-    tr.appendChild(el('td', {}, (s[3] & 1 ? 'small' : 'large') + ', ' + s[2]));
+    tr.appendChild(el('td', {}, (M.pools && s[9] ? M.pools[s[9]][2] + ': ' : '') +
+                          (s[3] & 1 ? 'small' : 'large') + ', ' + s[2]));
     tr.appendChild(el('td', {}, bytes(s[1])));
     tr.appendChild(el('td', {}, bytes(s[1] - s[8]) + ' (' + pct((s[1] - s[8]) / s[1]) + ')'));
     tr.appendChild(el('td', {}, String(s[6])));
@@ -375,8 +405,7 @@ function run(f) { try { f(); } catch (e) { noteError(e && e.stack ? e.stack : e)
 window.subletReport = {drew: drew, run: run, canvas: canvas, bytes: bytes, niceStep: niceStep,
   byteTicks: byteTicks, xLabel: xLabel, showTip: showTip, hideTip: hideTip, esc: esc, el: el,
   COL: COL, onResize: []};
-run(memoryChart);
-run(fragChart);
+if (D.series) { run(memoryChart); run(fragChart); }
 run(mapSection);
 run(histChart);
 body.setAttribute('data-render-ms', Math.round(performance.now()));
@@ -384,9 +413,13 @@ var resizeTimer = null;
 window.addEventListener('resize', function () {
   clearTimeout(resizeTimer);
   resizeTimer = setTimeout(function () {
-    ['c-mem-legend', 'c-frag-legend'].forEach(function (id) { document.getElementById(id).innerHTML = ''; });
+    ['c-mem-legend', 'c-frag-legend'].forEach(function (id) {
+      var e = document.getElementById(id);
+      if (e) e.innerHTML = '';
+    });
     var keep = rendered;
-    run(memoryChart); run(fragChart); run(drawMap); run(histChart);
+    if (D.series) { run(memoryChart); run(fragChart); }
+    run(drawMap); run(histChart);
     window.subletReport.onResize.forEach(run);
     rendered = keep;
     body.setAttribute('data-rendered', rendered);
