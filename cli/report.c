@@ -19,7 +19,7 @@ void cli_report_usage(FILE *out)
           "  size, stream and allocation stack), the request sizes, the top pinning\n"
           "  segments and the OOM diagnosis; private pools each as their own group.\n"
           "  FILE: any trace or snapshot sublet reads (a snapshot whose trace cannot be\n"
-          "  replayed, as one with private pools for now: the page of its segments).\n"
+          "  replayed, as a mid-run one with memory in private pools: its segments).\n"
           "options:\n"
           "  -o, --output FILE     the page to write (atomically)\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
