@@ -15,7 +15,8 @@
  *                          times and stacks — the same as the trace's own
  *                          wherever the replay matches PyTorch's decisions.
  *                          With --direct, or when the trace cannot be replayed
- *                          (expandable segments), the snapshot is built from
+ *                          (expandable segments) or has rows in private pools
+ *                          (their pool_id would be lost), the snapshot is built from
  *                          the trace alone (sublet_snapshot_from_trace: the
  *                          events verbatim, blocks approximated).
  * An events CSV or an event log streams (sublet/trace_stream.h): to a CSV a
@@ -35,7 +36,8 @@ void cli_convert_usage(FILE *out)
           "    OUT.pickle, OUT.pkl  a PyTorch memory snapshot pickle (as _dump_snapshot;\n"
           "                         pytorch.org/memory_viz opens it)\n"
           "    OUT.json             the same snapshot as JSON\n"
-          "    OUT.csv              an events CSV (seq,action,addr,size,stream,time_us)\n"
+          "    OUT.csv              an events CSV (seq,action,addr,size,stream,time_us;\n"
+          "                         a trace with private pools adds a pool column)\n"
           "  each optionally followed by .gz.  A snapshot converted to a snapshot is\n"
           "  copied as is.  A trace (events CSV, RMM log, Kineto) converted to a snapshot\n"
           "  is replayed through the engine with recording on: segments and blocks are\n"
@@ -52,7 +54,8 @@ void cli_convert_usage(FILE *out)
           "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n"
           "  --direct              build the snapshot from the trace without replaying it\n"
           "                        (the events verbatim; block sizes approximated); also\n"
-          "                        used when the trace cannot be replayed\n"
+          "                        used when the trace cannot be replayed or has rows in\n"
+          "                        private pools\n"
           "  --no-placement-hints  let the sim place new segments itself\n",
           out);
 }
@@ -155,7 +158,8 @@ static size_t last_trace_count(const sublet_snapshot *s)
  * from the trace loaded whole, in memory for the recording and the snapshot
  * (which hold every event: not the live blocks only), not for the trace
  * too.  -1 when the trace needs the whole-trace path (it maps expandable
- * segments the settings do not enable: nothing printed yet). */
+ * segments the settings do not enable, or has rows in private pools, whose
+ * snapshot is built from the trace: nothing printed yet). */
 static int convert_snapshot_streamed(const char *in, const char *out, sublet_snapshot_format sf,
                                      const char *conf, sublet_replay_options o,
                                      const sublet_trace_load_options *lo)
@@ -165,8 +169,8 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     sublet_status st = sublet_trace_stream_open(in, lo, &file, err, sizeof err);
     if (st == SUBLET_OK)
         st = sublet_trace_stream_copy(file, &ts, err, sizeof err);
-    /* the rows that map pages, counted on the copy */
-    uint64_t maps = 0;
+    /* the rows that map pages and those in private pools, counted on the copy */
+    uint64_t maps = 0, pooled = 0;
     sublet_trace_event *ev = st == SUBLET_OK ? malloc(1024 * sizeof *ev) : NULL;
     if (st == SUBLET_OK && !ev) {
         snprintf(err, sizeof err, "out of memory");
@@ -175,14 +179,21 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     size_t got;
     while (st == SUBLET_OK &&
            (st = sublet_trace_stream_next(ts, ev, 1024, &got, err, sizeof err)) == SUBLET_OK && got)
-        for (size_t i = 0; i < got; i++)
+        for (size_t i = 0; i < got; i++) {
             maps += ev[i].kind == SUBLET_ACT_SEGMENT_MAP || ev[i].kind == SUBLET_ACT_SEGMENT_UNMAP;
+            pooled += ev[i].pool_id[0] != 0 || ev[i].pool_id[1] != 0;
+        }
     free(ev);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet convert: %s\n", err[0] ? err : sublet_status_text(st));
         sublet_trace_stream_close(ts);
         sublet_trace_stream_close(file);
         return CLI_ERROR;
+    }
+    if (pooled) {
+        sublet_trace_stream_close(ts);
+        sublet_trace_stream_close(file);
+        return -1;
     }
     int from_trace;
     o.conf = cli_conf_for_settings(sublet_trace_stream_settings(file), conf, &from_trace);
@@ -429,6 +440,17 @@ int cli_convert(int argc, char **argv)
                             "replays it): building the snapshot from the trace alone\n");
             direct = 1;
         }
+    }
+    if (!direct) {
+        const sublet_trace_event *ev = sublet_trace_events(t);
+        for (size_t i = 0, nev = sublet_trace_count(t); i < nev; i++)
+            if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
+                fprintf(stderr, "sublet convert: note: the trace has rows in private pools and "
+                                "the engine's own recording carries no pool_id: building the "
+                                "snapshot from the trace alone, pool ids kept\n");
+                direct = 1;
+                break;
+            }
     }
     if (!direct) {
         sublet_replay_result r;

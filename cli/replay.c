@@ -182,6 +182,38 @@ static void print_release(const sublet_replay_release *x)
            sublet_action_name((sublet_action)x->kind), x->size, x->addr);
 }
 
+/* A trace with private pools: the fidelity of each pool, the default pools
+ * first (sublet_replay_pool_fidelity). */
+static void print_pools(const sublet_replay_options *o, const sublet_replay_result *r)
+{
+    printf("  per pool:\n");
+    for (size_t k = 0; k < r->npools; k++) {
+        const sublet_replay_pool_fidelity *p = &r->pools[k];
+        const char *kind = !p->pool_id[0] && !p->pool_id[1] ? "default"
+                           : p->pool_id[1] == 0             ? "CUDA graph"
+                           : p->pool_id[0] == 0             ? "MemPool"
+                                                            : "private";
+        char id[64];
+        snprintf(id, sizeof id, "(%" PRIu64 ", %" PRIu64 ")", p->pool_id[0], p->pool_id[1]);
+        printf("    pool %-10s %-10s decisions %" PRIu64 " / %" PRIu64 ", segment sizes %" PRIu64
+               " / %" PRIu64 " (engine made %" PRIu64 ")",
+               id, kind, p->decisions_matched, p->allocs_compared, p->segment_sizes_matched,
+               p->recorded_segment_allocs, p->engine_segment_allocs);
+        if (o->placement_hints)
+            printf(", addresses %" PRIu64 " / %" PRIu64, p->addresses_matched, p->allocs_compared);
+        printf(", segment_free rows %" PRIu64, p->recorded_segment_frees);
+        if (p->released_at != SUBLET_REPLAY_NONE)
+            printf(", released before event %" PRIu64, p->released_at);
+        printf("\n");
+        if (p->first_decision_mismatch != SUBLET_REPLAY_NONE)
+            printf("      first decision mismatch at event %" PRIu64 "\n", p->first_decision_mismatch);
+        if (o->placement_hints && p->first_address_mismatch != SUBLET_REPLAY_NONE)
+            printf("      first address mismatch at event %" PRIu64 "\n", p->first_address_mismatch);
+    }
+    if (r->pools_dropped)
+        printf("    (%" PRIu64 " more pools not listed)\n", r->pools_dropped);
+}
+
 static void print_text(const char *path, const trace_facts *t, const sublet_replay_options *o,
                        const sublet_replay_result *r)
 {
@@ -269,6 +301,8 @@ static void print_text(const char *path, const trace_facts *t, const sublet_repl
         printf("  first size mismatch:    ");
         print_event_ref(t, f->first_size_mismatch);
     }
+    if (r->npools)
+        print_pools(o, r);
     if (f->first_empty_cache_mismatch != SUBLET_REPLAY_NONE) {
         const sublet_replay_release_diff *x = &f->empty_cache_mismatch;
         const sublet_trace_event *e = facts_at(t, f->first_empty_cache_mismatch);

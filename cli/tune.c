@@ -279,6 +279,11 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     if (o->pytorch_version)
         printf("every replay under PyTorch %s's rules (--pytorch-version; docs/versions.md)\n\n",
                o->pytorch_version);
+    if (r->private_pool_traces)
+        printf("private pools (CUDA graphs, MemPool) in %zu of the traces: kept as recorded, every "
+               "allocation replayed in its own pool under every setting; policy:stitch (no "
+               "private pools) left out\n\n",
+               r->private_pool_traces);
     row("", "current", "PyTorch knobs", "sublet");
     row("settings recorded", r->current_recorded ? "yes" : "no", "", "");
     row_size(n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,

@@ -215,6 +215,19 @@ CSV = {
     "bom.csv": "\ufeff" + HEADER + "0,alloc,1024,1,18446744073709551615,18446744073709551615\n",
     "header_only.csv": HEADER,
     "bad_row.csv": HEADER + "0,alloc,1,2,3\n",
+    # a graph pool (1, 0) captured on stream 7 and a MemPool (0, 1): the pool column
+    "pools.csv": HEADER.replace("\n", ",pool\n")
+    + "0,segment_alloc,140000000000000,20971520,7,,1:0\n"
+    + "1,alloc,140000000000000,3145728,7,,1:0\n"
+    + "2,segment_alloc,140000020971520,2097152,0,,\n"
+    + "3,alloc,140000020971520,1000,0,,\n"
+    + "4,segment_alloc,140000041943040,20971520,0,,0:1\n"
+    + "5,alloc,140000041943040,5242880,0,,0:1\n"
+    + "6,free_requested,140000000000000,3145728,7,,1:0\n"
+    + "7,free_completed,140000000000000,3145728,7,,1:0\n"
+    + "8,segment_free,140000000000000,20971520,7,,1:0\n"
+    + "9,free_requested,140000020971520,1000,0,,\n"
+    + "10,free_completed,140000020971520,1000,0,,\n",
 }
 
 
@@ -393,7 +406,8 @@ def main():
     if on("fuzz_replay"):
         # mode byte (settings, device size, flags; see fuzz/fuzz_replay.c) + CSV
         for mode, name in ((0x00, "prelude_and_events.csv"), (0x05, "crlf_no_time.csv"),
-                           (0x1a, "bom.csv"), (0x43, "prelude_and_events.csv")):
+                           (0x1a, "bom.csv"), (0x43, "prelude_and_events.csv"),
+                           (0x00, "pools.csv")):
             write("fuzz_replay", "m%02x_%s" % (mode, name), bytes([mode]) + CSV[name].encode())
         p = os.path.join(SEEDS, "fuzz_trace_csv", "cs336_attention_microbench.head30.csv")
         if os.path.exists(p):

@@ -2,12 +2,14 @@
 # sublet — private pools in `sublet frag` (text and --json), from a snapshot
 # with segment_pool_id: fuzz/seeds/fuzz_trace_snapshot/private_pools.json,
 # written by tests/test_snapshot_pools.c from an allocator with the default
-# pools, a CUDA graph's pool (1,0) and a MemPool (0,1).  Its trace cannot be
-# replayed (private pools are refused), so the state comes from the
-# snapshot's segments; whatever the replay produces later goes through the
-# same per-pool code.  The JSON's per-pool totals are held to the sums of its
-# own segments, pool by pool; the text shows the same groups.  A trace
-# without private pools (tests/data) shows none of it.  $1 is the built CLI.
+# pools, a CUDA graph's pool (1,0) and a MemPool (0,1).  Its copy with the
+# trace dropped (a recording begun mid-run: the prelude in private pools
+# cannot be adopted, so the replay is refused) gives the state from the
+# snapshot's segments; the JSON's per-pool totals are held to the sums of its
+# own segments, pool by pool; the text shows the same groups.  The snapshot
+# itself replays pool by pool (docs/replay.md): the same pools and totals,
+# from the replay.  A trace without private pools (tests/data) shows none of
+# it.  $1 is the built CLI.
 set -u
 cli=${1:?usage: cli_frag_pools.sh PATH_TO_SUBLET}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +23,15 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 [ -x "$cli" ] || { echo "no CLI at $cli" >&2; exit 1; }
 [ -f "$snap" ] || { echo "no snapshot at $snap" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "SKIP: no python3" >&2; exit 77; }
+full=$snap
+snap=$tmp/midrun.json
+python3 - "$full" "$snap" <<'PY' || { echo "cannot write the mid-run copy" >&2; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+for t in d["device_traces"]:
+    t.clear()
+json.dump(d, open(sys.argv[2], "w"))
+PY
 
 # ---- text ----------------------------------------------------------------------------
 "$cli" frag "$snap" >"$tmp/frag.txt" 2>"$tmp/err" || fail "frag: $(cat "$tmp/err")"
@@ -66,6 +77,18 @@ assert sum(p["reserved_bytes"] for p in pools) == d["fragmentation"]["all"]["res
 assert sum(p["free_bytes"] for p in pools) == d["fragmentation"]["all"]["free_bytes"]
 # the pinning list names each segment's pool
 assert d["pinning"] and all("pool_id" in s for s in d["pinning"])
+PY
+
+# ---- the whole snapshot replays pool by pool: the same pools and totals ----------------
+"$cli" frag "$full" --json >"$tmp/replayed.json" 2>"$tmp/err" || fail "frag (replayed): $(cat "$tmp/err")"
+python3 - "$tmp/replayed.json" "$tmp/frag.json" <<'PY' || fail "frag (replayed): per-pool totals"
+import json, sys
+r, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["source"] == "replay", r["source"]
+keys = ("pool_id", "segments", "reserved_bytes", "allocated_bytes", "free_bytes")
+rp = [{k: p[k] for k in keys} for p in r["fragmentation"]["pools"]]
+sp = [{k: p[k] for k in keys} for p in s["fragmentation"]["pools"]]
+assert rp == sp, (rp, sp)
 PY
 
 # ---- without private pools: nothing of it ---------------------------------------------

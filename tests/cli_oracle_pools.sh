@@ -33,7 +33,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 torch=$oracle/pools_torch
-if [ ! -x "$torch" ]; then   # an oracle built before pools_torch existed: build it here
+if [ ! -x "$torch" ] || [ "$here/oracle/pools_torch.cpp" -nt "$torch" ]; then   # none yet, or an older one: build it here
     cuda_inc=$(sed -n 's/^CUDA_INCLUDE:[A-Z]*=//p' "$oracle/build/CMakeCache.txt")
     pt=$(sed -n 's/^PT:[A-Z]*=//p' "$oracle/build/CMakeCache.txt")
     torch=$work/pools_torch

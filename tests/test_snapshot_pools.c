@@ -2,9 +2,12 @@
  * "Snapshots and traces"): the engine's segment view carries the pool id,
  * sublet_snapshot_take writes it as PyTorch's segment_pool_id tuple, pickle
  * and JSON round trips keep it, the snapshot reader puts it on the rebuilt
- * prelude and on the recorded segment_alloc of a private segment, the
- * events CSV refuses to drop it, and the replay refuses a trace with a
- * private pool (whole or streamed) instead of misreporting its fidelity.
+ * prelude and on the recorded segment_alloc of a private segment, and
+ * rebuilds the pool of every row from the segments' (alloc, free, segment
+ * rows); the events CSV keeps it in its pool column (pickle -> JSON -> CSV ->
+ * pickle keeps every row's pool); the replay drives each pool and reports
+ * its fidelity (whole and streamed, the same), and refuses a prelude in a
+ * private pool unless the prelude is allocated.
  *
  * SUBLET_SEED_OUT: when set, the round trip's JSON snapshot is written there
  * (the fuzz seed fuzz/seeds/fuzz_trace_snapshot/private_pools.json). */
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sublet/history.h"
 #include "sublet/pool.h"
@@ -123,6 +127,70 @@ static void replay_expect(const sublet_trace *t, const char *pool)
                          pool, err);
         }
         sublet_replay_result_free(&r);
+    }
+}
+
+/* Replay t (whole and streamed, the same result) under `prelude`: every pool
+ * fidelity at 100 % (decisions, sizes, addresses), no row error; returns
+ * the number of pools of the per-pool table and, in *priv_allocs, the
+ * allocs compared in private pools. */
+static size_t replay_pools_exact(const sublet_trace *t, int prelude, uint64_t *priv_allocs)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.prelude = prelude;
+    o.check = 1;
+    sublet_replay_result r[2];
+    for (int streamed = 0; streamed < 2; streamed++) {
+        char err[1024] = "";
+        sublet_status st;
+        if (streamed) {
+            sublet_trace_stream *ts = NULL;
+            assert_int_equal(sublet_trace_stream_from_trace(t, &ts), SUBLET_OK);
+            st = sublet_replay_stream(ts, &o, &r[1], err, sizeof err);
+            sublet_trace_stream_close(ts);
+        } else {
+            st = sublet_replay_run(t, &o, &r[0], err, sizeof err);
+        }
+        if (st != SUBLET_OK)
+            fail_msg("replay (%s): %s", streamed ? "stream" : "whole", err);
+        if (r[streamed].errors)
+            fail_msg("replay (%s): row errors, first: %s", streamed ? "stream" : "whole",
+                     r[streamed].first_error);
+    }
+    assert_int_equal(r[0].npools, r[1].npools);
+    assert_memory_equal(r[0].pools, r[1].pools, sizeof r[0].pools);
+    assert_memory_equal(&r[0].fidelity, &r[1].fidelity, sizeof r[0].fidelity);
+    *priv_allocs = 0;
+    uint64_t allocs = 0;
+    for (size_t k = 0; k < r[0].npools; k++) {
+        const sublet_replay_pool_fidelity *p = &r[0].pools[k];
+        assert_int_equal(p->decisions_matched, p->allocs_compared);
+        assert_int_equal(p->addresses_matched, p->allocs_compared);
+        assert_int_equal(p->segment_sizes_matched, p->recorded_segment_allocs);
+        assert_int_equal(p->engine_segment_allocs, p->recorded_segment_allocs);
+        assert_int_equal(p->pool_id[0] | p->pool_id[1], k ? p->pool_id[0] | p->pool_id[1] : 0);
+        if (k)
+            *priv_allocs += p->allocs_compared;
+        allocs += p->allocs_compared;
+    }
+    if (r[0].npools)
+        assert_int_equal(allocs, r[0].fidelity.allocs_compared);
+    for (int i = 0; i < 2; i++)
+        sublet_replay_result_free(&r[i]);
+    return r[0].npools;
+}
+
+/* Every row's pool, in order. */
+static void pools_equal(const sublet_trace *a, const sublet_trace *b)
+{
+    assert_int_equal(sublet_trace_count(a), sublet_trace_count(b));
+    for (size_t i = 0; i < sublet_trace_count(a); i++) {
+        const sublet_trace_event *x = sublet_trace_at(a, i), *y = sublet_trace_at(b, i);
+        assert_int_equal(x->kind, y->kind);
+        assert_int_equal(x->addr, y->addr);
+        assert_int_equal(x->pool_id[0], y->pool_id[0]);
+        assert_int_equal(x->pool_id[1], y->pool_id[1]);
     }
 }
 
@@ -242,11 +310,22 @@ static void test_round_trip(void **state)
         seglist got = snap_segs(back);
         seglist_equal(&eng, &got);
 
-        /* the trace: segment_alloc rows of private segments carry the pool */
+        /* the trace: the segment_alloc rows of private segments carry the pool
+         * (segment_pool_id), and so do the allocs in them (rebuilt: sublet's
+         * own entries have no pool_id) */
         sublet_trace *tr = trace_of(back);
-        size_t tagged = 0;
+        size_t tagged = 0, allocs_tagged = 0;
         for (size_t i = 0; i < sublet_trace_count(tr); i++) {
             const sublet_trace_event *ev = sublet_trace_at(tr, i);
+            if (ev->kind == SUBLET_ACT_ALLOC) {
+                sublet_pool_id id;
+                assert_int_equal(sublet_pool_of(t.e.a, (void *)(uintptr_t)ev->addr, &id),
+                                 SUBLET_OK);
+                assert_int_equal(ev->pool_id[0], id.first);
+                assert_int_equal(ev->pool_id[1], id.second);
+                allocs_tagged += (id.first | id.second) != 0;
+                continue;
+            }
             if (ev->kind != SUBLET_ACT_SEGMENT_ALLOC) {
                 assert_int_equal(ev->pool_id[0] | ev->pool_id[1], 0);
                 continue;
@@ -259,14 +338,39 @@ static void test_round_trip(void **state)
                 }
         }
         assert_int_equal(tagged, 3);
-        replay_expect(tr, "private pool (1, 0), a CUDA graph's pool");
+        assert_int_equal(allocs_tagged, 3);
+        /* replayed pool by pool: the default pools, (1, 0) and (0, 1), all exact */
+        uint64_t priv = 0;
+        assert_int_equal(replay_pools_exact(tr, SUBLET_PRELUDE_AUTO, &priv), 3);
+        assert_int_equal(priv, 3);
 
+        /* -> CSV (a pool column) -> trace: the same pools; -> pickle -> trace: the same */
         char *csv = NULL;
         size_t cn = 0;
-        assert_int_equal(sublet_trace_encode_csv(tr, &csv, &cn, err, sizeof err),
-                         SUBLET_ERR_UNSUPPORTED);
-        assert_null(csv);
-        assert_non_null(strstr(err, "no pool column"));
+        assert_int_equal(sublet_trace_encode_csv(tr, &csv, &cn, err, sizeof err), SUBLET_OK);
+        assert_memory_equal(csv, "seq,action,addr,size,stream,time_us,pool\r\n", 42);
+        assert_non_null(strstr(csv, ",1:0\r\n"));
+        assert_non_null(strstr(csv, ",0:1\r\n"));
+        sublet_trace *fromcsv = NULL;
+        assert_int_equal(sublet_trace_parse(csv, cn, NULL, &fromcsv, err, sizeof err),
+                         SUBLET_OK);
+        free(csv);
+        pools_equal(tr, fromcsv);
+        sublet_snapshot *again = NULL;
+        assert_int_equal(sublet_snapshot_from_trace(fromcsv, NULL, &again, err, sizeof err),
+                         SUBLET_OK);
+        uint8_t *pk = NULL;
+        size_t pn = 0;
+        assert_int_equal(sublet_snapshot_encode(again, SUBLET_SNAPSHOT_PICKLE, 0, &pk, &pn, err,
+                                                sizeof err),
+                         SUBLET_OK);
+        sublet_trace *frompk = NULL;
+        assert_int_equal(sublet_trace_parse(pk, pn, NULL, &frompk, err, sizeof err), SUBLET_OK);
+        free(pk);
+        pools_equal(tr, frompk);
+        trace_release(frompk);
+        sublet_snapshot_free(again);
+        trace_release(fromcsv);
 
         sublet_snapshot *direct = NULL;
         assert_int_equal(sublet_snapshot_from_trace(tr, NULL, &direct, err, sizeof err),
@@ -336,12 +440,17 @@ static void test_pytorch_private_segment(void **state)
         assert_int_equal(ev->pool_id[0], 0);
         assert_int_equal(ev->pool_id[1], priv ? 1 : 0);
     }
+    /* adopted: refused (seeded segments go to the default pools); allocated:
+     * the live block goes through its pool */
     replay_expect(t, "private pool (0, 1), a MemPool");
+    uint64_t priv = 0;
+    assert_int_equal(replay_pools_exact(t, SUBLET_PRELUDE_ALLOCATE, &priv), 2);
     char err[512];
     char *csv = NULL;
     size_t n = 0;
-    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err),
-                     SUBLET_ERR_UNSUPPORTED);
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err), SUBLET_OK);
+    assert_non_null(strstr(csv, "pre_alloc,2097152000,20971520,0,,0:1\r\n"));
+    free(csv);
     trace_release(t);
 
     /* a pickle-style tuple parses the same way (None: the default pools) */
@@ -365,7 +474,23 @@ static void test_pytorch_private_segment(void **state)
     assert_int_equal(last->kind, SUBLET_ACT_ALLOC);
     assert_int_equal(last->pool_id[0], 3);
     assert_int_equal(last->pool_id[1], 0);
-    replay_expect(t, "private pool (3, 0)");
+    /* replayed in graph pool (3, 0), which holds nothing yet: the engine makes
+     * a segment there (this hand-made entry says PyTorch did not, an address
+     * of a default segment's free block): per pool, the mismatch is (3, 0)'s */
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.check = 1;
+    sublet_replay_result r;
+    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_OK);
+    assert_int_equal(r.npools, 2);
+    assert_int_equal(r.pools[0].allocs_compared, 0);
+    assert_int_equal(r.pools[1].pool_id[0], 3);
+    assert_int_equal(r.pools[1].pool_id[1], 0);
+    assert_int_equal(r.pools[1].allocs_compared, 1);
+    assert_int_equal(r.pools[1].decisions_matched, 0);
+    assert_int_equal(r.pools[1].engine_segment_allocs, 1);
+    assert_int_equal(r.pools[1].first_decision_mismatch, sublet_trace_count(t) - 1);
+    sublet_replay_result_free(&r);
     trace_release(t);
 
     /* malformed ids */
@@ -374,12 +499,96 @@ static void test_pytorch_private_segment(void **state)
     assert_null(parse_snap("[1, -2]", "", SUBLET_ERR_PARSE, "segment_pool_id"));
 }
 
+/* The events CSV's pool column: read whole and streamed alike; malformed
+ * values and column counts are parse errors naming the line. */
+static void test_csv_pool_column(void **state)
+{
+    (void)state;
+    static const char good[] = "seq,action,addr,size,stream,time_us,pool\r\n"
+                               "0,segment_alloc,4194304,20971520,7,,1:0\r\n"
+                               "1,alloc,4194304,1000,7,5,1:0\r\n"
+                               "2,alloc,8388608,512,0,,\r\n"
+                               "3,alloc,9388608,512,0,,18446744073709551615:2\r\n";
+    char err[512];
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_parse_csv(good, strlen(good), &t, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_count(t), 4);
+    assert_int_equal(sublet_trace_at(t, 0)->pool_id[0], 1);
+    assert_int_equal(sublet_trace_at(t, 1)->pool_id[0], 1);
+    assert_int_equal(sublet_trace_at(t, 1)->time_us, 5);
+    assert_int_equal(sublet_trace_at(t, 2)->pool_id[0] | sublet_trace_at(t, 2)->pool_id[1], 0);
+    assert_int_equal(sublet_trace_at(t, 3)->pool_id[0], UINT64_MAX);
+    assert_int_equal(sublet_trace_at(t, 3)->pool_id[1], 2);
+    /* detected as an events CSV, and the stream reads the same rows */
+    sublet_trace *u = NULL;
+    assert_int_equal(sublet_trace_parse(good, strlen(good), NULL, &u, err, sizeof err), SUBLET_OK);
+    pools_equal(t, u);
+    char path[] = "/tmp/sublet_pool_csv_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(good, 1, strlen(good), fp), strlen(good));
+    assert_int_equal(fclose(fp), 0);
+    sublet_trace_load_options lo = {.read_chunk = 7}; /* rows cut across reads */
+    sublet_trace_stream *ts = NULL;
+    assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
+    sublet_trace_event ev[8];
+    size_t got = 0;
+    assert_int_equal(sublet_trace_stream_next(ts, ev, 8, &got, err, sizeof err), SUBLET_OK);
+    assert_int_equal(got, 4);
+    for (size_t i = 0; i < got; i++) {
+        assert_int_equal(ev[i].pool_id[0], sublet_trace_at(t, i)->pool_id[0]);
+        assert_int_equal(ev[i].pool_id[1], sublet_trace_at(t, i)->pool_id[1]);
+    }
+    sublet_trace_stream_close(ts);
+    unlink(path);
+    /* written back: the same text, byte for byte */
+    char *csv = NULL;
+    size_t n = 0;
+    assert_int_equal(sublet_trace_encode_csv(t, &csv, &n, err, sizeof err), SUBLET_OK);
+    assert_int_equal(n, strlen(good));
+    assert_memory_equal(csv, good, n);
+    free(csv);
+    trace_release(u);
+    trace_release(t);
+
+    static const struct {
+        const char *row, *want;
+    } bad[] = {
+        {"0,alloc,1,2,0,,1\n", "line 2: pool '1' is not empty or FIRST:SECOND"},
+        {"0,alloc,1,2,0,,a:b\n", "line 2: pool 'a:b'"},
+        {"0,alloc,1,2,0,,1:\n", "line 2: pool '1:'"},
+        {"0,alloc,1,2,0,,:1\n", "line 2: pool ':1'"},
+        {"0,alloc,1,2,0,,1:2:3\n", "line 2: pool '1:2:3'"},
+        {"0,alloc,1,2,0,,18446744073709551616:0\n", "line 2: pool"},
+        {"0,alloc,1,2,0,\n", "line 2: expected 7 columns"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "seq,action,addr,size,stream,time_us,pool\n%s", bad[k].row);
+        t = NULL;
+        err[0] = '\0';
+        assert_int_equal(sublet_trace_parse_csv(text, strlen(text), &t, err, sizeof err),
+                         SUBLET_ERR_PARSE);
+        assert_null(t);
+        if (!strstr(err, bad[k].want))
+            fail_msg("row '%s': '%s' lacks '%s'", bad[k].row, err, bad[k].want);
+    }
+    /* a six-column CSV keeps refusing a seventh column */
+    static const char six[] = "seq,action,addr,size,stream,time_us\n0,alloc,1,2,0,,1:0\n";
+    assert_int_equal(sublet_trace_parse_csv(six, strlen(six), &t, err, sizeof err),
+                     SUBLET_ERR_PARSE);
+    assert_non_null(strstr(err, "line 2: expected 6 columns"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_segment_view),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_pytorch_private_segment),
+        cmocka_unit_test(test_csv_pool_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

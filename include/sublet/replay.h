@@ -18,6 +18,21 @@
  *                   as the oracle for the alloc that follows them.
  *   snapshot, oom   ignored.
  *
+ * Private pools (rows with a pool_id, docs/pools.md, docs/replay.md): an
+ * alloc row in pool P is driven as PyTorch served it during a capture or
+ * under use_mem_pool: the pool is created at its first row (use count 1),
+ * and the malloc runs between sublet_pool_begin_allocate(P, stream filter,
+ * the row's stream) and sublet_pool_end_allocate (+ release of that use),
+ * so that it, and only it, goes to P with process_events and the OOM
+ * path's release-all skipped as under a capture.  Frees return the block to
+ * its own pool (the engine's rule).  Releasing a pool (graph reset, a
+ * MemPool deleted) is not recorded; its trace is the segment_free of its
+ * segments by a later empty_cache, which only frees a freeable pool's: so
+ * before a release run that frees a segment of pool P, the replay drops P's
+ * use (P freeable; its later rows are errors).  A prelude in a private pool
+ * is allocated (SUBLET_PRELUDE_ALLOCATE) through its pool; it cannot be
+ * adopted (refused, SUBLET_ERR_UNSUPPORTED).
+ *
  * Fidelity: for every alloc, PyTorch's decision is what came just before it:
  * a segment_alloc row (a new segment), a run of segment_map rows (pages
  * mapped into an expandable segment, §6.3) or neither (served from the
@@ -190,6 +205,25 @@ typedef struct sublet_replay_fidelity {
     sublet_replay_release_diff empty_cache_mismatch; /* what differed there */
 } sublet_replay_fidelity;
 
+/* Fidelity of one pool (a trace whose rows carry pool ids: CUDA graphs'
+ * pools, MemPools; sublet_trace_event.pool_id, docs/pools.md).  Counted as
+ * the fields of the same names in sublet_replay_fidelity, for the allocs
+ * of this pool only; recorded_segment_frees counts the pool's segment_free
+ * rows. */
+typedef struct sublet_replay_pool_fidelity {
+    uint64_t pool_id[2]; /* (0, 0): the default pools */
+    uint64_t allocs_compared, decisions_matched, segment_sizes_matched, addresses_matched;
+    uint64_t recorded_segment_allocs, engine_segment_allocs;
+    uint64_t recorded_segment_frees;
+    uint64_t first_decision_mismatch, first_address_mismatch; /* or SUBLET_REPLAY_NONE */
+    /* the replay released the pool (made it freeable) before the release
+     * run at this row, the first that frees one of its segments;
+     * SUBLET_REPLAY_NONE while it is live */
+    uint64_t released_at;
+} sublet_replay_pool_fidelity;
+
+#define SUBLET_REPLAY_MAX_POOLS 32
+
 typedef struct sublet_replay_result {
     /* Trace rows driven, counted as event indices are (prelude rows
      * included): all the prelude's rows once it is seeded, then each
@@ -211,7 +245,15 @@ typedef struct sublet_replay_result {
      * prelude block that does not fit); the replay goes on. */
     uint64_t errors;
     char first_error[256];
-    sublet_replay_fidelity fidelity;
+    sublet_replay_fidelity fidelity; /* every pool together */
+    /* Per pool, when a row of the trace is in a private pool: pools[0] is
+     * the default pools, then the private pools in order of first
+     * appearance (npools counts them all, 0 for a trace of the default
+     * pools only).  Pools beyond SUBLET_REPLAY_MAX_POOLS are replayed and
+     * counted in `fidelity` but not here (pools_dropped of them). */
+    size_t npools;
+    uint64_t pools_dropped;
+    sublet_replay_pool_fidelity pools[SUBLET_REPLAY_MAX_POOLS];
     sublet_sim_ops device_ops; /* the simulated device's calls, by kind */
     sublet_stats stats_peak; /* statistics when reserved first reached its peak */
     sublet_stats stats_end;  /* statistics after the last event */
@@ -225,8 +267,8 @@ typedef struct sublet_replay_result {
  * SUBLET_ERR_CONFIG / SUBLET_ERR_UNSUPPORTED for the settings,
  * SUBLET_ERR_CORRUPT when `check` found a violated invariant,
  * SUBLET_ERR_UNSUPPORTED for a trace recorded mid-run under expandable
- * segments (unless the prelude is allocated) or with a row in a private
- * pool (sublet_trace_event.pool_id; docs/pools.md), SUBLET_ERR_NO_MEMORY;
+ * segments or with a prelude in a private pool (unless the prelude is
+ * allocated; docs/pools.md), SUBLET_ERR_NO_MEMORY;
  * err receives the reason (with the event index), and *r holds what was
  * measured so far.  Release *r with sublet_replay_result_free. */
 sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,

@@ -144,9 +144,10 @@ void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, sublet_stat
  * `seq,action,addr,size,stream,time_us`, then one row per event, prelude
  * rows first, seq counting from 0, time_us empty when the event has none,
  * CRLF line ends (as the shared traces).  Stacks and pre_alloc block sizes
- * have no column and are dropped.  Pool ids have no column either: a trace
- * with an event in a private pool (sublet_trace_event.pool_id) is refused
- * with SUBLET_ERR_UNSUPPORTED (docs/pools.md).  Encode into a malloc'd buffer (free() it),
+ * have no column and are dropped.  A trace with an event in a private pool
+ * (sublet_trace_event.pool_id) gets a seventh column, `pool` (FIRST:SECOND,
+ * empty for the default pools; docs/pools.md); any other trace is written
+ * with the six columns.  Encode into a malloc'd buffer (free() it),
  * or write atomically to `path` (gzip'd when it ends in .gz; errors as
  * sublet_snapshot_write). */
 sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,

@@ -52,12 +52,14 @@ typedef struct sublet_trace_event {
     uint32_t frames;      /* call stack: an id for sublet_trace_stack, 0 = none */
     /* The private pool the event's memory belongs to (sublet/pool.h's
      * sublet_pool_id: first, second); (0, 0) = the default pools or unknown.
-     * Set by the snapshot readers: pre_segment / pre_alloc rows from the
-     * final segments' segment_pool_id, recorded events from the entry's
-     * pool_id when the snapshot has one (newest PyTorch), and a
-     * segment_alloc of a final private-pool segment from that segment.
-     * Every other reader leaves it (0, 0).  sublet replay refuses a trace
-     * with a private pool (SUBLET_ERR_UNSUPPORTED), docs/pools.md. */
+     * The snapshot readers take a trace entry's pool_id when it has one
+     * (newest PyTorch); pre_segment / pre_alloc rows get the final segments'
+     * segment_pool_id, and every other row is rebuilt from the segments: a
+     * segment_alloc of a final private segment is its pool's, an alloc
+     * inside a live private segment that pool's, a free its block's, a
+     * segment_free its segment's.  The events CSV reads and writes it in its
+     * optional pool column.  Other readers leave it (0, 0).  sublet replay
+     * drives each pool (sublet/replay.h; docs/pools.md). */
     uint64_t pool_id[2];
 } sublet_trace_event;
 
@@ -111,7 +113,10 @@ typedef struct sublet_trace_info {
 sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out);
 
 /* ---- the `.events.csv` form --------------------------------------------- */
-/* Header `seq,action,addr,size,stream,time_us`; decimal unsigned integers;
+/* Header `seq,action,addr,size,stream,time_us`, or with a seventh column
+ * `...,time_us,pool` (the pool of a private-pool row as FIRST:SECOND, e.g.
+ * `1:0`; empty for the default pools; sublet writes it only for a trace
+ * with a private-pool row); decimal unsigned integers;
  * time_us may be empty; CRLF or LF line ends; the action
  * `pre_segment_expandable` is a pre_segment flagged SUBLET_TRACE_EXPANDABLE
  * (what sublet writes for one; shared/traces' CSVs have none); the last line may lack its

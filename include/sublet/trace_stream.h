@@ -78,7 +78,9 @@ sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info
  * a chunk of rows: from the stream's start (rewound first when it has
  * handed out rows) to its end.  Replaced atomically: on any error (a
  * malformed row: the stream's error and text; a write: "PATH: STEP failed:
- * ...") the target is left as it was. */
+ * ...") the target is left as it was.  The pool column (a private-pool
+ * row) is found while writing: the file is then written again with it,
+ * from the stream rewound (standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
 sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path, char *err,
                                             size_t err_cap);
 

@@ -25,6 +25,12 @@
  * That is 700 native, 175 expandable and 175 stitch settings; the PyTorch
  * answer is searched among the first 875, the sublet answer among all 1050.
  *
+ * Private pools (CUDA graphs, MemPool: rows with a pool id, docs/pools.md)
+ * are structure, not a setting: every candidate replays each allocation in
+ * the pool it was recorded in (sublet/replay.h), so no setting moves memory
+ * between pools.  policy:stitch does not take private pools: with any trace
+ * in private pools the space is the first 875 settings.
+ *
  * The objective, for a set of traces T and a setting c:
  *
  *   M(c)    = max over t in T of mincap_t(c), where mincap_t is the smallest
@@ -283,6 +289,9 @@ typedef struct sublet_tune_result {
     enum { SUBLET_TUNE_DEVICE_GIVEN, SUBLET_TUNE_DEVICE_RECORDED, SUBLET_TUNE_DEVICE_DEFAULT }
         device_source;
     size_t ntraces;
+    /* Traces with rows in private pools: their pools were kept fixed (and
+     * policy:stitch left out of the space). */
+    size_t private_pool_traces;
     /* The settings the traces ran with, evaluated the same way; each trace
      * under its own string (current_conf holds the first trace's). */
     sublet_tune_eval current;

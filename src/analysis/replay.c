@@ -29,6 +29,10 @@
  * places a virtual reservation the engine creates for that alloc: an
  * expandable segment's first map is at its reservation's start (§6.3).
  *
+ * Private pools.  A row with a pool id (sublet_trace_event.pool_id) is driven
+ * in that pool, and a release run of private pools' segments releases those
+ * pools: replay_pools.c, with the per-pool fidelity (result.pools).
+ *
  * What is compared (decisions, sizes, release sets) is in replay_fidelity.c. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,6 +172,7 @@ static int map_take(u64map *m, uint64_t key, uint64_t *val)
 
 /* ---- the replay state ---------------------------------------------------------- */
 
+
 typedef struct rp {
     /* The rows: the prelude pre[0, npre) and a window of recorded rows,
      * ev[0, n) being rows [base, base + n).  Over an in-memory trace the
@@ -210,6 +215,7 @@ typedef struct rp {
     sublet_stats stats_buf[2];
     sublet_stats *stats_best, *stats_read;
     rf_call pr; /* what the engine emitted during the current call */
+    rf_pools pools; /* the pools the rows named (replay_pools.c) */
     /* recording (o->record): the rows [clk_first, clk_first + clk_count) give
      * the times of the engine events of the current call, in order; stacks
      * come from row `cur` */
@@ -502,7 +508,13 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
         if (s->o->before_event)
             s->o->before_event(s->o->observer_user, s->a, i, e);
         void *p = NULL;
-        sublet_status st = sublet_malloc(s->a, e->size ? e->size : 1, e->stream, &p);
+        long k = 0;
+        sublet_status st =
+            rf_pool_malloc(&s->pools, s->r, s->a, e, e->size ? e->size : 1, &k, &p);
+        if (st == SUBLET_ERR_NO_MEMORY && k < 0) {
+            fat = fatal(s, st, "out of memory seeding the prelude");
+            break;
+        }
         if (s->o->after_event)
             s->o->after_event(s->o->observer_user, s->a, i, e);
         if (st == SUBLET_ERR_OOM) {
@@ -645,10 +657,23 @@ static sublet_status do_alloc(rp *s, size_t i)
         clock_rows(s, rec.first_row, i - rec.first_row + 1);
     rf_call_begin(&s->pr, 0);
     void *p = NULL;
-    sublet_status st = sublet_malloc(s->a, e->size, e->stream, &p);
+    long k = 0;
+    sublet_status st = rf_pool_malloc(&s->pools, r, s->a, e, e->size, &k, &p);
     if (s->placement_hints)
         sublet_sim_next_hint(s->sim, 0);
+    if (st == SUBLET_ERR_NO_MEMORY && k < 0)
+        return fatal(s, st, "out of memory");
+    if (st == SUBLET_ERR_BUSY) {
+        row_error(s, i, "alloc of %llu bytes in pool (%llu, %llu), which the replay released "
+                  "at an earlier empty_cache that freed its segments",
+                  (unsigned long long)e->size, (unsigned long long)e->pool_id[0],
+                  (unsigned long long)e->pool_id[1]);
+        if (!map_put(&s->addrs, e->addr, 0))
+            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return SUBLET_OK;
+    }
     r->allocs++;
+    rf_judged before = rf_judged_of(f);
     rf_judge_alloc(f, i, &rec, &s->pr);
 
     if (st == SUBLET_ERR_OOM) {
@@ -667,7 +692,14 @@ static sublet_status do_alloc(rp *s, size_t i)
             f->addresses_matched++;
         else if (f->first_address_mismatch == SUBLET_REPLAY_NONE)
             f->first_address_mismatch = i;
-    } else if (st != SUBLET_OK) {
+    }
+    rf_pools_judge(&s->pools, r, k, i, &before);
+    if (st != SUBLET_OK && st != SUBLET_ERR_OOM) {
+        if (k > 0) /* e.g. policy:stitch, which has no private pools */
+            return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes in private pool "
+                         "(%llu, %llu): %s", i, (unsigned long long)e->line,
+                         (unsigned long long)e->size, (unsigned long long)e->pool_id[0],
+                         (unsigned long long)e->pool_id[1], sublet_status_text(st));
         return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes: %s", i,
                      (unsigned long long)e->line, (unsigned long long)e->size,
                      sublet_status_text(st));
@@ -744,9 +776,19 @@ static sublet_status do_release(rp *s, size_t i)
         return SUBLET_OK; /* the same empty_cache() */
     /* the whole run is in the window (prefetch) */
     size_t run = rf_release_run(s->ev, s->n, i - s->base);
+    int dflt = 0;
+    uint64_t failed[2];
+    sublet_status st = rf_pools_release(&s->pools, s->r, s->a, &s->ev[i - s->base], i, run, &dflt,
+                                        failed);
+    if (st == SUBLET_ERR_NO_MEMORY)
+        return fatal(s, st, "out of memory");
+    if (st != SUBLET_OK)
+        return fatal(s, st, "event %zu: releasing pool (%llu, %llu): %s", i,
+                     (unsigned long long)failed[0], (unsigned long long)failed[1],
+                     sublet_status_text(st));
     clock_rows(s, i, run);
     rf_call_begin(&s->pr, 1);
-    sublet_status st = sublet_empty_cache(s->a);
+    st = rf_pools_empty_cache(&s->pools, s->a, i, dflt);
     s->r->empty_caches++;
     if (rf_judge_release(f, e, i, run, &s->pr) != 0)
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
@@ -902,6 +944,7 @@ static void teardown(rp *s)
     map_fini(&s->addrs);
     map_fini(&s->pending);
     rf_call_fini(&s->pr);
+    rf_pools_fini(&s->pools);
 }
 
 static void result_init(sublet_replay_result *r)
@@ -913,6 +956,9 @@ static void result_init(sublet_replay_result *r)
     r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.empty_cache_mismatch.first_only_recorded.kind = SUBLET_ACT_COUNT;
     r->fidelity.empty_cache_mismatch.first_only_engine.kind = SUBLET_ACT_COUNT;
+    /* the default pools' row of the per-pool table, counted from the start */
+    r->pools[0].first_decision_mismatch = r->pools[0].first_address_mismatch =
+        r->pools[0].released_at = SUBLET_REPLAY_NONE;
 }
 
 /* The expandable-prelude check: over an in-memory trace, on the whole trace

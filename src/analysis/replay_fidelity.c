@@ -228,17 +228,21 @@ static void refuse(char *why, size_t cap, const char *what)
                  what);
 }
 
-/* A row in a private pool: the refusal (docs/pools.md). */
-static sublet_status private_pool(const sublet_trace_event *e, size_t i, char *why, size_t cap)
+/* A prelude row in a private pool: refused unless the prelude is allocated
+ * (docs/pools.md): the engine seeds adopted segments into the default
+ * pools only. */
+static sublet_status private_prelude(const sublet_trace_event *e, size_t i, int mode, char *why,
+                                     size_t cap)
 {
-    if (!e->pool_id[0] && !e->pool_id[1])
+    if ((!e->pool_id[0] && !e->pool_id[1]) || mode == SUBLET_PRELUDE_ALLOCATE)
         return SUBLET_OK;
     if (why && cap)
         snprintf(why, cap,
-                 "event %zu (%s at %llu, line %llu) is in private pool (%llu, %llu), %s: "
-                 "the replay drives the default pools only, so its decisions for that "
-                 "memory would not be PyTorch's and fidelity would be misreported; private "
-                 "pools cannot be replayed yet", i, sublet_trace_kind_name(e->kind),
+                 "prelude row %zu (%s at %llu, line %llu) is in private pool (%llu, %llu), %s: "
+                 "the recording began with memory in a private pool, and adopted segments "
+                 "go to the default pools only; replay with the prelude allocated "
+                 "(SUBLET_PRELUDE_ALLOCATE, --prelude allocate), which allocates the live "
+                 "blocks through their pools", i, sublet_trace_kind_name(e->kind),
                  (unsigned long long)e->addr, (unsigned long long)e->line,
                  (unsigned long long)e->pool_id[0], (unsigned long long)e->pool_id[1],
                  e->pool_id[1] == 0 ? "a CUDA graph's pool" : "a MemPool (or graph_pool_handle)");
@@ -249,8 +253,8 @@ sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, 
 {
     const sublet_trace_event *ev = sublet_trace_events(t);
     size_t n = sublet_trace_count(t), npre = sublet_trace_prelude_count(t);
-    for (size_t i = 0; i < n; i++)
-        if (private_pool(&ev[i], i, why, cap) != SUBLET_OK)
+    for (size_t i = 0; i < npre; i++)
+        if (private_prelude(&ev[i], i, mode, why, cap) != SUBLET_OK)
             return SUBLET_ERR_UNSUPPORTED;
     int expandable = 0;
     const char *rec = sublet_trace_settings(t);
@@ -337,7 +341,7 @@ sublet_status rf_xcheck_begin(rf_xcheck *x, const char *settings, const sublet_t
     x->npre = npre;
     x->expandable = settings_expandable(settings);
     for (size_t i = 0; i < npre; i++) {
-        if (private_pool(&pre[i], i, why, cap) != SUBLET_OK)
+        if (private_prelude(&pre[i], i, mode, why, cap) != SUBLET_OK)
             return SUBLET_ERR_UNSUPPORTED;
         if (pre[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
             x->pre_segs++;
@@ -347,9 +351,9 @@ sublet_status rf_xcheck_begin(rf_xcheck *x, const char *settings, const sublet_t
             x->pre_allocs++;
         }
     }
-    x->active = 1; /* private pools: every row */
     if (mode == SUBLET_PRELUDE_ALLOCATE)
         return SUBLET_OK;
+    x->active = 1;
     if (npre && x->expandable) {
         char what[256];
         prelude_what(x, what, sizeof what);
@@ -366,10 +370,6 @@ sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event *e, size_t i,
 {
     if (!x->active)
         return SUBLET_OK;
-    if (private_pool(e, i, why, cap) != SUBLET_OK) {
-        x->active = 0;
-        return SUBLET_ERR_UNSUPPORTED;
-    }
     if (!x->mapping || (e->kind != SUBLET_ACT_SEGMENT_MAP && e->kind != SUBLET_ACT_SEGMENT_UNMAP))
         return SUBLET_OK;
     char what[256];

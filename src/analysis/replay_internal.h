@@ -65,12 +65,11 @@ sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, 
  * refusal comes at the row that shows it, with the text
  * rf_expandable_prelude gives).
  *
- * Both also refuse, whatever the prelude mode, a trace with a row in a
- * private pool (sublet_trace_event.pool_id other than (0, 0): a CUDA graph's
- * pool or a MemPool): the replay drives the default pools only, so its
- * decisions for that memory would not be PyTorch's (docs/pools.md). */
+ * Both also refuse a prelude row in a private pool (sublet_trace_event.pool_id
+ * other than (0, 0)) unless the prelude is allocated: adopted segments are
+ * seeded into the default pools only (docs/pools.md). */
 typedef struct rf_xcheck {
-    int active;     /* rows still need looking at (for a private pool, always) */
+    int active;     /* rows still need looking at */
     int mapping;    /* segment_map / segment_unmap rows still need looking at */
     int expandable; /* known to be recorded under expandable segments */
     size_t npre;
@@ -92,5 +91,54 @@ void rf_xcheck_fini(rf_xcheck *x);
  * it. */
 sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
                                        sublet_replay_result *r, char *err, size_t err_cap);
+
+/* ---- private pools (replay_pools.c) ------------------------------------------------------ */
+
+/* A pool the trace's rows named (index 0: the default pools). */
+typedef struct rf_pool {
+    uint64_t id[2];
+    int created;  /* the engine holds it (incref'd: the replay's own use) */
+    int released; /* the replay dropped that use: freeable, no more allocs */
+    int slot;     /* index in result.pools, -1 beyond SUBLET_REPLAY_MAX_POOLS */
+    size_t run;   /* the release run (its first row + 1) that last freed its segments */
+} rf_pool;
+
+typedef struct rf_pools {
+    rf_pool *v; /* v[0]: the default pools, then the private ones as met */
+    size_t n, cap;
+} rf_pools;
+
+/* The pool of row e (an index into p->v; 0: the default pools), added (and
+ * given its row in r->pools) when first met; -1 when out of memory. */
+long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e);
+
+/* The totals one alloc's judgement can change. */
+typedef struct rf_judged {
+    uint64_t allocs, decisions, sizes, addresses, rec_segs, eng_segs;
+} rf_judged;
+rf_judged rf_judged_of(const sublet_replay_fidelity *f);
+/* The alloc at row i in pool k: what its judgement added to r->fidelity
+ * since `before`, counted in the pool's row of r->pools. */
+void rf_pools_judge(const rf_pools *p, sublet_replay_result *r, long k, size_t i,
+                    const rf_judged *before);
+
+/* The malloc of row e (an alloc, or an allocated pre_alloc) in its pool; *k
+ * the pool's index (-1 with SUBLET_ERR_NO_MEMORY when the table could not
+ * grow).  SUBLET_ERR_BUSY when the replay released the pool already. */
+sublet_status rf_pool_malloc(rf_pools *p, sublet_replay_result *r, sublet_allocator *a,
+                             const sublet_trace_event *e, uint64_t size, long *k, void **out);
+/* Before the release run rows[0, run) (row i of the trace on): each private
+ * pool it frees a segment of drops the replay's use (freeable) and is marked
+ * for rf_pools_empty_cache; segment_free rows counted per pool; *dflt when a
+ * row is the default pools'.  SUBLET_ERR_NO_MEMORY, or the engine's error
+ * releasing pool failed[]. */
+sublet_status rf_pools_release(rf_pools *p, sublet_replay_result *r, sublet_allocator *a,
+                               const sublet_trace_event *rows, size_t i, size_t run, int *dflt,
+                               uint64_t failed[2]);
+/* The release the run at row i stands for: empty_cache when it has a
+ * default-pool row (or no private pool was met), else each marked pool's
+ * own release. */
+sublet_status rf_pools_empty_cache(const rf_pools *p, sublet_allocator *a, size_t i, int dflt);
+void rf_pools_fini(rf_pools *p);
 
 #endif

@@ -39,7 +39,7 @@ static const char *const k_names[K_COUNT] = {
     "device", "address", "total_size", "allocated_size", "active_size", "requested_size",
     "stream", "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks", "size",
     "state", "action", "addr", "device_free", "time_us", "compile_context", "user_metadata",
-    "filename", "line", "name"};
+    "filename", "line", "name", "pool_id"};
 static const char *const k_states[3] = {"inactive", "active_allocated", "active_pending_free"};
 
 pyval *snap_u(snap_bld *b, uint64_t v)

@@ -1,5 +1,7 @@
 /* sublet — reader of the `.events.csv` trace form
- * (`seq,action,addr,size,stream,time_us`, see shared/traces/README.md).
+ * (`seq,action,addr,size,stream,time_us`, see shared/traces/README.md), with
+ * an optional seventh column `pool` (empty, or FIRST:SECOND for a row in a
+ * private pool; docs/pools.md).
  *
  * The reader is strict and total: every byte sequence either parses into a
  * trace or gives SUBLET_ERR_PARSE with "line N: reason" (N 1-based).  It
@@ -16,12 +18,13 @@
 #include "formats/trace_readers.h"
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us"
-#define CSV_COLUMNS 6
+#define CSV_POOL_HEADER CSV_HEADER ",pool"
+#define CSV_COLUMNS 7 /* with the optional pool column */
 #define SHOW_MAX 40 /* bytes of an offending field quoted in a message */
 
-enum { COL_SEQ, COL_ACTION, COL_ADDR, COL_SIZE, COL_STREAM, COL_TIME };
-static const char *const k_col_names[CSV_COLUMNS] = {"seq",  "action", "addr",
-                                                      "size", "stream", "time_us"};
+enum { COL_SEQ, COL_ACTION, COL_ADDR, COL_SIZE, COL_STREAM, COL_TIME, COL_POOL };
+static const char *const k_col_names[CSV_COLUMNS] = {"seq",    "action",  "addr", "size",
+                                                      "stream", "time_us", "pool"};
 
 typedef struct field {
     const char *p;
@@ -108,9 +111,31 @@ static size_t split(const char *p, size_t n, field *f)
     return count;
 }
 
-/* One data row into *ev. */
-static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_trace_event *ev,
-                               char *err, size_t cap)
+/* The pool column: empty (the default pools) or FIRST:SECOND, two unsigned
+ * decimal integers (sublet_pool_id; docs/pools.md). */
+static sublet_status pool_field(const field *f, uint64_t lineno, uint64_t out[2], char *err,
+                                size_t cap)
+{
+    out[0] = out[1] = 0;
+    if (f->n == 0)
+        return SUBLET_OK;
+    const char *colon = memchr(f->p, ':', f->n);
+    if (colon) {
+        field a = {f->p, (size_t)(colon - f->p)};
+        field b = {colon + 1, f->n - a.n - 1};
+        if (parse_u64(&a, &out[0]) == 0 && parse_u64(&b, &out[1]) == 0)
+            return SUBLET_OK;
+    }
+    char shown[SHOW_MAX * 4 + 8];
+    show(f->p, f->n, shown, sizeof shown);
+    sl_msg(err, cap, "line %llu: pool '%s' is not empty or FIRST:SECOND (two unsigned decimal "
+           "integers)", (unsigned long long)lineno, shown);
+    return SUBLET_ERR_PARSE;
+}
+
+/* One data row of a CSV of `cols` columns (6, or 7 with the pool) into *ev. */
+static sublet_status parse_row(const char *p, size_t n, int cols, uint64_t lineno,
+                               sublet_trace_event *ev, char *err, size_t cap)
 {
     if (n == 0) {
         sl_msg(err, cap, "line %llu: empty line", (unsigned long long)lineno);
@@ -118,9 +143,9 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
     }
     field f[CSV_COLUMNS];
     size_t nf = split(p, n, f);
-    if (nf != CSV_COLUMNS) {
-        sl_msg(err, cap, "line %llu: expected %d columns (" CSV_HEADER "), found %zu",
-                (unsigned long long)lineno, CSV_COLUMNS, nf);
+    if (nf != (size_t)cols) {
+        sl_msg(err, cap, "line %llu: expected %d columns (%s), found %zu",
+                (unsigned long long)lineno, cols, cols == 7 ? CSV_POOL_HEADER : CSV_HEADER, nf);
         return SUBLET_ERR_PARSE;
     }
     memset(ev, 0, sizeof *ev);
@@ -149,28 +174,36 @@ static sublet_status parse_row(const char *p, size_t n, uint64_t lineno, sublet_
             return st;
         ev->flags |= SUBLET_TRACE_HAS_TIME;
     }
+    if (cols == 7)
+        return pool_field(&f[COL_POOL], lineno, ev->pool_id, err, cap);
     return SUBLET_OK;
 }
 
-sublet_status sl_csv_header(const char *p, size_t n, char *err, size_t cap)
+sublet_status sl_csv_header(const char *p, size_t n, int *cols, char *err, size_t cap)
 {
     if (!p) {
         sl_msg(err, cap, "line 1: empty input; expected the header '" CSV_HEADER "'");
         return SUBLET_ERR_PARSE;
     }
-    if (n != strlen(CSV_HEADER) || memcmp(p, CSV_HEADER, n) != 0) {
-        char shown[SHOW_MAX * 4 + 8];
-        show(p, n, shown, sizeof shown);
-        sl_msg(err, cap, "line 1: expected the header '" CSV_HEADER "', found '%s'", shown);
-        return SUBLET_ERR_PARSE;
+    if (n == strlen(CSV_HEADER) && memcmp(p, CSV_HEADER, n) == 0) {
+        *cols = 6;
+        return SUBLET_OK;
     }
-    return SUBLET_OK;
+    if (n == strlen(CSV_POOL_HEADER) && memcmp(p, CSV_POOL_HEADER, n) == 0) {
+        *cols = 7;
+        return SUBLET_OK;
+    }
+    char shown[SHOW_MAX * 4 + 8];
+    show(p, n, shown, sizeof shown);
+    sl_msg(err, cap, "line 1: expected the header '" CSV_HEADER "' (or with ',pool'), found '%s'",
+           shown);
+    return SUBLET_ERR_PARSE;
 }
 
-sublet_status sl_csv_row(const char *p, size_t n, uint64_t lineno, sublet_trace_event *ev,
-                         char *err, size_t cap)
+sublet_status sl_csv_row(const char *p, size_t n, int cols, uint64_t lineno,
+                         sublet_trace_event *ev, char *err, size_t cap)
 {
-    return parse_row(p, n, lineno, ev, err, cap);
+    return parse_row(p, n, cols, lineno, ev, err, cap);
 }
 
 /* The next line of buf[*pos, len): its bytes without the line end (one
@@ -204,8 +237,10 @@ sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace *
         pos = 3; /* UTF-8 byte-order mark */
     const char *lp;
     size_t ln;
-    sublet_status hst = next_line(buf, len, &pos, &lp, &ln) ? sl_csv_header(lp, ln, err, err_cap)
-                                                            : sl_csv_header(NULL, 0, err, err_cap);
+    int cols = 6;
+    sublet_status hst = next_line(buf, len, &pos, &lp, &ln)
+                            ? sl_csv_header(lp, ln, &cols, err, err_cap)
+                            : sl_csv_header(NULL, 0, &cols, err, err_cap);
     if (hst != SUBLET_OK)
         return hst;
     sublet_trace *t = NULL;
@@ -218,7 +253,7 @@ sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace *
     while (next_line(buf, len, &pos, &lp, &ln)) {
         lineno++;
         sublet_trace_event ev;
-        st = parse_row(lp, ln, lineno, &ev, err, err_cap);
+        st = parse_row(lp, ln, cols, lineno, &ev, err, err_cap);
         if (st != SUBLET_OK)
             break;
         if (sublet_trace_kind_is_prelude(ev.kind) &&

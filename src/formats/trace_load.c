@@ -746,7 +746,7 @@ static int sniff(const uint8_t *p, size_t n)
         i++;
     if (i < n && (p[i] == '{' || p[i] == '['))
         return 'j';
-    if (first_line_is(p, n, EVENTS_CSV_HEADER))
+    if (first_line_is(p, n, EVENTS_CSV_HEADER) || first_line_is(p, n, EVENTS_CSV_HEADER ",pool"))
         return 'e';
     if (first_line_is(p, n, RMM_CSV_HEADER))
         return 'r';

@@ -142,11 +142,12 @@ void sl_src_take(sl_src *s, size_t n);
 
 /* ---- streaming readers ---------------------------------------------------------------- */
 /* trace_csv.c: the events CSV's header (line 1 without its line end, the
- * byte-order mark skipped; p NULL: the input is empty) and one data row,
- * with the texts sublet_trace_parse_csv gives. */
-sublet_status sl_csv_header(const char *p, size_t n, char *err, size_t cap);
-sublet_status sl_csv_row(const char *p, size_t n, uint64_t lineno, sublet_trace_event *ev,
-                         char *err, size_t cap);
+ * byte-order mark skipped; p NULL: the input is empty; *cols: 6, or 7 with
+ * the pool column) and one data row of a CSV of `cols` columns, with the
+ * texts sublet_trace_parse_csv gives. */
+sublet_status sl_csv_header(const char *p, size_t n, int *cols, char *err, size_t cap);
+sublet_status sl_csv_row(const char *p, size_t n, int cols, uint64_t lineno,
+                         sublet_trace_event *ev, char *err, size_t cap);
 
 /* trace_log.c: the event log record by record.  start reads the file
  * header; next gives the next event (*got = 1) or the end (*got = 0),

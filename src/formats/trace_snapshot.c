@@ -246,6 +246,7 @@ typedef struct walk {
      * other than (0, 0)), sorted by address once read */
     struct privseg {
         uint64_t addr, pool[2];
+        int done; /* tag_private_segments met its segment_alloc */
     } * priv;
     size_t npriv, priv_cap;
 } walk;
@@ -272,7 +273,7 @@ static sublet_status add_priv(walk *w, uint64_t addr, const uint64_t pool[2])
         w->priv = n;
         w->priv_cap = nc;
     }
-    w->priv[w->npriv++] = (struct privseg){addr, {pool[0], pool[1]}};
+    w->priv[w->npriv++] = (struct privseg){addr, {pool[0], pool[1]}, 0};
     return SUBLET_OK;
 }
 
@@ -284,24 +285,167 @@ static int cmp_priv(const void *x, const void *y)
 
 /* A recorded segment_alloc / segment_map without a pool_id of its own, of a
  * final private-pool segment's address, is that pool's (the allocator cannot
- * move a segment between pools). */
+ * move a segment between pools) if it is of the final segment itself: the
+ * last segment_alloc at that address and what follows it.  An earlier
+ * segment at the same address (freed, the address used again) may have been
+ * another pool's: walking backwards, the search for an address ends at its
+ * last segment_alloc. */
 static void tag_private_segments(walk *w)
 {
     if (!w->npriv)
         return;
     qsort(w->priv, w->npriv, sizeof *w->priv, cmp_priv);
-    for (size_t i = 0; i < w->events.n; i++) {
+    for (size_t i = w->events.n; i-- > 0;) {
         sublet_trace_event *e = &w->events.v[i];
-        if ((e->kind != SUBLET_ACT_SEGMENT_ALLOC && e->kind != SUBLET_ACT_SEGMENT_MAP) ||
-            e->pool_id[0] || e->pool_id[1])
+        if (e->kind != SUBLET_ACT_SEGMENT_ALLOC && e->kind != SUBLET_ACT_SEGMENT_MAP)
             continue;
         struct privseg key = {.addr = e->addr};
-        const struct privseg *p = bsearch(&key, w->priv, w->npriv, sizeof *w->priv, cmp_priv);
-        if (p) {
+        struct privseg *p = bsearch(&key, w->priv, w->npriv, sizeof *w->priv, cmp_priv);
+        if (!p || p->done)
+            continue;
+        if (!e->pool_id[0] && !e->pool_id[1]) {
             e->pool_id[0] = p->pool[0];
             e->pool_id[1] = p->pool[1];
         }
+        p->done = e->kind == SUBLET_ACT_SEGMENT_ALLOC;
     }
+}
+
+/* Pool membership of the rows that do not carry a pool_id (every PyTorch
+ * before the newest): a block belongs to the pool of the segment holding
+ * it, and a segment to the pool of its segment_alloc (tagged above from the
+ * final segments) or pre_segment row.  So, walking the prelude and then the
+ * events in order with the live private segments and the live blocks in
+ * them: an alloc inside a private segment is that pool's, its free_requested
+ * and free_completed are the block's pool's, a segment_free / segment_unmap
+ * of a private segment is its pool's.  Nothing happens for a trace without
+ * a private pool.  0, or -1 when out of memory. */
+typedef struct pool_walk {
+    struct pseg {
+        uint64_t addr, size, pool[2];
+    } * seg;
+    size_t nseg, seg_cap;
+    struct palloc {
+        uint64_t addr, pool[2];
+    } * live;
+    size_t nlive, live_cap;
+} pool_walk;
+
+static int has_pool(const sublet_trace_event *e) { return e->pool_id[0] || e->pool_id[1]; }
+
+static int pw_grow(void **v, size_t *cap, size_t n, size_t each)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = nc <= SIZE_MAX / each ? realloc(*v, nc * each) : NULL;
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = nc;
+    return 0;
+}
+
+static const struct pseg *pw_seg_of(const pool_walk *p, uint64_t addr)
+{
+    for (size_t i = 0; i < p->nseg; i++)
+        if (addr >= p->seg[i].addr && addr - p->seg[i].addr < p->seg[i].size)
+            return &p->seg[i];
+    return NULL;
+}
+
+static int pw_add_seg(pool_walk *p, const sublet_trace_event *e)
+{
+    if (pw_grow((void **)&p->seg, &p->seg_cap, p->nseg, sizeof *p->seg))
+        return -1;
+    p->seg[p->nseg++] = (struct pseg){e->addr, e->size, {e->pool_id[0], e->pool_id[1]}};
+    return 0;
+}
+
+/* the pool of a row at a block's address: a live private block's, else
+ * the private segment's holding it; (0, 0) when neither */
+static void pw_tag(const pool_walk *p, sublet_trace_event *e, int from_block)
+{
+    if (from_block)
+        for (size_t i = 0; i < p->nlive; i++)
+            if (p->live[i].addr == e->addr) {
+                e->pool_id[0] = p->live[i].pool[0];
+                e->pool_id[1] = p->live[i].pool[1];
+                return;
+            }
+    const struct pseg *g = pw_seg_of(p, e->addr);
+    if (g) {
+        e->pool_id[0] = g->pool[0];
+        e->pool_id[1] = g->pool[1];
+    }
+}
+
+static int pw_row(pool_walk *p, sublet_trace_event *e)
+{
+    int given = has_pool(e);
+    switch (e->kind) {
+    case SUBLET_TRACE_PRE_SEGMENT:
+    case SUBLET_ACT_SEGMENT_ALLOC:
+    case SUBLET_ACT_SEGMENT_MAP:
+        if (!given && e->kind == SUBLET_ACT_SEGMENT_MAP)
+            pw_tag(p, e, 0); /* pages of a private expandable segment */
+        return has_pool(e) ? pw_add_seg(p, e) : 0;
+    case SUBLET_ACT_SEGMENT_FREE:
+    case SUBLET_ACT_SEGMENT_UNMAP:
+        if (!given)
+            pw_tag(p, e, 0);
+        for (size_t i = 0; e->kind == SUBLET_ACT_SEGMENT_FREE && i < p->nseg; i++)
+            if (p->seg[i].addr == e->addr) {
+                p->seg[i] = p->seg[--p->nseg];
+                break;
+            }
+        return 0;
+    case SUBLET_TRACE_PRE_ALLOC:
+    case SUBLET_ACT_ALLOC:
+        if (!given)
+            pw_tag(p, e, 0);
+        if (!has_pool(e))
+            return 0;
+        if (pw_grow((void **)&p->live, &p->live_cap, p->nlive, sizeof *p->live))
+            return -1;
+        p->live[p->nlive++] = (struct palloc){e->addr, {e->pool_id[0], e->pool_id[1]}};
+        return 0;
+    case SUBLET_ACT_FREE_REQUESTED:
+    case SUBLET_ACT_FREE_COMPLETED:
+        if (!given)
+            pw_tag(p, e, 1);
+        for (size_t i = 0; e->kind == SUBLET_ACT_FREE_COMPLETED && i < p->nlive; i++)
+            if (p->live[i].addr == e->addr) {
+                p->live[i] = p->live[--p->nlive];
+                break;
+            }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int rebuild_pools(walk *w)
+{
+    int any = 0;
+    for (size_t i = 0; i < w->pre_seg.n && !any; i++)
+        any = has_pool(&w->pre_seg.v[i]);
+    for (size_t i = 0; i < w->events.n && !any; i++)
+        any = has_pool(&w->events.v[i]);
+    if (!any)
+        return 0;
+    pool_walk p;
+    memset(&p, 0, sizeof p);
+    int rc = 0;
+    for (size_t i = 0; i < w->pre_seg.n && !rc; i++)
+        rc = pw_row(&p, &w->pre_seg.v[i]);
+    for (size_t i = 0; i < w->pre_alloc.n && !rc; i++)
+        rc = pw_row(&p, &w->pre_alloc.v[i]);
+    for (size_t i = 0; i < w->events.n && !rc; i++)
+        rc = pw_row(&p, &w->events.v[i]);
+    free(p.seg);
+    free(p.live);
+    return rc;
 }
 
 /* One trace entry (d = device_traces[dev][i]); *skip for entries that are not
@@ -601,6 +745,8 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
         st = expandable_prelude(&s, &w);
     if (!st)
         tag_private_segments(&w);
+    if (!st && rebuild_pools(&w) != 0)
+        st = nomem(&s);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
         sl_msg(err, cap,
                   "device %lld: the snapshot has no events and no segments for it (%zu "

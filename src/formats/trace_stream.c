@@ -85,6 +85,7 @@ struct sublet_trace_stream {
     sublet_trace_event pend;  /* the first recorded row, read with the prelude */
     int has_pend;
     uint64_t lineno;          /* K_CSV: last line read */
+    int csv_cols;             /* K_CSV: 6, or 7 with the pool column */
     sl_log_stream *log;
     trace_extras *x; /* K_CSV, K_LOG */
     /* the extras of earlier passes (sublet_trace_stream_rewind): what the
@@ -156,7 +157,7 @@ static int csv_row(sublet_trace_stream *s, sublet_trace_event *ev)
         return got;
     s->lineno++;
     char why[400];
-    sublet_status st = sl_csv_row(lp, ln, s->lineno, ev, why, sizeof why);
+    sublet_status st = sl_csv_row(lp, ln, s->csv_cols, s->lineno, ev, why, sizeof why);
     if (st != SUBLET_OK) {
         fail(s, st, why);
         return -1;
@@ -178,7 +179,7 @@ static sublet_status csv_start(sublet_trace_stream *s)
     if (got < 0)
         return s->st;
     char why[400];
-    sublet_status st = sl_csv_header(got ? lp : NULL, got ? ln : 0, why, sizeof why);
+    sublet_status st = sl_csv_header(got ? lp : NULL, got ? ln : 0, &s->csv_cols, why, sizeof why);
     if (st != SUBLET_OK)
         return fail(s, st, why);
     s->lineno = 1;

@@ -22,13 +22,17 @@
 /* ---- events CSV ------------------------------------------------------------------------------- */
 
 #define CSV_HEADER "seq,action,addr,size,stream,time_us\r\n"
+#define CSV_POOL_HEADER "seq,action,addr,size,stream,time_us,pool\r\n"
 #define CSV_PRE_SEGMENT_EXPANDABLE "pre_segment_expandable"
 
-/* a row: 5 numbers of at most 20 digits, an action name, separators */
-enum { ROW_MAX = 5 * 20 + 32 + 8 };
+/* a row: 7 numbers of at most 20 digits, an action name, separators */
+enum { ROW_MAX = 7 * 20 + 32 + 10 };
 
-/* Row i as text at p (at most ROW_MAX bytes); its length. */
-static size_t csv_row(char *p, uint64_t i, const sublet_trace_event *e)
+static int private_row(const sublet_trace_event *e) { return e->pool_id[0] || e->pool_id[1]; }
+
+/* Row i as text at p (at most ROW_MAX bytes); its length.  pool: the CSV
+ * has the pool column (empty for the default pools, FIRST:SECOND else). */
+static size_t csv_row(char *p, uint64_t i, const sublet_trace_event *e, int pool)
 {
     char *p0 = p;
     /* the expandable flag rides in the action name: the CSV has no
@@ -42,6 +46,13 @@ static size_t csv_row(char *p, uint64_t i, const sublet_trace_event *e)
     if (e->flags & SUBLET_TRACE_HAS_TIME) {
         k = snprintf(p, 24, "%" PRIu64, e->time_us);
         p += k > 0 ? k : 0;
+    }
+    if (pool) {
+        *p++ = ',';
+        if (private_row(e)) {
+            k = snprintf(p, 44, "%" PRIu64 ":%" PRIu64, e->pool_id[0], e->pool_id[1]);
+            p += k > 0 ? k : 0;
+        }
     }
     *p++ = '\r';
     *p++ = '\n';
@@ -62,30 +73,23 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     *out_len = 0;
     size_t n = sublet_trace_count(t);
     const sublet_trace_event *ev = sublet_trace_events(t);
-    /* the CSV has no pool column (docs/pools.md): refused rather than a
-     * private pool's memory silently read back as the default pools' */
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
-            if (err && cap)
-                snprintf(err, cap,
-                         "event %zu (%s at %" PRIu64 ") belongs to private pool (%" PRIu64
-                         ", %" PRIu64 "): the events CSV has no pool column; keep the "
-                         "snapshot (pickle or JSON), which records segment_pool_id",
-                         i, sublet_trace_kind_name(ev[i].kind), ev[i].addr, ev[i].pool_id[0],
-                         ev[i].pool_id[1]);
-            return SUBLET_ERR_UNSUPPORTED;
-        }
-    size_t cap_bytes = sizeof CSV_HEADER + n * (size_t)ROW_MAX;
-    if (n > (SIZE_MAX - sizeof CSV_HEADER) / ROW_MAX || !(*out = malloc(cap_bytes))) {
+    /* the pool column only when a row is in a private pool (docs/pools.md):
+     * every other trace is written exactly as before */
+    int pool = 0;
+    for (size_t i = 0; i < n && !pool; i++)
+        pool = private_row(&ev[i]);
+    size_t cap_bytes = sizeof CSV_POOL_HEADER + n * (size_t)ROW_MAX;
+    if (n > (SIZE_MAX - sizeof CSV_POOL_HEADER) / ROW_MAX || !(*out = malloc(cap_bytes))) {
         if (err && cap)
             snprintf(err, cap, "out of memory");
         return SUBLET_ERR_NO_MEMORY;
     }
     char *p = *out;
-    memcpy(p, CSV_HEADER, sizeof CSV_HEADER - 1);
-    p += sizeof CSV_HEADER - 1;
+    const char *hdr = pool ? CSV_POOL_HEADER : CSV_HEADER;
+    memcpy(p, hdr, strlen(hdr));
+    p += strlen(hdr);
     for (size_t i = 0; i < n; i++)
-        p += csv_row(p, i, &ev[i]);
+        p += csv_row(p, i, &ev[i], pool);
     *out_len = (size_t)(p - *out);
     return SUBLET_OK;
 }
@@ -129,6 +133,58 @@ sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, ch
     return st;
 }
 
+/* One pass of the streamed CSV writer: with the pool column or without;
+ * *restart when a row needs the column the pass does not write (the file
+ * is then abandoned). */
+static sublet_status write_csv_pass(sublet_trace_stream *ts, const char *path, int pool,
+                                    int *restart, char *err, size_t cap)
+{
+    const sublet_trace_event *pre;
+    size_t npre = sublet_trace_stream_prelude(ts, &pre);
+    size_t len = strlen(path);
+    sl_afile *f;
+    sublet_status st = sl_afile_open(path, len >= 3 && strcmp(path + len - 3, ".gz") == 0, &f,
+                                     err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    enum { ROWS = 1024 };
+    sublet_trace_event ev[ROWS];
+    char *text = malloc((size_t)ROWS * ROW_MAX);
+    if (!text) {
+        sl_afile_abort(f);
+        if (err && cap)
+            snprintf(err, cap, "%s: out of memory", path);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    const char *hdr = pool ? CSV_POOL_HEADER : CSV_HEADER;
+    sl_afile_write(f, hdr, strlen(hdr));
+    uint64_t i = 0;
+    for (size_t k = 0; k < npre && !*restart;) {
+        size_t m = 0;
+        for (; k < npre && m < (size_t)ROWS * ROW_MAX - ROW_MAX; k++) {
+            *restart |= !pool && private_row(&pre[k]);
+            m += csv_row(text + m, i++, &pre[k], pool);
+        }
+        sl_afile_write(f, text, m);
+    }
+    size_t got;
+    while (!*restart &&
+           (st = sublet_trace_stream_next(ts, ev, ROWS, &got, err, cap)) == SUBLET_OK && got) {
+        size_t m = 0;
+        for (size_t k = 0; k < got; k++) {
+            *restart |= !pool && private_row(&ev[k]);
+            m += csv_row(text + m, i++, &ev[k], pool);
+        }
+        sl_afile_write(f, text, m);
+    }
+    free(text);
+    if (st != SUBLET_OK || *restart) {
+        sl_afile_abort(f);
+        return st;
+    }
+    return sl_afile_commit(f, err, cap);
+}
+
 sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *ts, const char *path, char *err,
                                             size_t cap)
 {
@@ -145,44 +201,19 @@ sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *ts, const char 
         sublet_status st = sublet_trace_stream_rewind(ts, err, cap);
         if (st != SUBLET_OK)
             return st;
-        npre = sublet_trace_stream_prelude(ts, &pre);
     }
-    size_t len = strlen(path);
-    sl_afile *f;
-    sublet_status st = sl_afile_open(path, len >= 3 && strcmp(path + len - 3, ".gz") == 0, &f,
-                                     err, cap);
-    if (st != SUBLET_OK)
-        return st;
-    enum { ROWS = 1024 };
-    sublet_trace_event ev[ROWS];
-    char *text = malloc((size_t)ROWS * ROW_MAX);
-    if (!text) {
-        sl_afile_abort(f);
-        if (err && cap)
-            snprintf(err, cap, "%s: out of memory", path);
-        return SUBLET_ERR_NO_MEMORY;
+    /* Without the pool column first; a row in a private pool met on the way
+     * restarts the file with it (the stream rewound), so a trace of the
+     * default pools alone costs one pass and is written as before. */
+    sublet_status st = SUBLET_OK;
+    for (int pool = 0;; pool = 1) {
+        int restart = 0;
+        st = write_csv_pass(ts, path, pool, &restart, err, cap);
+        if (st != SUBLET_OK || !restart)
+            return st;
+        if ((st = sublet_trace_stream_rewind(ts, err, cap)) != SUBLET_OK)
+            return st;
     }
-    sl_afile_write(f, CSV_HEADER, sizeof CSV_HEADER - 1);
-    uint64_t i = 0;
-    for (size_t k = 0; k < npre;) {
-        size_t m = 0;
-        for (; k < npre && m < (size_t)ROWS * ROW_MAX - ROW_MAX; k++)
-            m += csv_row(text + m, i++, &pre[k]);
-        sl_afile_write(f, text, m);
-    }
-    size_t got;
-    while ((st = sublet_trace_stream_next(ts, ev, ROWS, &got, err, cap)) == SUBLET_OK && got) {
-        size_t m = 0;
-        for (size_t k = 0; k < got; k++)
-            m += csv_row(text + m, i++, &ev[k]);
-        sl_afile_write(f, text, m);
-    }
-    free(text);
-    if (st != SUBLET_OK) {
-        sl_afile_abort(f);
-        return st;
-    }
-    return sl_afile_commit(f, err, cap);
 }
 
 /* ---- a snapshot built from a trace alone ---------------------------------------------------- */
@@ -300,6 +331,8 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
                                 (ev[i].flags & SUBLET_TRACE_HAS_TIME) ? ev[i].time_us : 0,
                                 ev[i].frames};
         pyval *d = snap_trace_entry(&b, &e);
+        if (d && (ev[i].pool_id[0] || ev[i].pool_id[1])) /* the newest PyTorch's pool_id */
+            snap_set(&b, d, K_POOL_ID, snap_pool_id(&b, ev[i].pool_id));
         if (!d || pv_list_append(b.ar, mine, d) != SUBLET_OK)
             b.fail = true;
     }

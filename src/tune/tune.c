@@ -141,14 +141,25 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         }
     }
 
-    /* 1. the space, and the settings that replay identically */
-    size_t nall = tn_space_knobs(0, NULL);
+    /* 1. the space, and the settings that replay identically; the pools of
+     * a trace with private pools stay as recorded, and policy:stitch, which
+     * has none, is left out */
+    for (size_t t = 0; t < n; t++) {
+        const sublet_trace_event *ev = sublet_trace_events(traces[t]);
+        for (size_t i = 0, ne = sublet_trace_count(traces[t]); i < ne; i++)
+            if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
+                r->private_pool_traces++;
+                break;
+            }
+    }
+    unsigned space = r->private_pool_traces ? SUBLET_TUNE_PYTORCH_ONLY : 0;
+    size_t nall = tn_space_knobs(space, NULL);
     all = malloc(nall * sizeof *all);
     x.c = calloc(nall, sizeof *x.c);
     x.ts_all = calloc(nall * n, sizeof *x.ts_all);
     if (!all || !x.c || !x.ts_all || !tn_collect_sizes(&x, &sz))
         goto nomem;
-    tn_space_knobs(0, all);
+    tn_space_knobs(space, all);
     x.nc = nall;
     unsigned ru_cls[N_RU];
     uint64_t max_round[N_RU], max_alloc[N_RU];

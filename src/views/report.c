@@ -463,8 +463,9 @@ static void page_end(sl_tbuf *b, const report *rp)
     sl_tb_puts(b, "</body></html>\n");
 }
 
-/* The page when the trace cannot be replayed (a private pool, for now) but
- * the input is a snapshot: its segments, per pool, without the series. */
+/* The page when the trace cannot be replayed (a mid-run recording with a
+ * prelude in a private pool, ...) but the input is a snapshot: its
+ * segments, per pool, without the series. */
 static void segments_page(sl_tbuf *b, const report *rp)
 {
     const sublet_frag_state *st = rp->maps[0].st;
@@ -661,8 +662,8 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     memset(&r, 0, sizeof r);
     st = sublet_frag_series_run_stream(t, o, buckets, &s, &r, rerr, sizeof rerr);
     if (st != SUBLET_OK && v->snapshot && !tune) {
-        /* a snapshot whose trace cannot be replayed: the page of its
-         * segments, as `sublet frag` falls back to them */
+        /* a snapshot whose trace cannot be replayed (a prelude in private pools):
+         * the page of its segments, as `sublet frag` falls back to them */
         sublet_frag_series_free(&s);
         sublet_replay_result_free(&r);
         int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);

@@ -135,6 +135,45 @@ static void keep_named_row(void *user, sublet_allocator *a, uint64_t index,
     }
 }
 
+/* What a pool id names: PyTorch's id spaces (sublet/pool.h). */
+static const char *sl_pool_kind_name(const uint64_t id[2])
+{
+    if (!id[0] && !id[1])
+        return "default";
+    return id[1] == 0 ? "graph" : id[0] == 0 ? "mempool" : "other";
+}
+
+/* "pools": each pool's fidelity (sublet_replay_pool_fidelity), the default
+ * pools first; "pools_dropped" beyond SUBLET_REPLAY_MAX_POOLS. */
+static void json_pools(sl_json_writer *w, const sublet_replay_result *r)
+{
+    sl_json_key(w, "pools");
+    sl_json_array_begin(w);
+    for (size_t k = 0; k < r->npools; k++) {
+        const sublet_replay_pool_fidelity *p = &r->pools[k];
+        sl_json_object_begin(w);
+        sl_json_key(w, "pool_id");
+        sl_json_array_begin(w);
+        sl_json_u64(w, p->pool_id[0]);
+        sl_json_u64(w, p->pool_id[1]);
+        sl_json_array_end(w);
+        sl_json_kv_string(w, "kind", sl_pool_kind_name(p->pool_id));
+        sl_json_kv_u64(w, "allocs_compared", p->allocs_compared);
+        sl_json_kv_u64(w, "decisions_matched", p->decisions_matched);
+        sl_json_kv_u64(w, "segment_sizes_matched", p->segment_sizes_matched);
+        sl_json_kv_u64(w, "addresses_matched", p->addresses_matched);
+        sl_json_kv_u64(w, "recorded_segment_allocs", p->recorded_segment_allocs);
+        sl_json_kv_u64(w, "engine_segment_allocs", p->engine_segment_allocs);
+        sl_json_kv_u64(w, "recorded_segment_frees", p->recorded_segment_frees);
+        json_index(w, "first_decision_mismatch", p->first_decision_mismatch);
+        json_index(w, "first_address_mismatch", p->first_address_mismatch);
+        json_index(w, "released_at", p->released_at);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+    sl_json_kv_u64(w, "pools_dropped", r->pools_dropped);
+}
+
 static void print_json(FILE *out, const char *path, const rp_facts *t,
                        const sublet_replay_options *o, const sublet_replay_result *r,
                        const rp_ctx *c, const char *error, const char *snapshot_out,
@@ -228,6 +267,8 @@ static void print_json(FILE *out, const char *path, const rp_facts *t,
         json_release(&w, "first_only_engine", &d->first_only_engine);
         sl_json_object_end(&w);
     }
+    if (r->npools) /* a trace with private pools: the same, per pool */
+        json_pools(&w, r);
     sl_json_object_end(&w);
     json_stats(&w, "memory_stats_at_peak", &r->stats_peak);
     json_stats(&w, "memory_stats_at_end", &r->stats_end);

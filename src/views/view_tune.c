@@ -223,6 +223,8 @@ static void print_json(FILE *out, const char *const *paths, const sublet_trace *
         sl_json_object_end(&w);
     }
     sl_json_array_end(&w);
+    if (r->private_pool_traces) /* pools kept fixed, policy:stitch left out (docs/tune.md) */
+        sl_json_kv_u64(&w, "private_pool_traces", r->private_pool_traces);
     sl_json_kv_u64(&w, "device_memory", r->device_memory);
     sl_json_kv_string(&w, "device_source", sl_view_device_source(r));
     sl_json_key(&w, "cost_model_us");

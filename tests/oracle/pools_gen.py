@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a random private-pool scenario for pools_torch / pools_sublet (tests/oracle/).
 
-    pools_gen.py SEED [STEPS] > SCENARIO
+    pools_gen.py SEED [STEPS [graphs|mempool]] > SCENARIO
 
 Two graph pools (ids (1,0) and (2,0)) captured on streams 1 and 2 (sometimes both on one
 stream, sometimes one after the other on a shared pool), default-pool traffic on streams
@@ -22,7 +22,12 @@ PyTorch 2.6 asserts when events are synchronised during a capture, so `empty_cac
 a MemPool context and a MemPool's destruction happen only when nothing is being allocated to.
 Every line is valid for both allocators.  The first line is `conf SETTINGS` (maybe empty):
 pools_sublet appends it to `pytorch_version:2.6,`, cli_oracle_pools.sh hands it to PyTorch
-as PYTORCH_CUDA_ALLOC_CONF."""
+as PYTORCH_CUDA_ALLOC_CONF.
+
+A third argument asks for a scenario to be recorded and replayed (tests/cli_replay_pools.sh:
+pools_sublet writes its run as a trace): `graphs` (graph pools only) or `mempool` (MemPools
+too), both under the default settings, without record_stream, with one use_mem_pool at a time
+and empty_cache only outside every capture and use_mem_pool (what a replay can follow)."""
 import random
 import sys
 
@@ -32,10 +37,16 @@ rng = random.Random(seed)
 MiB = 1 << 20
 # streams 1 and 2 are written as 0x1000 and 0x2000: PyTorch takes an even value only as an
 # external stream (recordStream needs one)
-mempools = seed % 4 in (1, 3)
-records = seed % 4 in (2, 3)
+mode = sys.argv[3] if len(sys.argv) > 3 else ""
+if mode not in ("", "graphs", "mempool"):
+    sys.exit(f"pools_gen.py: unknown mode {mode!r} (graphs, mempool)")
+replay = mode != ""
+mempools = seed % 4 in (1, 3) if not replay else mode == "mempool"
+records = seed % 4 in (2, 3) and not replay
 conf = rng.choice(["", "", "", "expandable_segments:True", "expandable_segments:True",
                    "max_split_size_mb:40", "roundup_power2_divisions:4"])
+if replay:
+    conf = ""
 print(f"conf {conf}")
 print(f"capacity {rng.choice([96, 160, 256, 1024]) * MiB}")
 live = []
@@ -85,7 +96,7 @@ for _ in range(steps):
             if uses[p] == 0:
                 dead.add(p)
     elif r < 0.88:
-        if ctx or (not active):
+        if (ctx and not replay) or (not active and not ctx):
             print("c")
     elif r < 0.95 and mempools:
         k = rng.random()
@@ -95,7 +106,7 @@ for _ in range(steps):
             mp_next += 1
         elif k < 0.6 and mp_alive:
             cands = [m for m in mp_alive if m not in ctx]
-            if cands:
+            if cands and not (replay and ctx):
                 m = rng.choice(cands)
                 print(f"u {m}")
                 ctx.append(m)
