@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "base/read_file.h"
 #include "formats/event_log_format.h"
 #include "formats/gz.h"
 #include "formats/json_codec.h"
@@ -942,41 +943,11 @@ sublet_status sublet_trace_load(const char *path, const sublet_trace_load_option
     if (!path || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        sl_msg(err, cap, "%s: cannot open: %s", path, strerror(errno));
-        return SUBLET_ERR_IO;
-    }
-    size_t n = 0, bcap = 1 << 16;
-    uint8_t *buf = malloc(bcap);
-    sublet_status st = buf ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-    while (st == SUBLET_OK) {
-        if (n == bcap) {
-            uint8_t *nb = bcap <= SIZE_MAX / 2 ? realloc(buf, bcap * 2) : NULL;
-            if (!nb) {
-                st = SUBLET_ERR_NO_MEMORY;
-                break;
-            }
-            buf = nb;
-            bcap *= 2;
-        }
-        size_t got = fread(buf + n, 1, bcap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (st == SUBLET_OK && rerr) {
-        sl_msg(err, cap, "%s: read error: %s", path, strerror(rerr));
-        free(buf);
-        return SUBLET_ERR_IO;
-    }
-    if (st != SUBLET_OK) {
-        sl_msg(err, cap, "%s: out of memory reading the file", path);
-        free(buf);
+    uint8_t *buf;
+    size_t n;
+    sublet_status st = sl_read_file(path, 0, &buf, &n, err, cap);
+    if (st != SUBLET_OK)
         return st;
-    }
     char inner[512];
     st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
     free(buf);

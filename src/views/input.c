@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/read_file.h"
 #include "sublet/config.h"
 #include "views/views_internal.h"
 
@@ -24,47 +25,7 @@ void sublet_view_options_init(sublet_view_options *v)
 sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
                                 size_t cap)
 {
-    *buf = NULL;
-    *len = 0;
-    int is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: cannot open: %s", path, strerror(errno));
-        return SUBLET_ERR_IO;
-    }
-    size_t n = 0, bcap = 1 << 16;
-    uint8_t *b = malloc(bcap);
-    sublet_status st = b ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-    while (st == SUBLET_OK) {
-        if (n == bcap) {
-            uint8_t *nb = bcap <= SIZE_MAX / 2 ? realloc(b, bcap * 2) : NULL;
-            if (!nb) {
-                st = SUBLET_ERR_NO_MEMORY;
-                break;
-            }
-            b = nb;
-            bcap *= 2;
-        }
-        size_t got = fread(b + n, 1, bcap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (st != SUBLET_OK)
-        snprintf(err, cap, "%s: out of memory reading the file", is_stdin ? "stdin" : path);
-    else if (ferror(f)) {
-        snprintf(err, cap, "%s: read error: %s", is_stdin ? "stdin" : path, strerror(errno));
-        st = SUBLET_ERR_IO;
-    }
-    if (!is_stdin)
-        fclose(f);
-    if (st != SUBLET_OK) {
-        free(b);
-        return st;
-    }
-    *buf = b;
-    *len = n;
-    return SUBLET_OK;
+    return sl_read_file(path, 1, buf, len, err, cap);
 }
 
 /* A trace of any format; nothing matched: read as the events CSV, whose
