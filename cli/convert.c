@@ -153,6 +153,19 @@ static size_t last_trace_count(const sublet_snapshot *s)
     return nd ? sublet_snapshot_trace_count(s, nd - 1) : 0;
 }
 
+/* What a replay into a snapshot could not do, as notes. */
+static void replay_notes(const sublet_replay_result *r)
+{
+    if (r->errors)
+        fprintf(stderr, "sublet convert: note: %" PRIu64 " rows could not be replayed "
+                        "(first: %s); the snapshot is the engine's state\n",
+                r->errors, r->first_error);
+    if (r->ooms)
+        fprintf(stderr, "sublet convert: note: %" PRIu64 " allocations ran out of the "
+                        "simulated device's memory (--device-memory)\n",
+                r->ooms);
+}
+
 /* An events CSV or an event log (in, a file) to a snapshot, replayed from a
  * stream (its binary copy) with recording on: the same file and messages as
  * from the trace loaded whole, in memory for the recording and the snapshot
@@ -220,14 +233,7 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     st = cli_replay_snapshot_stream(ts, sublet_trace_stream_rows(file), &o, &r, &snap, err,
                                     sizeof err);
     if (st == SUBLET_OK) {
-        if (r.errors)
-            fprintf(stderr, "sublet convert: note: %" PRIu64 " rows could not be replayed "
-                            "(first: %s); the snapshot is the engine's state\n",
-                    r.errors, r.first_error);
-        if (r.ooms)
-            fprintf(stderr, "sublet convert: note: %" PRIu64 " allocations ran out of the "
-                            "simulated device's memory (--device-memory)\n",
-                    r.ooms);
+        replay_notes(&r);
     } else if (st == SUBLET_ERR_UNSUPPORTED) {
         /* built from the trace alone, which needs it whole */
         fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
@@ -458,14 +464,7 @@ int cli_convert(int argc, char **argv)
         st = cli_replay_snapshot(t, &o, &r, &snap, rerr, sizeof rerr);
         if (st == SUBLET_OK) {
             how = "replayed through the engine";
-            if (r.errors)
-                fprintf(stderr, "sublet convert: note: %" PRIu64 " rows could not be replayed "
-                                "(first: %s); the snapshot is the engine's state\n",
-                        r.errors, r.first_error);
-            if (r.ooms)
-                fprintf(stderr, "sublet convert: note: %" PRIu64 " allocations ran out of the "
-                                "simulated device's memory (--device-memory)\n",
-                        r.ooms);
+            replay_notes(&r);
         } else if (st == SUBLET_ERR_UNSUPPORTED) {
             fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
                             "snapshot from the trace alone\n",
