@@ -8,7 +8,8 @@
  * equal sizes (lowest address first), many streams, removal of arbitrary
  * blocks (roots, inner nodes, the lowest block of a size), best fit at the
  * boundaries, the size map's fallback when it is partial, exact 128-bit sums
- * of squares, and the pointer map's probe chains. */
+ * of squares, keys changed in place (sl_free_rekey, sl_free_replace), and
+ * the pointer map's probe chains. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -457,6 +458,85 @@ static void test_partial_size_map(void **state)
     fx_free(f);
 }
 
+/* sl_free_rekey and sl_free_replace, the split and merge of a cached pair:
+ * a block in the index gets a new key (small moves that stay between its
+ * neighbours are made in place, the others reinsert), or a block out of the
+ * index takes a free block's node and then its own key; after each change the
+ * index equals the reference and verifies (tree, order, size map, counters). */
+static void rekey_to(fx *f, sl_block *b, uint64_t size, uint64_t addr)
+{
+    ref_remove(&f->r, b);
+    uint64_t os = b->size, oa = b->addr;
+    b->size = size;
+    b->addr = addr;
+    sl_free_rekey(&f->pool, b, os, oa);
+    assert_true(b->in_free);
+    ref_insert(&f->r, b);
+    verify(f);
+}
+
+static void test_rekey_replace(void **state)
+{
+    (void)state;
+    sublet_stream s0 = 0;
+    for (uint64_t seed = 30; seed < 34; seed++) {
+        fx *f = fx_new(seed);
+        uint64_t nsizes = seed == 30 ? 3 : seed == 31 ? 12 : 300;
+        uint64_t k = 0;
+        /* addresses are unique: each block owns the window [k*2^20, (k+1)*2^20) */
+        for (int i = 0; i < 300; i++, k++)
+            put(f, blk(f, 0, 512 * (1 + rnd(f) % nsizes), k << 20));
+        sl_tree *t = sl_pool_tree(&f->pool, 0, false);
+        int ops = H_UNDER_TSAN ? 1000 : 6000;
+        for (int op = 0; op < ops; op++) {
+            sl_block *b = f->r.v[rnd(f) % f->r.n];
+            uint64_t window = b->addr & ~(uint64_t)((1 << 20) - 1);
+            uint64_t r = rnd(f) % 4;
+            if (r == 0) {
+                /* a split: the remainder above what was taken keeps the node */
+                if (b->size <= 512)
+                    continue;
+                uint64_t cut = 512 * (1 + rnd(f) % (b->size / 512 - 1));
+                rekey_to(f, b, b->size - cut, b->addr + cut);
+            } else if (r == 1) {
+                /* a merge: a block out of the index takes b's node, then
+                 * covers b and more (below or above it in the window) */
+                sl_block *nw = blk(f, 0, 512, 0);
+                uint64_t os = b->size, oa = b->addr;
+                ref_remove(&f->r, b);
+                sl_free_replace(&f->pool, b, nw);
+                assert_true(nw->in_free);
+                assert_false(b->in_free);
+                uint64_t grow = 512 * (rnd(f) % 4);
+                nw->addr = rnd(f) % 2 && oa - window >= grow ? oa - grow : oa;
+                nw->size = os + grow;
+                sl_free_rekey(&f->pool, nw, os, oa);
+                ref_insert(&f->r, nw);
+                verify(f);
+                sl_block_delete(&f->slab, b);
+            } else {
+                /* an arbitrary new size inside the block's window */
+                uint64_t size = 512 * (1 + rnd(f) % nsizes);
+                uint64_t addr = window + 512 * (rnd(f) % ((1 << 20) / 512 - 512));
+                rekey_to(f, b, size, addr);
+            }
+            if (op % 13 == 0) {
+                const sl_block *x = f->r.v[rnd(f) % f->r.n];
+                check_at(f, 0, x->size, x->addr);
+                check_at(f, 0, x->size + 1, x->addr);
+                check_at(f, 0, 512 * (1 + rnd(f) % (nsizes + 1)), 0);
+            }
+            if (op % 257 == 0)
+                check_all(f, &s0, 1);
+        }
+        check_all(f, &s0, 1);
+        while (f->r.n)
+            take(f, f->r.v[rnd(f) % f->r.n]);
+        assert_int_equal(t->nsizes, 0);
+        fx_free(f);
+    }
+}
+
 /* Sums of squares stay exact however large the blocks are. */
 static void test_squares_exact(void **state)
 {
@@ -560,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_random_many_streams),
         cmocka_unit_test(test_remove_shapes),
         cmocka_unit_test(test_partial_size_map),
+        cmocka_unit_test(test_rekey_replace),
         cmocka_unit_test(test_squares_exact),
         cmocka_unit_test(test_ptrmap),
         cmocka_unit_test(test_slab),

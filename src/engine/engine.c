@@ -217,15 +217,15 @@ sublet_status sl_segment_release(sublet_allocator *a, sl_block *b) { return rele
 /* ---- free path ---------------------------------------------------------------- */
 
 /* try_merge_blocks: absorb `src` into `dst` when it is free and idle. */
-uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
+static inline bool can_merge(const sl_block *dst, const sl_block *src)
 {
-    if (!src || src->allocated || src->event_count > 0 || src->nuses > 0 ||
-        dst->mapped != src->mapped || src->shadow)
-        return 0;
-    if (src->in_free)
-        sl_free_remove(src->pool, src);
-    else if (!src->mapped)
-        sl_unmapped_remove(src->pool, src);
+    return src && !src->allocated && src->event_count == 0 && src->nuses == 0 &&
+           dst->mapped == src->mapped && !src->shadow;
+}
+
+/* dst absorbs its neighbour src, which is out of every index; returns src's size. */
+static uint64_t absorb(sublet_allocator *a, sl_block *dst, sl_block *src)
+{
     if (src->seg->stack_holder == src) /* absorbing prev moves it; next loses it */
         src->seg->stack_holder = dst->prev == src ? dst : NULL;
     if (dst->prev == src) {
@@ -246,6 +246,17 @@ uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
     return sz;
 }
 
+uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
+{
+    if (!can_merge(dst, src))
+        return 0;
+    if (src->in_free)
+        sl_free_remove(src->pool, src);
+    else if (!src->mapped)
+        sl_unmapped_remove(src->pool, src);
+    return absorb(a, dst, src);
+}
+
 /* free_block (§4.4): the block's memory returns to the pool. */
 static void free_block(sublet_allocator *a, sl_block *b)
 {
@@ -255,15 +266,31 @@ static void free_block(sublet_allocator *a, sl_block *b)
     b->stack = 0;
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
+    /* b takes the index node of a free neighbour it absorbs (the first one;
+     * the other, if any, leaves the index first), then moves to its merged
+     * key: in place when nothing lies between (sl_free_rekey) */
     sl_block *cand[2] = {b->prev, b->next};
+    int keep = -1;
     for (int i = 0; i < 2; i++) {
-        uint64_t sub = sl_try_merge(a, b, cand[i]);
-        if (sub) {
-            net_n -= 1;
-            net_bytes -= (int64_t)sub;
+        if (!can_merge(b, cand[i]))
+            continue;
+        if (keep < 0 && cand[i]->in_free) {
+            keep = i;
+            continue;
         }
+        net_n -= 1;
+        net_bytes -= (int64_t)sl_try_merge(a, b, cand[i]);
     }
-    sl_free_insert(pool, b);
+    if (keep >= 0) {
+        sl_block *src = cand[keep];
+        uint64_t old_size = src->size, old_addr = src->addr;
+        sl_free_replace(pool, src, b);
+        net_n -= 1;
+        net_bytes -= (int64_t)absorb(a, b, src);
+        sl_free_rekey(pool, b, old_size, old_addr);
+    } else {
+        sl_free_insert(pool, b);
+    }
     if (sl_is_split(b)) {
         net_n += 1;
         net_bytes += (int64_t)b->size;
@@ -605,9 +632,10 @@ sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
 
 /* ---- malloc ---------------------------------------------------------------------- */
 
-/* get_free_block (§2.4–2.5). */
+/* get_free_block (§2.4–2.5).  take: the block leaves the free index; else
+ * it stays there for alloc_found_block. */
 static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                                uint64_t size)
+                                uint64_t size, bool take)
 {
     if (sl_gc_active(a))
         pool->clock++;
@@ -635,7 +663,8 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
         return NULL;
     if (size >= ms && b->size >= size + a->settings.max_non_split_rounding)
         return NULL;
-    sl_free_remove(pool, b);
+    if (take)
+        sl_free_remove(pool, b);
     return b;
 }
 
@@ -654,7 +683,7 @@ static sublet_status use_on_oom_block(sublet_allocator *a, sublet_stream stream,
                             : &p->large;
         if (!sl_pool_tree(pool, stream, true))
             return SUBLET_ERR_NO_MEMORY;
-        sl_block *b = get_free_block(a, pool, stream, size);
+        sl_block *b = get_free_block(a, pool, stream, size, true);
         if (b) {
             *out = b;
             return SUBLET_OK;
@@ -689,9 +718,12 @@ static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t 
     return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
 }
 
-/* alloc_found_block (§3.9).  `b` is out of the free index. */
-static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_t size,
-                                       uint64_t orig, sublet_stream stream, sl_block **out)
+/* alloc_found_block (§3.9).  `b` is out of the free index, or in it when
+ * `indexed`: a split's remainder then keeps b's node (sl_free_rekey); on an
+ * error nothing has changed. */
+static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, bool indexed,
+                                       uint64_t size, uint64_t orig, sublet_stream stream,
+                                       sl_block **out)
 {
     sl_pool *pool = b->pool;
     bool already_split = sl_is_split(b);
@@ -701,6 +733,7 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
         sl_block *nb = sl_block_new(&a->slab);
         if (!nb)
             return SUBLET_ERR_NO_MEMORY;
+        uint64_t old_size = b->size, old_addr = b->addr;
         nb->addr = b->addr;
         nb->size = size;
         nb->stream = stream;
@@ -715,7 +748,10 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
         b->prev = nb;
         b->addr += size;
         b->size -= size;
-        sl_free_insert(pool, b);
+        if (indexed)
+            sl_free_rekey(pool, b, old_size, old_addr);
+        else
+            sl_free_insert(pool, b);
         if (!exp && already_split) {
             P_DEC(inactive_split_bytes, pool, (int64_t)size);
         } else if (!exp) {
@@ -723,9 +759,13 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, uint64_
             P_INC(inactive_split, pool, 1);
         }
         blk = nb;
-    } else if (already_split && !exp) {
-        P_DEC(inactive_split_bytes, pool, (int64_t)b->size);
-        P_DEC(inactive_split, pool, 1);
+    } else {
+        if (indexed)
+            sl_free_remove(pool, b);
+        if (already_split && !exp) {
+            P_DEC(inactive_split_bytes, pool, (int64_t)b->size);
+            P_DEC(inactive_split, pool, 1);
+        }
     }
     blk->allocated = true;
     blk->requested = orig;
@@ -783,7 +823,8 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
         goto out;
     }
 
-    sl_block *b = get_free_block(a, pool, stream, size);
+    sl_block *b = get_free_block(a, pool, stream, size, false);
+    bool indexed = b != NULL;
     if (!b) {
         if (sl_gc_active(a))
             sl_garbage_collect(a);
@@ -826,9 +867,10 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
             goto out;
     }
     sl_block *blk;
-    st = alloc_found_block(a, b, size, n, stream, &blk);
+    st = alloc_found_block(a, b, indexed, size, n, stream, &blk);
     if (st != SUBLET_OK) {
-        undo_take(b);
+        if (!indexed)
+            undo_take(b);
         goto out;
     }
     sl_ptrmap_insert(&a->ptrs, blk->addr, blk); /* room reserved above */

@@ -24,19 +24,16 @@ typedef struct sl_private sl_private;
 
 /* One contiguous byte range of a segment (PyTorch's Block). */
 typedef struct sl_block {
-    uint64_t addr;
+    /* The first 64 bytes are what a descent of the free index reads at each
+     * node (key, links, colour) and what the cached malloc+free pair checks;
+     * blocks are 64-byte aligned in the slab (index.c), so a node visit
+     * touches one cache line. */
+    _Alignas(64) uint64_t addr;
     uint64_t size;
-    uint64_t requested;     /* unrounded size of the last request served */
-    sublet_stream stream;   /* allocation stream */
-    struct sl_block *prev;  /* neighbours inside the segment */
-    struct sl_block *next;
-    sl_segment *seg;
-    sl_pool *pool;
     /* free index: red-black tree keyed by (size, addr) within the pool's
      * stream tree, threaded through the blocks (index.c) */
     struct sl_block *parent, *left, *right;
     bool red;
-    uint32_t event_count;   /* outstanding end-of-use events */
     bool allocated;
     bool in_free;           /* in the pool's free index */
     bool mapped;            /* always true until expandable segments */
@@ -44,8 +41,15 @@ typedef struct sl_block {
                              * usable through another mapping (stitch.c); never
                              * free, never allocated, never merged */
     bool oversize;          /* counted in oversize_allocations */
-    uint32_t stack;         /* interned allocation stack (recording), 0 = none */
+    uint32_t event_count;   /* outstanding end-of-use events */
+    sublet_stream stream;   /* allocation stream */
+    struct sl_block *prev;  /* neighbours inside the segment */
+    struct sl_block *next;
+    sl_segment *seg;
+    sl_pool *pool;
+    uint64_t requested;     /* unrounded size of the last request served */
     uint64_t gc_count_base; /* pool clock when it entered the free index */
+    uint32_t stack;         /* interned allocation stack (recording), 0 = none */
     /* streams recorded with record_stream (other than `stream`) */
     uint32_t nuses, uses_cap;
     sublet_stream uses_inline[2];
@@ -168,6 +172,13 @@ typedef struct sl_cap_mark {
 sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
 void sl_free_insert(sl_pool *p, sl_block *b);
 void sl_free_remove(sl_pool *p, sl_block *b);
+/* b, in the index, now has the key (b->size, b->addr) instead of (old_size,
+ * old_addr): moved in place when its neighbours allow, else reinserted. */
+void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size, uint64_t old_addr);
+/* nw takes old's place in the index (same stream and pool); old leaves it.
+ * Until the sl_free_rekey(p, nw, old->size, old->addr) that must follow,
+ * only nw's fields may change and nothing may search the index. */
+void sl_free_replace(sl_pool *p, sl_block *old, sl_block *nw);
 /* Smallest free block of `stream` with size >= want (lowest address among
  * equals), or NULL. */
 sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);

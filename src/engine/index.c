@@ -264,6 +264,18 @@ static sl_block *tree_next(sl_block *n)
     return n->parent;
 }
 
+static sl_block *tree_prev(sl_block *n)
+{
+    if (n->left) {
+        for (n = n->left; n->right;)
+            n = n->right;
+        return n;
+    }
+    while (n->parent && n->parent->left == n)
+        n = n->parent;
+    return n->parent;
+}
+
 static sl_block *tree_first(sl_block *n)
 {
     while (n && n->left)
@@ -458,6 +470,83 @@ void sl_free_remove(sl_pool *p, sl_block *b)
     if (t->count == 0)
         t->sizes_partial = false; /* the map is empty, hence complete again */
     b->in_free = false;
+}
+
+/* b's key changed from (old_size, old_addr) to (b->size, b->addr) while b
+ * stayed in the index: a split's remainder (the block a malloc took from the
+ * index keeps its node), a free block whose node a merged block took over
+ * (sl_free_replace).  When the new key still lies between b's in-order
+ * neighbours, which is the common case (what a pair splits off and merges
+ * back returns to the same place), the tree stays as it is and only the size
+ * map and the counters change; otherwise b is removed under its old key and
+ * inserted under the new one. */
+void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size, uint64_t old_addr)
+{
+    sl_tree *t = tree_of(p, b->stream);
+    uint64_t ns = b->size;
+    sl_block *prev = tree_prev(b), *next = tree_next(b);
+    if ((prev && !key_less(prev->size, prev->addr, ns, b->addr)) ||
+        (next && !key_less(ns, b->addr, next->size, next->addr))) {
+        uint64_t na = b->addr;
+        b->size = old_size;
+        b->addr = old_addr;
+        sl_free_remove(p, b);
+        b->size = ns;
+        b->addr = na;
+        sl_free_insert(p, b);
+        return;
+    }
+    if (ns != old_size) {
+        /* the old size: b was its lowest block or not, and its successor is
+         * the next of that size if any is */
+        sl_size_slot *s = smap_find(t, old_size);
+        if (s && s->min == b) {
+            if (next && next->size == old_size)
+                s->min = next;
+            else
+                smap_del(t, s);
+        }
+        /* the new size: b is its lowest block unless its predecessor has it */
+        if (!prev || prev->size != ns) {
+            s = smap_find(t, ns);
+            if (s)
+                s->min = b;
+            else
+                smap_add(t, b);
+        }
+        uint64_t qh, ql;
+        square128(old_size, &qh, &ql);
+        uint64_t borrow = t->sq_lo < ql;
+        t->sq_lo -= ql;
+        t->sq_hi -= qh + borrow;
+        square128(ns, &qh, &ql);
+        t->sq_lo += ql;
+        t->sq_hi += qh + (t->sq_lo < ql);
+        t->bytes += ns - old_size;
+    }
+    b->gc_count_base = p->clock;
+}
+
+/* nw (out of the index) takes old's node, colour and size-map entry; old
+ * leaves the index.  nw's key is taken to be old's until sl_free_rekey
+ * (nothing may search the tree in between). */
+void sl_free_replace(sl_pool *p, sl_block *old, sl_block *nw)
+{
+    sl_tree *t = tree_of(p, old->stream);
+    nw->left = old->left;
+    nw->right = old->right;
+    nw->red = old->red;
+    replace_child(t, old->parent, old, nw);
+    if (nw->left)
+        nw->left->parent = nw;
+    if (nw->right)
+        nw->right->parent = nw;
+    sl_size_slot *s = smap_find(t, old->size);
+    if (s && s->min == old)
+        s->min = nw;
+    old->parent = old->left = old->right = NULL;
+    old->in_free = false;
+    nw->in_free = true;
 }
 
 sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
@@ -799,7 +888,7 @@ sl_block *sl_block_new(sl_slab *s)
             s->chunks = c;
             s->chunks_cap = nc;
         }
-        sl_block *chunk = malloc(SLAB_CHUNK * sizeof *chunk);
+        sl_block *chunk = aligned_alloc(_Alignof(sl_block), SLAB_CHUNK * sizeof *chunk);
         if (!chunk)
             return NULL;
         s->chunks[s->nchunks++] = chunk;
