@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mutex.h"
 #include "support/harness.h"
 
 #define NWORKERS 4
@@ -271,10 +272,52 @@ static void test_threads(void **state)
     h_env_fini(&e);
 }
 
+/* The allocator's lock (src/base/mutex.h) on its own: threads that add to
+ * one plain counter under it, some holding it long enough that the others
+ * spin out and sleep in the futex, lose no increment. */
+#define MUTEX_THREADS 4
+#define MUTEX_ROUNDS (H_UNDER_TSAN ? 20000 : 200000)
+
+typedef struct mutex_ctx {
+    sl_mutex m;
+    uint64_t counter; /* only under m */
+} mutex_ctx;
+
+static void *mutex_worker(void *arg)
+{
+    mutex_ctx *c = arg;
+    for (int i = 0; i < MUTEX_ROUNDS; i++) {
+        sl_mutex_lock(&c->m);
+        uint64_t v = c->counter;
+        if (i % 1000 == 0) { /* a long hold: waiters go to sleep */
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+        c->counter = v + 1;
+        sl_mutex_unlock(&c->m);
+    }
+    return NULL;
+}
+
+static void test_mutex(void **state)
+{
+    (void)state;
+    mutex_ctx c = {.counter = 0};
+    sl_mutex_init(&c.m);
+    pthread_t t[MUTEX_THREADS];
+    for (int i = 0; i < MUTEX_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, mutex_worker, &c), 0);
+    for (int i = 0; i < MUTEX_THREADS; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(c.counter, (uint64_t)MUTEX_THREADS * MUTEX_ROUNDS);
+    sl_mutex_destroy(&c.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_mutex),
     };
     if (getenv("SUBLET_TEST_FILTER")) /* e.g. SUBLET_TEST_FILTER='test_model_*' */
         cmocka_set_test_filter(getenv("SUBLET_TEST_FILTER"));

@@ -83,7 +83,7 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
         free(a);
         return SUBLET_ERR_NO_MEMORY;
     }
-    pthread_mutex_init(&a->lock, NULL);
+    sl_mutex_init(&a->lock);
     a->backend = opts->backend;
     a->device = opts->device ? opts->device : opts->backend->device;
     a->settings = settings;
@@ -149,7 +149,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
     sl_slab_fini(&a->slab);
     sl_ptrmap_fini(&a->ptrs);
     sl_history_fini(a);
-    pthread_mutex_destroy(&a->lock);
+    sl_mutex_destroy(&a->lock);
     free(a);
 }
 

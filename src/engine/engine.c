@@ -16,12 +16,6 @@
 
 /* ---- small helpers ------------------------------------------------------------- */
 
-void sl_lock(sublet_allocator *a) { pthread_mutex_lock(&a->lock); }
-void sl_unlock(sublet_allocator *a)
-{
-    a->now_cache = 0; /* the next locked call reads the clock again */
-    pthread_mutex_unlock(&a->lock);
-}
 
 static inline void stat_inc(sublet_stat *s, int64_t x)
 {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/mutex.h"
 #include "base/rtree.h"
 #include "sublet/history.h"
 #include "sublet/pool.h"
@@ -254,7 +255,7 @@ typedef struct sl_evq { /* FIFO of (event, block) for one stream */
 } sl_evq;
 
 struct sublet_allocator {
-    pthread_mutex_t lock;
+    sl_mutex lock; /* base/mutex.h */
     sublet_backend *backend;
     int device;
     sublet_settings settings;
@@ -343,8 +344,12 @@ static inline bool sl_gc_active(const sublet_allocator *a)
 }
 
 /* engine.c helpers used by inspect.c */
-void sl_lock(sublet_allocator *a);
-void sl_unlock(sublet_allocator *a);
+static inline void sl_lock(sublet_allocator *a) { sl_mutex_lock(&a->lock); }
+static inline void sl_unlock(sublet_allocator *a)
+{
+    a->now_cache = 0; /* the next locked call reads the clock again */
+    sl_mutex_unlock(&a->lock);
+}
 sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr);
 bool sl_block_active(const sl_block *b);
 sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
