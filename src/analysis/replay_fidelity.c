@@ -365,13 +365,9 @@ sublet_status rf_xcheck_begin(rf_xcheck *x, const char *settings, const sublet_t
     return SUBLET_OK;
 }
 
-sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event *e, size_t i, char *why,
-                            size_t cap)
+sublet_status rf_xcheck_map_row(rf_xcheck *x, const sublet_trace_event *e, size_t i, char *why,
+                                size_t cap)
 {
-    if (!x->active)
-        return SUBLET_OK;
-    if (!x->mapping || (e->kind != SUBLET_ACT_SEGMENT_MAP && e->kind != SUBLET_ACT_SEGMENT_UNMAP))
-        return SUBLET_OK;
     char what[256];
     if (x->npre) { /* a prelude, and the trace maps pages: refused as soon as seen */
         prelude_what(x, what, sizeof what);
