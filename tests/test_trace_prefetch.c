@@ -219,12 +219,15 @@ static run read_stream(const char *path, int thread, size_t cap, size_t read_chu
         return r;
     sublet_trace_event *buf = malloc(cap * sizeof *buf);
     assert_non_null(buf);
-    size_t got, total = 0, npre = sublet_trace_stream_prelude(ts, NULL);
+    size_t got, total = 0, evcap = 0, npre = sublet_trace_stream_prelude(ts, NULL);
     while ((r.st = sublet_trace_stream_next(ts, buf, cap, &got, r.err, sizeof r.err)) ==
                SUBLET_OK &&
            got) {
-        r.ev = realloc(r.ev, (r.n + got) * sizeof *r.ev);
-        assert_non_null(r.ev);
+        if (r.n + got > evcap) {
+            evcap = (r.n + got) * 2;
+            r.ev = realloc(r.ev, evcap * sizeof *r.ev);
+            assert_non_null(r.ev);
+        }
         memcpy(r.ev + r.n, buf, got * sizeof *buf);
         for (size_t k = 0; t && k < got; k++) {
             const sublet_trace_frame *fs, *fw;
