@@ -305,8 +305,8 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
  * caller's own) and, in the last one, the end (and the log's notice) or the
  * error after its events.  So _next gives the same events, counts and errors
  * in the same order as without the thread.  SUBLET_STREAM_THREAD=0 turns it
- * off; =1 uses it even for a source that fits in the first read (the tests);
- * unset: a thread unless the source is that small. */
+ * off; =1 uses it for every CSV and log, even one that fits in the first read
+ * (the tests); unset: see use_thread. */
 
 #define NCHUNK 4
 #define CHUNK_EVENTS 4096
@@ -328,6 +328,7 @@ struct prefetch {
     pthread_cond_t filled, freed;
     uint64_t head, tail;        /* chunks filled, chunks released (mu) */
     int stop;                   /* mu */
+    int finished;               /* mu: the thread filled its last chunk (or stopped) */
     pthread_t thread;
     chunk *cur;                 /* the caller's: the chunk being handed out */
     size_t at;                  /* ... its next event */
@@ -378,7 +379,10 @@ static void *reader_main(void *arg)
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
         if (p->head - p->tail == NCHUNK) {
-            pthread_cond_wait(&p->freed, &p->mu);
+            /* full: sleep until half of it is free (one wake-up per NCHUNK / 2
+             * chunks, not per chunk: a wake-up costs tens of microseconds on a VM) */
+            while (!p->stop && p->head - p->tail > NCHUNK / 2)
+                pthread_cond_wait(&p->freed, &p->mu);
             continue;
         }
         chunk *c = &p->ring[p->head % NCHUNK];
@@ -386,10 +390,13 @@ static void *reader_main(void *arg)
         fill_chunk(p->s, c);
         pthread_mutex_lock(&p->mu);
         p->head++;
-        pthread_cond_signal(&p->filled);
         if (c->e.st != SUBLET_OK || c->end)
             break;
+        if (p->head - p->tail >= NCHUNK / 2)
+            pthread_cond_signal(&p->filled);
     }
+    p->finished = 1;
+    pthread_cond_signal(&p->filled);
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
@@ -469,8 +476,9 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
     while (n < cap && !p->over) {
         if (!p->cur) {
             pthread_mutex_lock(&p->mu);
-            while (p->head == p->tail)
-                pthread_cond_wait(&p->filled, &p->mu);
+            if (p->head == p->tail) /* empty: sleep until half of it is filled, or the last chunk */
+                while (p->head - p->tail < NCHUNK / 2 && !p->finished)
+                    pthread_cond_wait(&p->filled, &p->mu);
             pthread_mutex_unlock(&p->mu);
             p->cur = &p->ring[p->tail % NCHUNK];
             p->at = 0;
@@ -499,7 +507,8 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
         }
         pthread_mutex_lock(&p->mu);
         p->tail++;
-        pthread_cond_signal(&p->freed);
+        if (p->head - p->tail <= NCHUNK / 2)
+            pthread_cond_signal(&p->freed);
         pthread_mutex_unlock(&p->mu);
         p->cur = NULL;
     }
@@ -507,7 +516,9 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
     return s->e.st;
 }
 
-/* Whether to read with a thread: SUBLET_STREAM_THREAD (see above). */
+/* Whether to read with a thread: SUBLET_STREAM_THREAD (see above); unset: for
+ * a source larger than the first read, except a plain (not gzip'd) event log,
+ * whose decoding costs less than handing its events across (docs/replay.md). */
 static int use_thread(const sublet_trace_stream *s)
 {
     const char *v = getenv("SUBLET_STREAM_THREAD");
@@ -515,7 +526,9 @@ static int use_thread(const sublet_trace_stream *s)
         return 0;
     if (v && strcmp(v, "1") == 0)
         return 1;
-    return !s->src.eof;
+    if (s->src.eof)
+        return 0;
+    return !(s->kind == K_LOG && gzdirect((gzFile)s->src.gz));
 }
 
 /* keep: retire the extras instead of freeing them (a rewind) */
