@@ -337,6 +337,14 @@ static void test_log_same_with_and_without_thread(void **state)
     bytes f = make_log(8, 3000, offs);
     write_bytes(path, f.p, f.n);
     check_file(path, 8 * 3000);
+    /* gzip'd (read with the thread by default) */
+    const char *gz = tmp_path(".slog.gz");
+    gzFile g = gzopen(gz, "wb1");
+    assert_non_null(g);
+    assert_int_equal(gzwrite(g, f.p, (unsigned)f.n), (int)f.n);
+    assert_int_equal(gzclose(g), Z_OK);
+    check_file(gz, 8 * 3000);
+    unlink(gz);
 
     /* torn tail: the last block cut in its payload (the notice, after the end) */
     write_bytes(path, f.p, offs[8] - 100);
