@@ -401,14 +401,15 @@ static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t bl
                              "its record", block_off, at, r->stack);
             return SUBLET_ERR_PARSE;
         }
-        *e = (sublet_trace_event){.kind = (uint32_t)r->action,
-                                  .flags = SUBLET_TRACE_HAS_TIME,
-                                  .addr = r->addr,
-                                  .size = r->size,
-                                  .stream = r->stream,
-                                  .time_us = lr->h.start_us + (uint64_t)r->dt,
-                                  .line = lr->records,
-                                  .frames = sid == EMPTY ? 0 : sid};
+        memset(e, 0, sizeof *e); /* the padding too: events are compared as bytes */
+        e->kind = (uint32_t)r->action;
+        e->flags = SUBLET_TRACE_HAS_TIME;
+        e->addr = r->addr;
+        e->size = r->size;
+        e->stream = r->stream;
+        e->time_us = lr->h.start_us + (uint64_t)r->dt;
+        e->line = lr->records;
+        e->frames = sid == EMPTY ? 0 : sid;
         *is_event = 1;
         return SUBLET_OK;
     }
@@ -853,14 +854,16 @@ sublet_status sl_log_stream_read(sl_log_stream *ls, sl_src *src, sublet_trace_ev
                 uint32_t sid = 0;
                 if (stack && !(sid = idmap_get(&ls->lr.stacks, (uint32_t)stack)))
                     break;
-                ev[k++] = (sublet_trace_event){.kind = type - SL_LOG_REC_EVENT,
-                                               .flags = SUBLET_TRACE_HAS_TIME,
-                                               .addr = addr,
-                                               .size = size,
-                                               .stream = stream,
-                                               .time_us = start_us + (uint64_t)sl_unzigzag(dt),
-                                               .line = ++records,
-                                               .frames = sid == EMPTY ? 0 : sid};
+                sublet_trace_event *e = &ev[k++];
+                memset(e, 0, sizeof *e); /* as apply_record: the padding too */
+                e->kind = type - SL_LOG_REC_EVENT;
+                e->flags = SUBLET_TRACE_HAS_TIME;
+                e->addr = addr;
+                e->size = size;
+                e->stream = stream;
+                e->time_us = start_us + (uint64_t)sl_unzigzag(dt);
+                e->line = ++records;
+                e->frames = sid == EMPTY ? 0 : sid;
                 pos = q;
             }
             ls->pos = pos;
