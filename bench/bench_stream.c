@@ -2,7 +2,10 @@
  * parsing, and the process's peak RSS (bench/bench_stream.sh runs both
  * modes, each in its own process, and prints their ratios).
  *
- *   bench_stream whole|stream TRACE
+ *   bench_stream whole|stream|read TRACE
+ *
+ * read: the stream read to its end, nothing replayed (the readers' own rate;
+ * SUBLET_STREAM_THREAD=0|1 chooses the reader thread, docs/replay.md).
  *
  * Prints `mode=<m> trace=<path> events=<n> seconds=<s> events_per_s=<x>
  * maxrss_kib=<k>`: seconds from open to the end of the replay (read, parse
@@ -22,12 +25,43 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int read_only(const char *path)
+{
+    char err[1024];
+    double t0 = now_s();
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_open(path, NULL, &ts, err, sizeof err) != SUBLET_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    static sublet_trace_event ev[8192];
+    size_t got;
+    uint64_t n = 0;
+    sublet_status st;
+    while ((st = sublet_trace_stream_next(ts, ev, 8192, &got, err, sizeof err)) == SUBLET_OK && got)
+        n += got;
+    sublet_trace_stream_close(ts);
+    double dt = now_s() - t0;
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("mode=read trace=%s events=%llu seconds=%.3f events_per_s=%.0f maxrss_kib=%ld\n", path,
+           (unsigned long long)n, dt, (double)n / dt, ru.ru_maxrss);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "whole") && strcmp(argv[1], "stream"))) {
-        fprintf(stderr, "usage: bench_stream whole|stream TRACE\n");
+    if (argc != 3 || (strcmp(argv[1], "whole") && strcmp(argv[1], "stream") &&
+                      strcmp(argv[1], "read"))) {
+        fprintf(stderr, "usage: bench_stream whole|stream|read TRACE\n");
         return 2;
     }
+    if (strcmp(argv[1], "read") == 0)
+        return read_only(argv[2]);
     int whole = strcmp(argv[1], "whole") == 0;
     char err[1024];
     sublet_replay_result r;

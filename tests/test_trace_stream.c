@@ -1,7 +1,8 @@
 /* sublet — traces as streams (sublet/trace_stream.h) and the replay over one
  * (sublet_replay_stream): the same events, prelude, extras and replay result
  * as the trace loaded whole, at every chunk size down to one byte a read
- * and one event a call; the same error texts for malformed input. */
+ * and one event a call (with and without the reader thread,
+ * SUBLET_STREAM_THREAD); the same error texts for malformed input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,8 +99,13 @@ static void test_events_at_every_chunk_size(void **state)
         sublet_trace *t = NULL;
         char err[512];
         assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
-        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
-            check_stream_equals(path, t, chunks[c], caps[c % 3]);
+        /* without and with the reader thread (these files are small: none by default) */
+        for (int thread = 0; thread < 2; thread++) {
+            setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+            for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
+                check_stream_equals(path, t, chunks[c], caps[c % 3]);
+        }
+        unsetenv("SUBLET_STREAM_THREAD");
         sublet_trace_free(t);
     }
 }

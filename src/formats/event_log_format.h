@@ -136,7 +136,8 @@ typedef struct sl_log_rec {
 
 /* Decode the record at p[*pos..n) into *r (r->frames must point at room for
  * SL_LOG_MAX_FRAMES).  1 and *pos past it; 0 at the end; -1 when malformed
- * (err says why; *pos is the record's start). */
+ * (err says why; *pos is the record's start).  The fields a record's type
+ * does not use are zero, except for an event: its own fields only are set. */
 int sl_log_record_next(const uint8_t *p, size_t n, size_t *pos, sl_log_rec *r, char *err,
                        size_t cap);
 

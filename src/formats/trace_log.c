@@ -200,6 +200,14 @@ static int bytes(const uint8_t *p, size_t n, size_t *pos, size_t max, const uint
     return 0;
 }
 
+/* Every field of r zero but its frames array. */
+static void clear(sl_log_rec *r)
+{
+    sl_log_frame *frames = r->frames;
+    memset(r, 0, sizeof *r);
+    r->frames = frames;
+}
+
 int sl_log_record_next(const uint8_t *p, size_t n, size_t *pos, sl_log_rec *r, char *err,
                        size_t cap)
 {
@@ -210,10 +218,8 @@ int sl_log_record_next(const uint8_t *p, size_t n, size_t *pos, sl_log_rec *r, c
     const char *why = "truncated or malformed field";
     uint64_t v[5];
     int bad = 0;
-    sl_log_frame *frames = r->frames;
-    memset(r, 0, sizeof *r);
-    r->frames = frames;
     if (type >= SL_LOG_REC_EVENT && type < SL_LOG_REC_EVENT + SUBLET_ACT_COUNT) {
+        /* an event sets its own fields (no clearing of the whole record) */
         r->type = SL_LOG_REC_EVENT;
         r->action = (sublet_action)(type - SL_LOG_REC_EVENT);
         for (int i = 0; i < 5 && !bad; i++)
@@ -230,12 +236,15 @@ int sl_log_record_next(const uint8_t *p, size_t n, size_t *pos, sl_log_rec *r, c
             r->stack = (uint32_t)v[4];
         }
     } else if (type == SL_LOG_REC_INFO) {
+        clear(r);
         r->type = type;
         bad = varint(p, n, &q, &r->count) || bytes(p, n, &q, 1 << 16, &r->text, &r->text_len);
     } else if (type == SL_LOG_REC_LOST) {
+        clear(r);
         r->type = type;
         bad = varint(p, n, &q, &r->count);
     } else if (type == SL_LOG_REC_STACK) {
+        clear(r);
         r->type = type;
         bad = varint(p, n, &q, &v[0]) || varint(p, n, &q, &v[1]);
         if (!bad && (v[0] == 0 || v[0] > UINT32_MAX)) {
@@ -342,6 +351,39 @@ typedef struct log_reader {
     trace_frame_in fin[SL_LOG_MAX_FRAMES];
 } log_reader;
 
+/* A STACK record interned into x (fin: room for SL_LOG_MAX_FRAMES). */
+static sublet_status intern_rec(trace_extras *x, const sl_log_rec *r, trace_frame_in *fin,
+                                uint32_t *id)
+{
+    for (size_t i = 0; i < r->nframes; i++) {
+        fin[i].file = (const char *)r->frames[i].file;
+        fin[i].file_len = r->frames[i].file_len;
+        fin[i].name = (const char *)r->frames[i].name;
+        fin[i].name_len = r->frames[i].name_len;
+        fin[i].line = r->frames[i].line;
+    }
+    return trace_extras_intern_stack(x, fin, r->nframes, id);
+}
+
+/* Are an INFO record's settings ones the engine takes? */
+static bool settings_ok(const sl_log_rec *r)
+{
+    char conf[1024];
+    sublet_settings ss;
+    sublet_settings_default(&ss);
+    if (r->text_len >= sizeof conf || memchr(r->text, '\0', r->text_len))
+        return false;
+    memcpy(conf, r->text, r->text_len);
+    conf[r->text_len] = '\0';
+    return sublet_settings_parse(&ss, conf, NULL, 0) == SUBLET_OK;
+}
+
+static sublet_status apply_info(trace_extras *x, const sl_log_rec *r)
+{
+    trace_extras_set_memory(x, r->count);
+    return trace_extras_set_settings(x, (const char *)r->text, r->text_len);
+}
+
 /* One decoded record (at byte `at` of the file, in the block at block_off):
  * an event into *e (*is_event = 1), anything else applied to lr. */
 static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t block_off, size_t at,
@@ -359,7 +401,7 @@ static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t bl
                              "its record", block_off, at, r->stack);
             return SUBLET_ERR_PARSE;
         }
-        memset(e, 0, sizeof *e);
+        memset(e, 0, sizeof *e); /* the padding too: events are compared as bytes */
         e->kind = (uint32_t)r->action;
         e->flags = SUBLET_TRACE_HAS_TIME;
         e->addr = r->addr;
@@ -372,15 +414,8 @@ static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t bl
         return SUBLET_OK;
     }
     case SL_LOG_REC_STACK: {
-        for (size_t i = 0; i < r->nframes; i++) {
-            lr->fin[i].file = (const char *)r->frames[i].file;
-            lr->fin[i].file_len = r->frames[i].file_len;
-            lr->fin[i].name = (const char *)r->frames[i].name;
-            lr->fin[i].name_len = r->frames[i].name_len;
-            lr->fin[i].line = r->frames[i].line;
-        }
         uint32_t id = 0;
-        st = trace_extras_intern_stack(lr->x, lr->fin, r->nframes, &id);
+        st = intern_rec(lr->x, r, lr->fin, &id);
         /* an empty stack (no frames) maps to EMPTY: events naming it carry none */
         if (st == SUBLET_OK && idmap_put(&lr->stacks, r->stack, id ? id : EMPTY))
             st = SUBLET_ERR_NO_MEMORY;
@@ -388,18 +423,12 @@ static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t bl
     }
     case SL_LOG_REC_INFO: {
         /* the settings must be ones the engine takes (the writer checks) */
-        char conf[1024];
-        sublet_settings ss;
-        sublet_settings_default(&ss);
-        if (r->text_len >= sizeof conf || memchr(r->text, '\0', r->text_len) ||
-            (memcpy(conf, r->text, r->text_len), conf[r->text_len] = '\0',
-             sublet_settings_parse(&ss, conf, NULL, 0) != SUBLET_OK)) {
+        if (!settings_ok(r)) {
             sl_msg(err, cap, "block at byte %zu: INFO record: settings that do not parse",
                    block_off);
             return SUBLET_ERR_PARSE;
         }
-        trace_extras_set_memory(lr->x, r->count);
-        st = trace_extras_set_settings(lr->x, (const char *)r->text, r->text_len);
+        st = apply_info(lr->x, r);
         lr->info_seen = true;
         break;
     }
@@ -565,7 +594,76 @@ struct sl_log_stream {
     size_t block_at;    /* file offset of the block being decoded */
     size_t pl_len, pos; /* its payload (at src->buf + src->beg + header) and where we are */
     int in_block, done;
+    /* journal: the bytes of the STACK and INFO records applied since the last
+     * sl_log_stream_journal_clear (kept when `journal` is set) */
+    int journal;
+    uint8_t *jbuf;
+    size_t jlen, jcap;
 };
+
+void sl_log_stream_set_extras(sl_log_stream *ls, trace_extras *x, int journal)
+{
+    ls->lr.x = x;
+    ls->journal = journal;
+    ls->jlen = 0;
+}
+
+const uint8_t *sl_log_stream_journal(const sl_log_stream *ls, size_t *len)
+{
+    *len = ls->jlen;
+    return ls->jbuf;
+}
+
+void sl_log_stream_journal_clear(sl_log_stream *ls) { ls->jlen = 0; }
+
+static int journal_add(sl_log_stream *ls, const uint8_t *p, size_t n)
+{
+    if (ls->jcap - ls->jlen < n) {
+        size_t nc = ls->jcap ? ls->jcap : 4096;
+        while (nc - ls->jlen < n)
+            nc *= 2;
+        uint8_t *nb = realloc(ls->jbuf, nc);
+        if (!nb)
+            return -1;
+        ls->jbuf = nb;
+        ls->jcap = nc;
+    }
+    memcpy(ls->jbuf + ls->jlen, p, n);
+    ls->jlen += n;
+    return 0;
+}
+
+sublet_status sl_log_journal_apply(trace_extras *x, const uint8_t *p, size_t n, char *err,
+                                   size_t cap)
+{
+    struct {
+        sl_log_frame frames[SL_LOG_MAX_FRAMES];
+        trace_frame_in fin[SL_LOG_MAX_FRAMES];
+    } *room = n ? malloc(sizeof *room) : NULL;
+    if (n && !room) {
+        sl_msg(err, cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    sl_log_rec r;
+    r.frames = room ? room->frames : NULL;
+    size_t pos = 0;
+    sublet_status st = SUBLET_OK;
+    char why[200];
+    int got;
+    while (st == SUBLET_OK && (got = sl_log_record_next(p, n, &pos, &r, why, sizeof why)) != 0) {
+        uint32_t id;
+        if (got < 0)
+            st = SUBLET_ERR_PARSE; /* not from a journal */
+        else if (r.type == SL_LOG_REC_STACK)
+            st = intern_rec(x, &r, room->fin, &id);
+        else if (r.type == SL_LOG_REC_INFO)
+            st = apply_info(x, &r);
+    }
+    free(room);
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, st == SUBLET_ERR_PARSE ? "journal: %s" : "out of memory", why);
+    return st;
+}
 
 sublet_status sl_log_stream_start(sl_src *src, trace_extras *x, sl_log_stream **out, char *err,
                                   size_t cap)
@@ -599,6 +697,7 @@ void sl_log_stream_free(sl_log_stream *ls)
         return;
     idmap_free(&ls->lr.stacks);
     trace_vec_free(&ls->lr.events);
+    free(ls->jbuf);
     free(ls);
 }
 
@@ -673,6 +772,7 @@ sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_ev
         const uint8_t *pl = src->buf + src->beg + SL_LOG_BLOCK_HEADER_SIZE;
         r.frames = ls->lr.frames;
         char why[200];
+        size_t from = ls->pos;
         int g = sl_log_record_next(pl, ls->pl_len, &ls->pos, &r, why, sizeof why);
         if (g == 0) {
             sl_src_take(src, SL_LOG_BLOCK_HEADER_SIZE + ls->pl_len);
@@ -692,5 +792,91 @@ sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_ev
             *got = 1;
             return SUBLET_OK;
         }
+        if (ls->journal && (r.type == SL_LOG_REC_STACK || r.type == SL_LOG_REC_INFO) &&
+            journal_add(ls, pl + from, ls->pos - from) != 0) {
+            sl_msg(err, cap, "out of memory");
+            return SUBLET_ERR_NO_MEMORY;
+        }
     }
+}
+
+/* The longest event record: a type byte and five varints of ten bytes. */
+#define EVENT_ROOM 51
+
+/* A varint with at least ten bytes readable at p[*q]: 1, or 0 when it is
+ * longer than 64 bits (left to the checked decoder for its message). */
+static inline int varint_fast(const uint8_t *p, size_t *q, uint64_t *v)
+{
+    size_t i = *q;
+    uint64_t b = p[i++];
+    if (!(b & 0x80)) { /* one byte: the common case for a stream, a stack id */
+        *v = b;
+        *q = i;
+        return 1;
+    }
+    uint64_t x = b & 0x7f;
+    for (unsigned shift = 7;; shift += 7) {
+        b = p[i++];
+        if (shift == 63 && b > 1)
+            return 0;
+        x |= (b & 0x7f) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    *v = x;
+    *q = i;
+    return 1;
+}
+
+sublet_status sl_log_stream_read(sl_log_stream *ls, sl_src *src, sublet_trace_event *ev,
+                                 size_t cap, size_t *n, char *err, size_t ecap)
+{
+    size_t k = 0;
+    sublet_status st = SUBLET_OK;
+    while (k < cap) {
+        if (ls->in_block && !ls->done) {
+            /* event records decoded in place while the longest one fits; anything
+             * else (another record, a malformed or unknown field, the block's
+             * last bytes) goes through sl_log_stream_next */
+            const uint8_t *pl = src->buf + src->beg + SL_LOG_BLOCK_HEADER_SIZE;
+            size_t len = ls->pl_len, pos = ls->pos;
+            uint64_t records = ls->lr.records, start_us = ls->lr.h.start_us;
+            while (k < cap && len - pos >= EVENT_ROOM) {
+                unsigned type = pl[pos];
+                if (type < SL_LOG_REC_EVENT || type >= SL_LOG_REC_EVENT + SUBLET_ACT_COUNT)
+                    break;
+                size_t q = pos + 1;
+                uint64_t dt, addr, size, stream, stack;
+                if (!varint_fast(pl, &q, &dt) || !varint_fast(pl, &q, &addr) ||
+                    !varint_fast(pl, &q, &size) || !varint_fast(pl, &q, &stream) ||
+                    !varint_fast(pl, &q, &stack) || stack > UINT32_MAX)
+                    break;
+                uint32_t sid = 0;
+                if (stack && !(sid = idmap_get(&ls->lr.stacks, (uint32_t)stack)))
+                    break;
+                sublet_trace_event *e = &ev[k++];
+                memset(e, 0, sizeof *e); /* as apply_record: the padding too */
+                e->kind = type - SL_LOG_REC_EVENT;
+                e->flags = SUBLET_TRACE_HAS_TIME;
+                e->addr = addr;
+                e->size = size;
+                e->stream = stream;
+                e->time_us = start_us + (uint64_t)sl_unzigzag(dt);
+                e->line = ++records;
+                e->frames = sid == EMPTY ? 0 : sid;
+                pos = q;
+            }
+            ls->pos = pos;
+            ls->lr.records = records;
+            if (k == cap)
+                break;
+        }
+        int got;
+        st = sl_log_stream_next(ls, src, &ev[k], &got, err, ecap);
+        if (st != SUBLET_OK || !got)
+            break;
+        k++;
+    }
+    *n = k;
+    return st;
 }

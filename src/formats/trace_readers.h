@@ -160,6 +160,23 @@ sublet_status sl_log_stream_start(sl_src *src, trace_extras *x, sl_log_stream **
 sublet_status sl_log_stream_next(sl_log_stream *ls, sl_src *src, sublet_trace_event *ev,
                                  int *got, char *err, size_t cap);
 void sl_log_stream_free(sl_log_stream *ls);
+/* Up to cap events at once (*n of them; fewer only at the end or before an
+ * error, which is returned with the events before it in ev[0, *n)): the
+ * same events and texts as sl_log_stream_next called cap times, event
+ * records decoded in place. */
+sublet_status sl_log_stream_read(sl_log_stream *ls, sl_src *src, sublet_trace_event *ev,
+                                 size_t cap, size_t *n, char *err, size_t ecap);
+/* Apply the records to x from now on; with `journal`, also keep the bytes of
+ * the STACK and INFO records applied (a reader thread applies them to a
+ * private x, then hands the journal to the consumer, which applies it to the
+ * extras it shows with sl_log_journal_apply: the same stack ids, as stacks
+ * are interned in the same order). */
+void sl_log_stream_set_extras(sl_log_stream *ls, trace_extras *x, int journal);
+/* The journal kept since the last clear (its bytes: records). */
+const uint8_t *sl_log_stream_journal(const sl_log_stream *ls, size_t *len);
+void sl_log_stream_journal_clear(sl_log_stream *ls);
+sublet_status sl_log_journal_apply(trace_extras *x, const uint8_t *p, size_t n, char *err,
+                                   size_t cap);
 
 /* trace.c: one row of sublet_trace_info_get's pass (row i; reserved and
  * requested bytes so far in *reserved_io, *requested_io); the streams are

@@ -8,8 +8,11 @@
  * parsers (trace_csv.c), and the line splitting follows the same rules: a
  * line ends at LF, one CR before it is dropped, the last line may lack its
  * LF, an empty line is an error.  So a stream gives the same rows, lines and
- * error texts as the whole-file reader. */
+ * error texts as the whole-file reader.  The CSV and the log are decoded ahead
+ * by a reader thread ("the reader thread" below) that hands the caller chunks
+ * of events, so that parsing overlaps the caller's replay. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +76,14 @@ void sl_src_take(sl_src *s, size_t n)
 
 enum { K_TRACE, K_CSV, K_LOG, K_RAW };
 
+/* An error and its text ("PATH: reason"). */
+typedef struct serr {
+    sublet_status st;
+    char msg[600];
+} serr;
+
+typedef struct prefetch prefetch;
+
 struct sublet_trace_stream {
     int kind;
     const sublet_trace *t; /* K_TRACE: the trace streamed */
@@ -95,8 +106,11 @@ struct sublet_trace_stream {
     FILE *raw;                 /* K_RAW: the recorded rows as sublet_trace_event records */
     sublet_trace_stream *origin; /* K_RAW: the stream copied (prelude, extras) */
     uint64_t rows;   /* handed out, prelude included */
-    sublet_status st; /* sticky error */
-    char msg[600];
+    serr e;          /* sticky error */
+    /* the reader thread (K_CSV, K_LOG; see "the reader thread" below): while
+     * it runs, src, log, lineno and tx are its own */
+    prefetch *pf;
+    trace_extras *tx; /* K_LOG with the thread: the extras the log applies its records to */
 };
 
 /* The source as messages name it (standard input: "stdin", as loading does). */
@@ -105,22 +119,28 @@ static const char *shown(const sublet_trace_stream *s)
     return !s->path ? "trace" : strcmp(s->path, "-") == 0 ? "stdin" : s->path;
 }
 
-static sublet_status fail(sublet_trace_stream *s, sublet_status st, const char *why)
+static sublet_status efail(const sublet_trace_stream *s, serr *e, sublet_status st,
+                           const char *why)
 {
-    s->st = st;
-    snprintf(s->msg, sizeof s->msg, "%s: %s", shown(s), why);
+    e->st = st;
+    snprintf(e->msg, sizeof e->msg, "%s: %s", shown(s), why);
     return st;
 }
 
-static sublet_status src_fail(sublet_trace_stream *s)
+static sublet_status fail(sublet_trace_stream *s, sublet_status st, const char *why)
 {
-    return fail(s, s->src.ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY,
-                s->src.ioerr[0] ? s->src.ioerr : "out of memory");
+    return efail(s, &s->e, st, why);
+}
+
+static sublet_status src_fail(const sublet_trace_stream *s, serr *e)
+{
+    return efail(s, e, s->src.ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY,
+                 s->src.ioerr[0] ? s->src.ioerr : "out of memory");
 }
 
 /* The next CSV line (without its line end): 1, 0 at the end, -1 on error.
  * *lp points into the source's buffer until the next read. */
-static int csv_line(sublet_trace_stream *s, const char **lp, size_t *ln)
+static int csv_line(sublet_trace_stream *s, const char **lp, size_t *ln, serr *e)
 {
     sl_src *src = &s->src;
     size_t scanned = 0;
@@ -141,25 +161,25 @@ static int csv_line(sublet_trace_stream *s, const char **lp, size_t *ln)
         }
         scanned = avail;
         if (sl_src_fill(src, avail + src->chunk) != 0) {
-            src_fail(s);
+            src_fail(s, e);
             return -1;
         }
     }
 }
 
-/* The next CSV row into *ev: 1, 0 at the end, -1 on error. */
-static int csv_row(sublet_trace_stream *s, sublet_trace_event *ev)
+/* The next CSV row into *ev: 1, 0 at the end, -1 on error (in *e). */
+static int csv_row(sublet_trace_stream *s, sublet_trace_event *ev, serr *e)
 {
     const char *lp;
     size_t ln;
-    int got = csv_line(s, &lp, &ln);
+    int got = csv_line(s, &lp, &ln, e);
     if (got <= 0)
         return got;
     s->lineno++;
     char why[400];
     sublet_status st = sl_csv_row(lp, ln, s->csv_cols, s->lineno, ev, why, sizeof why);
     if (st != SUBLET_OK) {
-        fail(s, st, why);
+        efail(s, e, st, why);
         return -1;
     }
     return 1;
@@ -170,14 +190,14 @@ static sublet_status csv_start(sublet_trace_stream *s)
 {
     sl_src *src = &s->src;
     if (sl_src_fill(src, 3) != 0)
-        return src_fail(s);
+        return src_fail(s, &s->e);
     if (src->end - src->beg >= 3 && memcmp(src->buf + src->beg, "\xef\xbb\xbf", 3) == 0)
         sl_src_take(src, 3); /* UTF-8 byte-order mark */
     const char *lp;
     size_t ln;
-    int got = csv_line(s, &lp, &ln);
+    int got = csv_line(s, &lp, &ln, &s->e);
     if (got < 0)
-        return s->st;
+        return s->e.st;
     char why[400];
     sublet_status st = sl_csv_header(got ? lp : NULL, got ? ln : 0, &s->csv_cols, why, sizeof why);
     if (st != SUBLET_OK)
@@ -185,9 +205,9 @@ static sublet_status csv_start(sublet_trace_stream *s)
     s->lineno = 1;
     for (;;) {
         sublet_trace_event ev;
-        got = csv_row(s, &ev);
+        got = csv_row(s, &ev, &s->e);
         if (got < 0)
-            return s->st;
+            return s->e.st;
         if (got == 0)
             return SUBLET_OK;
         if (!sublet_trace_kind_is_prelude(ev.kind)) {
@@ -202,24 +222,321 @@ static sublet_status csv_start(sublet_trace_stream *s)
     }
 }
 
-static sublet_status log_first(sublet_trace_stream *s)
+/* Apply the log's journal (the STACK and INFO records read since the last
+ * time, sl_log_stream_set_extras) to the extras shown. */
+static sublet_status apply_journal(sublet_trace_stream *s, const uint8_t *p, size_t n)
+{
+    char why[300];
+    sublet_status st = n ? sl_log_journal_apply(s->x, p, n, why, sizeof why) : SUBLET_OK;
+    return st == SUBLET_OK ? st : fail(s, st, why);
+}
+
+/* The header and the first event (the records before it, settings and device
+ * memory, applied).  With `journal`, the log applies its records to a private
+ * tx (the reader thread's), and what it applied is applied to x here. */
+static sublet_status log_first(sublet_trace_stream *s, int journal)
 {
     char why[400];
-    sublet_status st = sl_log_stream_start(&s->src, s->x, &s->log, why, sizeof why);
+    if (journal && !(s->tx = trace_extras_new()))
+        return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    trace_extras *lx = journal ? s->tx : s->x;
+    sublet_status st = sl_log_stream_start(&s->src, lx, &s->log, why, sizeof why);
     if (st != SUBLET_OK)
         return fail(s, st, why);
-    /* the first event: the records before it (settings, device memory) applied */
+    trace_extras_set_device(s->x, trace_extras_device(lx));
+    sl_log_stream_set_extras(s->log, lx, journal);
     int got;
     st = sl_log_stream_next(s->log, &s->src, &s->pend, &got, why, sizeof why);
     if (st != SUBLET_OK)
         return fail(s, st, why);
     s->has_pend = got;
+    if (journal) {
+        size_t n;
+        const uint8_t *j = sl_log_stream_journal(s->log, &n);
+        if ((st = apply_journal(s, j, n)) != SUBLET_OK)
+            return st;
+        sl_log_stream_journal_clear(s->log);
+        if (trace_extras_notice(s->tx) && trace_extras_set_notice(s->x, trace_extras_notice(s->tx)))
+            return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    }
     return SUBLET_OK;
+}
+
+/* Up to cap recorded events from the source (K_CSV, K_LOG) into ev, *k of
+ * them (fewer only at the end or before an error); an error, with its text,
+ * into *e.  The reader thread's work, or _next's without one. */
+static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
+                             size_t *k, serr *e)
+{
+    *k = 0;
+    if (s->kind == K_LOG) {
+        char why[400];
+        sublet_status st = sl_log_stream_read(s->log, &s->src, ev, cap, k, why, sizeof why);
+        return st == SUBLET_OK ? st : efail(s, e, st, why);
+    }
+    size_t n = 0;
+    while (n < cap) {
+        int got = csv_row(s, &ev[n], e);
+        if (got < 0) {
+            *k = n;
+            return e->st;
+        }
+        if (got == 0)
+            break;
+        if (sublet_trace_kind_is_prelude(ev[n].kind)) {
+            char why[200];
+            snprintf(why, sizeof why, "line %llu: %s row after the first recorded event",
+                     (unsigned long long)s->lineno, sublet_trace_kind_name(ev[n].kind));
+            *k = n;
+            return efail(s, e, SUBLET_ERR_PARSE, why);
+        }
+        n++;
+    }
+    *k = n;
+    return SUBLET_OK;
+}
+
+/* ---- the reader thread ----------------------------------------------------------------------
+ * For K_CSV and K_LOG, a thread decodes ahead into a ring of NCHUNK chunks of
+ * CHUNK_EVENTS events while the caller consumes them (memory: the ring, not
+ * the trace).  Each chunk carries what the caller must apply before handing
+ * out its events (the log's STACK and INFO records, as bytes: the caller's
+ * extras are written by the caller alone, so what the accessors give is the
+ * caller's own) and, in the last one, the end (and the log's notice) or the
+ * error after its events.  So _next gives the same events, counts and errors
+ * in the same order as without the thread.  SUBLET_STREAM_THREAD=0 turns it
+ * off; =1 uses it for every CSV and log, even one that fits in the first read
+ * (the tests); unset: see use_thread. */
+
+#define NCHUNK 4
+#define CHUNK_EVENTS 4096
+
+typedef struct chunk {
+    sublet_trace_event ev[CHUNK_EVENTS];
+    size_t n;
+    serr e;         /* e.st != OK: the error after ev[0, n) */
+    int end;        /* the source ended after ev[0, n) */
+    uint8_t *side;  /* the log's journal, applied before ev */
+    size_t side_len, side_cap;
+    char *notice;   /* end: the log's notice */
+} chunk;
+
+struct prefetch {
+    sublet_trace_stream *s;
+    chunk *ring;                /* NCHUNK */
+    pthread_mutex_t mu;
+    pthread_cond_t filled, freed;
+    uint64_t head, tail;        /* chunks filled, chunks released (mu) */
+    int stop;                   /* mu */
+    int finished;               /* mu: the thread filled its last chunk (or stopped) */
+    pthread_t thread;
+    chunk *cur;                 /* the caller's: the chunk being handed out */
+    size_t at;                  /* ... its next event */
+    int over;                   /* the caller's: the last chunk was handed out */
+};
+
+/* The thread's: fill c from the source. */
+static void fill_chunk(sublet_trace_stream *s, chunk *c)
+{
+    c->n = 0;
+    c->e.st = SUBLET_OK;
+    c->end = 0;
+    c->side_len = 0;
+    free(c->notice);
+    c->notice = NULL;
+    sublet_status st = produce(s, c->ev, CHUNK_EVENTS, &c->n, &c->e);
+    if (st == SUBLET_OK && c->n < CHUNK_EVENTS)
+        c->end = 1;
+    if (s->kind != K_LOG)
+        return;
+    size_t jn;
+    const uint8_t *j = sl_log_stream_journal(s->log, &jn);
+    if (jn) {
+        if (jn > c->side_cap) {
+            uint8_t *nb = realloc(c->side, jn);
+            if (!nb) {
+                c->end = 0;
+                efail(s, &c->e, SUBLET_ERR_NO_MEMORY, "out of memory");
+                return;
+            }
+            c->side = nb;
+            c->side_cap = jn;
+        }
+        memcpy(c->side, j, jn);
+        c->side_len = jn;
+        sl_log_stream_journal_clear(s->log);
+    }
+    const char *note = c->end ? trace_extras_notice(s->tx) : NULL;
+    if (note && !(c->notice = strdup(note))) {
+        c->end = 0;
+        efail(s, &c->e, SUBLET_ERR_NO_MEMORY, "out of memory");
+    }
+}
+
+static void *reader_main(void *arg)
+{
+    prefetch *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        if (p->head - p->tail == NCHUNK) {
+            /* full: sleep until half of it is free (one wake-up per NCHUNK / 2
+             * chunks, not per chunk: a wake-up costs tens of microseconds on a VM) */
+            while (!p->stop && p->head - p->tail > NCHUNK / 2)
+                pthread_cond_wait(&p->freed, &p->mu);
+            continue;
+        }
+        chunk *c = &p->ring[p->head % NCHUNK];
+        pthread_mutex_unlock(&p->mu);
+        fill_chunk(p->s, c);
+        pthread_mutex_lock(&p->mu);
+        p->head++;
+        if (c->e.st != SUBLET_OK || c->end)
+            break;
+        if (p->head - p->tail >= NCHUNK / 2)
+            pthread_cond_signal(&p->filled);
+    }
+    p->finished = 1;
+    pthread_cond_signal(&p->filled);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void prefetch_free(prefetch *p)
+{
+    for (int i = 0; i < NCHUNK; i++) {
+        free(p->ring[i].side);
+        free(p->ring[i].notice);
+    }
+    free(p->ring);
+    free(p);
+}
+
+/* Start the thread: 0, or -1 (no memory, no thread: the caller reads itself). */
+static int prefetch_start(sublet_trace_stream *s)
+{
+    prefetch *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->s = s;
+    if (!(p->ring = calloc(NCHUNK, sizeof *p->ring))) {
+        free(p);
+        return -1;
+    }
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        prefetch_free(p);
+        return -1;
+    }
+    if (pthread_cond_init(&p->filled, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        prefetch_free(p);
+        return -1;
+    }
+    if (pthread_cond_init(&p->freed, NULL) != 0) {
+        pthread_cond_destroy(&p->filled);
+        pthread_mutex_destroy(&p->mu);
+        prefetch_free(p);
+        return -1;
+    }
+    if (pthread_create(&p->thread, NULL, reader_main, p) != 0) {
+        pthread_cond_destroy(&p->freed);
+        pthread_cond_destroy(&p->filled);
+        pthread_mutex_destroy(&p->mu);
+        prefetch_free(p);
+        return -1;
+    }
+    s->pf = p;
+    return 0;
+}
+
+/* Stop the thread (it finishes the chunk it is filling) and free the ring. */
+static void prefetch_stop(sublet_trace_stream *s)
+{
+    prefetch *p = s->pf;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->freed);
+    pthread_cond_destroy(&p->filled);
+    pthread_mutex_destroy(&p->mu);
+    prefetch_free(p);
+    s->pf = NULL;
+}
+
+/* _next with the thread: up to cap events into ev (*k), as produce would give
+ * them; the error after them is the stream's (sticky), as without it. */
+static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
+                                   size_t *k)
+{
+    prefetch *p = s->pf;
+    size_t n = 0;
+    while (n < cap && !p->over) {
+        if (!p->cur) {
+            pthread_mutex_lock(&p->mu);
+            if (p->head == p->tail) /* empty: sleep until half of it is filled, or the last chunk */
+                while (p->head - p->tail < NCHUNK / 2 && !p->finished)
+                    pthread_cond_wait(&p->filled, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            p->cur = &p->ring[p->tail % NCHUNK];
+            p->at = 0;
+            if (apply_journal(s, p->cur->side, p->cur->side_len) != SUBLET_OK) {
+                p->over = 1;
+                break;
+            }
+        }
+        chunk *c = p->cur;
+        size_t m = c->n - p->at < cap - n ? c->n - p->at : cap - n;
+        memcpy(ev + n, c->ev + p->at, m * sizeof *ev);
+        n += m;
+        p->at += m;
+        if (n == cap)
+            break; /* what follows (the end, an error) is the next call's, as without the thread */
+        if (c->e.st != SUBLET_OK) {
+            s->e = c->e;
+            p->over = 1;
+            break;
+        }
+        if (c->end) {
+            p->over = 1;
+            if (c->notice && trace_extras_set_notice(s->x, c->notice) != SUBLET_OK)
+                fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        pthread_mutex_lock(&p->mu);
+        p->tail++;
+        if (p->head - p->tail <= NCHUNK / 2)
+            pthread_cond_signal(&p->freed);
+        pthread_mutex_unlock(&p->mu);
+        p->cur = NULL;
+    }
+    *k = n;
+    return s->e.st;
+}
+
+/* Whether to read with a thread: SUBLET_STREAM_THREAD (see above); unset: for
+ * a source larger than the first read, except a plain (not gzip'd) event log,
+ * whose decoding costs less than handing its events across (docs/replay.md). */
+static int use_thread(const sublet_trace_stream *s)
+{
+    const char *v = getenv("SUBLET_STREAM_THREAD");
+    if (v && strcmp(v, "0") == 0)
+        return 0;
+    if (v && strcmp(v, "1") == 0)
+        return 1;
+    if (s->src.eof)
+        return 0;
+    return !(s->kind == K_LOG && gzdirect((gzFile)s->src.gz));
 }
 
 /* keep: retire the extras instead of freeing them (a rewind) */
 static void close_source(sublet_trace_stream *s, int keep)
 {
+    prefetch_stop(s);
+    trace_extras_destroy(s->tx);
+    s->tx = NULL;
     if (s->src.gz)
         gzclose((gzFile)s->src.gz);
     free(s->src.buf);
@@ -260,22 +577,31 @@ static sublet_status start(sublet_trace_stream *s)
     s->rows = 0;
     s->lineno = 0;
     if (sl_src_fill(&s->src, DETECT_BYTES) != 0)
-        return src_fail(s);
+        return src_fail(s, &s->e);
     sublet_trace_format f = sublet_trace_detect(s->src.buf + s->src.beg, s->src.end - s->src.beg);
     if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG) {
         if (!(s->x = trace_extras_new()))
             return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         trace_extras_set_format(s->x, f);
         s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV : K_LOG;
-        sublet_status st = s->kind == K_CSV ? csv_start(s) : log_first(s);
-        if (st == SUBLET_OK)
-            s->rows = s->pre.n;
-        return st;
+        int thread = use_thread(s);
+        sublet_status st = s->kind == K_CSV ? csv_start(s) : log_first(s, thread);
+        if (st != SUBLET_OK)
+            return st;
+        s->rows = s->pre.n;
+        if (thread && s->has_pend && prefetch_start(s) == 0)
+            return SUBLET_OK;
+        if (s->tx) { /* no thread after all: the log applies its records to x (the same ids) */
+            sl_log_stream_set_extras(s->log, s->x, 0);
+            trace_extras_destroy(s->tx);
+            s->tx = NULL;
+        }
+        return SUBLET_OK;
     }
     /* read whole: what is in the buffer, then the rest */
     while (!s->src.eof)
         if (sl_src_fill(&s->src, s->src.end - s->src.beg + s->src.chunk) != 0)
-            return src_fail(s);
+            return src_fail(s, &s->e);
     char why[512];
     sublet_status st = sublet_trace_parse(s->src.buf + s->src.beg, s->src.end - s->src.beg,
                                           &s->opt, &s->owned, why, sizeof why);
@@ -308,7 +634,7 @@ sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load
     errno = 0;
     sublet_status st = start(s);
     if (st != SUBLET_OK) {
-        sl_msg(err, err_cap, "%s", s->msg);
+        sl_msg(err, err_cap, "%s", s->e.msg);
         sublet_trace_stream_close(s);
         return st;
     }
@@ -371,12 +697,12 @@ sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size
         return SUBLET_ERR_INVALID_ARGUMENT;
     if (s->kind == K_TRACE) {
         s->pos = s->rows = sublet_trace_prelude_count(s->t);
-        s->st = SUBLET_OK;
+        s->e.st = SUBLET_OK;
         return SUBLET_OK;
     }
     if (s->kind == K_RAW) {
         s->rows = sublet_trace_stream_prelude(s, NULL);
-        s->st = SUBLET_OK;
+        s->e.st = SUBLET_OK;
         if (fseek(s->raw, 0, SEEK_SET) != 0)
             return fail(s, SUBLET_ERR_IO, "copy: seek failed");
         return SUBLET_OK;
@@ -386,11 +712,11 @@ sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size
         return SUBLET_ERR_UNSUPPORTED;
     }
     close_source(s, 1);
-    s->st = SUBLET_OK;
+    s->e.st = SUBLET_OK;
     errno = 0;
     sublet_status st = start(s);
     if (st != SUBLET_OK)
-        sl_msg(err, err_cap, "%s", s->msg);
+        sl_msg(err, err_cap, "%s", s->e.msg);
     return st;
 }
 
@@ -401,9 +727,9 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
         *n = 0;
     if (!s || !n || (!ev && cap))
         return SUBLET_ERR_INVALID_ARGUMENT;
-    if (s->st != SUBLET_OK) {
-        sl_msg(err, err_cap, "%s", s->msg);
-        return s->st;
+    if (s->e.st != SUBLET_OK) {
+        sl_msg(err, err_cap, "%s", s->e.msg);
+        return s->e.st;
     }
     size_t k = 0;
     if (s->kind == K_TRACE) {
@@ -416,45 +742,24 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
         k = cap ? fread(ev, sizeof *ev, cap, s->raw) : 0;
         if (k < cap && ferror(s->raw)) {
             fail(s, SUBLET_ERR_IO, "copy: read error");
-            sl_msg(err, err_cap, "%s", s->msg);
-            return s->st;
+            sl_msg(err, err_cap, "%s", s->e.msg);
+            return s->e.st;
         }
     } else {
         if (s->has_pend && cap) {
             ev[k++] = s->pend;
             s->has_pend = 0;
         }
-        while (k < cap) {
-            if (s->kind == K_CSV) {
-                int got = csv_row(s, &ev[k]);
-                if (got == 0)
-                    break;
-                if (got < 0)
-                    break;
-                if (sublet_trace_kind_is_prelude(ev[k].kind)) {
-                    char why[200];
-                    snprintf(why, sizeof why, "line %llu: %s row after the first recorded event",
-                             (unsigned long long)s->lineno, sublet_trace_kind_name(ev[k].kind));
-                    fail(s, SUBLET_ERR_PARSE, why);
-                    break;
-                }
-            } else {
-                char why[400];
-                int got;
-                sublet_status st = sl_log_stream_next(s->log, &s->src, &ev[k], &got, why, sizeof why);
-                if (st != SUBLET_OK) {
-                    fail(s, st, why);
-                    break;
-                }
-                if (!got)
-                    break;
-            }
-            k++;
-        }
-        if (s->st != SUBLET_OK) {
-            sl_msg(err, err_cap, "%s", s->msg);
+        size_t m = 0;
+        if (s->pf)
+            prefetch_next(s, ev + k, cap - k, &m);
+        else if (k < cap)
+            produce(s, ev + k, cap - k, &m, &s->e);
+        k += m;
+        if (s->e.st != SUBLET_OK) {
+            sl_msg(err, err_cap, "%s", s->e.msg);
             s->rows += k;
-            return s->st;
+            return s->e.st;
         }
     }
     s->rows += k;
