@@ -44,7 +44,7 @@ if [ ! -x "$torch" ] || [ "$here/oracle/pools_torch.cpp" -nt "$torch" ]; then   
         { echo "FAIL: cannot build pools_torch against $oracle/build" >&2; exit 1; }
 fi
 seeds=${SUBLET_ORACLE_POOL_SEEDS:-40}
-fails=0 steps=0 ooms=0 crashed=0
+fails=0 steps=0 ooms=0 crashed=0 flaky=0
 for seed in $(seq 1 "$seeds"); do
     python3 "$here/oracle/pools_gen.py" "$seed" >"$work/s.txt"
     "$driver" "$work/s.txt" >"$work/sublet.out" || { echo "FAIL: seed $seed: pools_sublet failed" >&2; fails=$((fails + 1)); continue; }
@@ -66,14 +66,33 @@ for seed in $(seq 1 "$seeds"); do
     fi
     [ "$rc" = 0 ] || { echo "FAIL: seed $seed: pools_torch failed" >&2; fails=$((fails + 1)); continue; }
     if ! cmp -s "$work/sublet.out" "$work/torch.out"; then
-        echo "FAIL: seed $seed (python3 tests/oracle/pools_gen.py $seed): first difference" >&2
-        diff "$work/sublet.out" "$work/torch.out" | head -4 >&2
-        fails=$((fails + 1))
-        continue
+        # PyTorch's side is not always the same for the same scenario: on a loaded machine,
+        # about one run in 50 of seed 26 (max_split_size_mb:40) saw a block's pending event
+        # complete one step early (its "active" bytes), then differed from there on; the
+        # next runs gave the usual output again, which is sublet's.  So a difference is
+        # checked against two more runs of PyTorch's driver: equal to either, it is that
+        # flake (counted and shown); different from both, a real mismatch.
+        rerun_ok=0
+        for again in 1 2; do
+            PYTORCH_CUDA_ALLOC_CONF=$conf "$torch" "$work/s.txt" >"$work/torch.again" 2>/dev/null &&
+                cmp -s "$work/sublet.out" "$work/torch.again" && { rerun_ok=1; break; }
+        done
+        if [ "$rerun_ok" = 1 ]; then
+            echo "note: seed $seed: PyTorch's driver gave another output once; a rerun equals sublet's" >&2
+            diff "$work/torch.again" "$work/torch.out" | head -2 >&2
+            flaky=$((flaky + 1))
+        else
+            echo "FAIL: seed $seed (python3 tests/oracle/pools_gen.py $seed): first difference" >&2
+            diff "$work/sublet.out" "$work/torch.out" | head -4 >&2
+            echo "(> is PyTorch's)" >&2
+            fails=$((fails + 1))
+            continue
+        fi
     fi
     steps=$((steps + $(wc -l <"$work/sublet.out")))
     ooms=$((ooms + $(grep -c '"oom":' "$work/sublet.out")))
 done
 echo "$seeds scenarios, $steps steps, $ooms OOMs: $((seeds - fails)) equal to PyTorch 2.6" \
-     "($crashed of them up to PyTorch 2.6's crash on a deleted expandable pool)"
+     "($crashed of them up to PyTorch 2.6's crash on a deleted expandable pool;" \
+     "$flaky after a rerun of PyTorch's driver, whose first output differed)"
 [ "$fails" = 0 ]
