@@ -219,7 +219,7 @@ static run read_stream(const char *path, int thread, size_t cap, size_t read_chu
         return r;
     sublet_trace_event *buf = malloc(cap * sizeof *buf);
     assert_non_null(buf);
-    size_t got, total = 0, evcap = 0, npre = sublet_trace_stream_prelude(ts, NULL);
+    size_t got, evcap = 0, npre = sublet_trace_stream_prelude(ts, NULL);
     while ((r.st = sublet_trace_stream_next(ts, buf, cap, &got, r.err, sizeof r.err)) ==
                SUBLET_OK &&
            got) {
@@ -241,7 +241,6 @@ static run read_stream(const char *path, int thread, size_t cap, size_t read_chu
             }
         }
         r.n += got;
-        total += got;
     }
     /* sticky: the same error again */
     if (r.st != SUBLET_OK) {
