@@ -207,7 +207,21 @@ int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *rows, 
         f->empty_cache_sets_matched++;
     } else if (f->first_empty_cache_mismatch == SUBLET_REPLAY_NONE) {
         f->first_empty_cache_mismatch = i;
-        f->empty_cache_mismatch = d;
+        /* member by member onto zeroed bytes: the result holds no copied
+         * padding (a sublet_replay_release has 4 bytes of it), so two equal
+         * results are equal as bytes */
+        sublet_replay_release_diff *m = &f->empty_cache_mismatch;
+        memset(m, 0, sizeof *m);
+        m->recorded = d.recorded;
+        m->engine = d.engine;
+        m->only_recorded = d.only_recorded;
+        m->only_engine = d.only_engine;
+        m->first_only_recorded.kind = d.first_only_recorded.kind;
+        m->first_only_recorded.addr = d.first_only_recorded.addr;
+        m->first_only_recorded.size = d.first_only_recorded.size;
+        m->first_only_engine.kind = d.first_only_engine.kind;
+        m->first_only_engine.addr = d.first_only_engine.addr;
+        m->first_only_engine.size = d.first_only_engine.size;
     }
     return 0;
 }
