@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/read_file.h"
 #include "formats/atomic_write.h"
 #include "engine/engine.h" /* the allocator's device number */
 #include "formats/gz.h"
@@ -517,33 +518,9 @@ sublet_status sublet_snapshot_load(const char *path, sublet_snapshot **out, char
     if (!path || !out)
         return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sl_fail(err, cap, SUBLET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t n = 0, bcap = 1 << 16;
-    uint8_t *buf = malloc(bcap);
-    sublet_status st = buf ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-    while (st == SUBLET_OK) {
-        if (n == bcap) {
-            uint8_t *nb = bcap <= SIZE_MAX / 2 ? realloc(buf, bcap * 2) : NULL;
-            if (!nb) {
-                st = SUBLET_ERR_NO_MEMORY;
-                break;
-            }
-            buf = nb;
-            bcap *= 2;
-        }
-        size_t got = fread(buf + n, 1, bcap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (st == SUBLET_OK && rerr)
-        st = sl_fail(err, cap, SUBLET_ERR_IO, "%s: read error: %s", path, strerror(rerr));
-    else if (st != SUBLET_OK)
-        sl_fail(err, cap, st, "%s: out of memory reading the file", path);
+    uint8_t *buf;
+    size_t n;
+    sublet_status st = sl_read_file(path, 0, &buf, &n, err, cap);
     if (st == SUBLET_OK) {
         char inner[512];
         st = sublet_snapshot_parse(buf, n, out, inner, sizeof inner);
