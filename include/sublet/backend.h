@@ -44,6 +44,16 @@ typedef struct sublet_backend_ops {
      * is complete at once.  While it has not changed, the engine does not
      * query again the events it last found incomplete. */
     uint64_t (*event_epoch)(sublet_backend *b);
+    /* Optional, with event_epoch (NULL: after a change of the epoch the
+     * engine queries the head of every stream's queue).  Returns the epoch
+     * now and the streams on which an event may have become complete between
+     * epoch `since` and it (an event recorded complete at once included):
+     * out[0, *n), at most cap of them, repeats allowed; *n = SIZE_MAX when
+     * the backend cannot tell (`since` is too old, more than cap streams,
+     * every stream at once).  The engine then queries only those streams'
+     * events. */
+    uint64_t (*event_completions)(sublet_backend *b, uint64_t since, sublet_stream *out,
+                                  size_t cap, size_t *n);
 
     /* Device memory as the driver sees it (cudaMemGetInfo). */
     sublet_status (*mem_info)(sublet_backend *b, uint64_t *free_out, uint64_t *total_out);

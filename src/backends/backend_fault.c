@@ -110,6 +110,13 @@ static uint64_t fault_event_epoch(sublet_backend *b)
     return in->ops->event_epoch(in);
 }
 
+static uint64_t fault_event_completions(sublet_backend *b, uint64_t since, sublet_stream *out,
+                                        size_t cap, size_t *n)
+{
+    sublet_backend *in = inner_of(b);
+    return in->ops->event_completions(in, since, out, cap, n);
+}
+
 static sublet_status fault_event_synchronize(sublet_backend *b, sublet_event *ev)
 {
     sublet_backend *in = inner_of(b);
@@ -196,6 +203,7 @@ sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out)
     FAULT_FORWARD(event_query);
     FAULT_FORWARD(event_synchronize);
     FAULT_FORWARD(event_epoch);
+    FAULT_FORWARD(event_completions);
     FAULT_FORWARD(mem_info);
     FAULT_FORWARD(va_reserve);
     FAULT_FORWARD(va_release);

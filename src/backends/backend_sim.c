@@ -37,6 +37,10 @@
  * with the length of the trace).  An event whose stream is not there is
  * done, and a stream that comes back starts as completed up to the number
  * reached so far, so the events recorded on it before are still done.
+ * Every completion bumps an epoch (event_epoch) and writes its stream into
+ * a ring of the last SIM_DONE_LOG completions (event_completions), so that
+ * the engine drains only the queues of those streams; complete_all marks
+ * every stream at once.
  *
  * One mutex guards everything. */
 #include <pthread.h>
@@ -52,6 +56,7 @@
 #define SIM_BASE UINT64_C(0x7f0000000000)
 #define SIM_SEGMENT_ALIGN (UINT64_C(2) << 20)
 #define SIM_EVENT_MAGIC UINT64_C(0x73696d4576656e74) /* "simEvent" */
+#define SIM_DONE_LOG 64 /* completions remembered by event_completions */
 
 enum { RANGE_SEGMENT = 1, RANGE_RESERVATION = 2 };
 
@@ -76,6 +81,8 @@ typedef struct sim_backend {
     uint64_t seq;         /* the latest record's number, all streams */
     /* event_epoch: bumped (under the lock) whenever a record completes */
     _Atomic uint64_t epoch;
+    sublet_stream done_log[SIM_DONE_LOG]; /* the stream of completion e: [e % SIM_DONE_LOG] */
+    uint64_t all_done_epoch;              /* the latest complete_all */
     /* one-shot placement for the next segment_alloc or va_reserve: atomic, so
      * that setting it (twice per replayed alloc) costs no lock round trip */
     _Atomic uint64_t next_hint;
@@ -173,6 +180,13 @@ static void settle_stream(sim_backend *s, sim_stream *ss)
     size_t i = (size_t)(ss - s->streams);
     memmove(&s->streams[i], &s->streams[i + 1], (s->n_streams - i - 1) * sizeof s->streams[0]);
     s->n_streams--;
+}
+
+/* A completion on `stream` (lock held). */
+static void completed(sim_backend *s, sublet_stream stream)
+{
+    uint64_t e = atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release) + 1;
+    s->done_log[e % SIM_DONE_LOG] = stream;
 }
 
 static int event_ok(const sim_backend *s, const sublet_event *ev)
@@ -301,6 +315,25 @@ static uint64_t sim_event_epoch(sublet_backend *b)
     return s ? atomic_load_explicit(&s->epoch, memory_order_acquire) : 0;
 }
 
+static uint64_t sim_event_completions(sublet_backend *b, uint64_t since, sublet_stream *out,
+                                      size_t cap, size_t *n)
+{
+    sim_backend *s = as_sim(b);
+    *n = SIZE_MAX;
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint64_t now = atomic_load_explicit(&s->epoch, memory_order_relaxed);
+    if (since <= now && now - since <= cap && now - since <= SIM_DONE_LOG &&
+        s->all_done_epoch <= since) {
+        for (uint64_t e = since + 1; e <= now; e++)
+            out[e - since - 1] = s->done_log[e % SIM_DONE_LOG];
+        *n = (size_t)(now - since);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return now;
+}
+
 static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
 {
     sim_backend *s = as_sim(b);
@@ -311,7 +344,7 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
         sim_stream *ss = find_stream(s, ev->stream, 0);
         if (ss && ss->completed < ev->seq) {
             ss->completed = ev->seq;
-            atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
+            completed(s, ss->id);
             settle_stream(s, ss);
         }
     }
@@ -475,6 +508,7 @@ static const sublet_backend_ops sim_ops = {
     .event_record = sim_event_record,
     .event_query = sim_event_query,
     .event_epoch = sim_event_epoch,
+    .event_completions = sim_event_completions,
     .event_synchronize = sim_event_synchronize,
     .mem_info = sim_mem_info,
     .va_reserve = sim_va_reserve,
@@ -517,7 +551,7 @@ void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
     sim_stream *ss = find_stream(s, stream, 0);
     if (ss) {
         if (ss->completed != ss->recorded)
-            atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
+            completed(s, stream);
         ss->completed = ss->recorded;
         settle_stream(s, ss);
     }
@@ -531,7 +565,7 @@ void sublet_sim_complete_all(sublet_backend *sim)
         return;
     pthread_mutex_lock(&s->lock);
     if (s->n_streams)
-        atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
+        s->all_done_epoch = atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release) + 1;
     s->n_streams = 0; /* every record completed */
     pthread_mutex_unlock(&s->lock);
 }

@@ -114,13 +114,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
     if (!a)
         return;
     /* Return every segment, live or cached: the caller is done with it. */
-    for (size_t i = 0; i < a->nevqs; i++) {
-        sl_evq *q = &a->evqs[i];
-        for (size_t k = 0; k < q->count; k++)
-            a->backend->ops->event_destroy(a->backend, q->items[(q->head + k) % q->cap].ev);
-        free(q->items);
-    }
-    free(a->evqs);
+    sl_evq_fini(a);
     for (size_t i = 0; i < a->nevent_pool; i++)
         a->backend->ops->event_destroy(a->backend, a->event_pool[i]);
     free(a->event_pool);

@@ -298,57 +298,6 @@ static void free_block(sublet_allocator *a, sl_block *b)
     P_DEC(requested_bytes, pool, (int64_t)req);
 }
 
-static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream, bool create)
-{
-    for (size_t i = 0; i < a->nevqs; i++)
-        if (a->evqs[i].stream == stream)
-            return &a->evqs[i];
-    if (!create)
-        return NULL;
-    if (a->nevqs == a->evqs_cap) {
-        size_t nc = a->evqs_cap ? a->evqs_cap * 2 : 4;
-        sl_evq *n = realloc(a->evqs, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        a->evqs = n;
-        a->evqs_cap = nc;
-    }
-    sl_evq *q = &a->evqs[a->nevqs++];
-    *q = (sl_evq){.stream = stream};
-    return q;
-}
-
-static bool evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
-{
-    if (q->count == q->cap) {
-        size_t nc = q->cap ? q->cap * 2 : 8;
-        sl_evq_entry *n = malloc(nc * sizeof *n);
-        if (!n)
-            return false;
-        for (size_t i = 0; i < q->count; i++)
-            n[i] = q->items[(q->head + i) % q->cap];
-        free(q->items);
-        q->items = n;
-        q->head = 0;
-        q->cap = nc;
-    }
-    q->items[(q->head + q->count) % q->cap] = (sl_evq_entry){ev, b};
-    q->count++;
-    return true;
-}
-
-static void evq_pop(sl_evq *q)
-{
-    q->head = (q->head + 1) % q->cap;
-    q->count--;
-}
-
-static void evq_drop(sublet_allocator *a, size_t i)
-{
-    free(a->evqs[i].items);
-    a->evqs[i] = a->evqs[--a->nevqs];
-}
-
 static sublet_status event_get(sublet_allocator *a, sublet_event **ev)
 {
     if (a->nevent_pool) {
@@ -379,7 +328,8 @@ static void forget_capture_uses(sublet_allocator *a, sl_block *b);
  * changes, so a failing backend leaves the block allocated and intact. */
 static sublet_status insert_events(sublet_allocator *a, sl_block *b)
 {
-    a->ev_clean = false;
+    /* (ev_clean stays: an event recorded here is not complete until the
+     * backend's event_epoch changes, backend.h) */
     sublet_event *evs_inline[8];
     sublet_event **evs = evs_inline;
     if (b->nuses > 8 && !(evs = malloc(b->nuses * sizeof *evs)))
@@ -393,17 +343,17 @@ static sublet_status insert_events(sublet_allocator *a, sl_block *b)
             event_put(a, evs[got]);
             break;
         }
-        if (!evq_get(a, b->uses[got], true)) {
+        if (!sl_evq_get(a, b->uses[got])) {
             event_put(a, evs[got]);
             st = SUBLET_ERR_NO_MEMORY;
             break;
         }
     }
     for (uint32_t i = 0; st == SUBLET_OK && i < b->nuses; i++)
-        if (!evq_push(evq_get(a, b->uses[i], false), evs[i], b)) {
+        if (!sl_evq_push(sl_evq_find(a, b->uses[i]), evs[i], b)) {
             /* undo the pushes already made */
             for (uint32_t j = 0; j < i; j++)
-                evq_get(a, b->uses[j], false)->count--;
+                sl_evq_find(a, b->uses[j])->count--;
             st = SUBLET_ERR_NO_MEMORY;
         }
     if (st != SUBLET_OK) {
@@ -524,6 +474,71 @@ static void capture_reclaim(sublet_allocator *a, sublet_stream stream)
     }
 }
 
+/* Complete the frees at the head of queue i whose events are done; an
+ * emptied queue is dropped (*dropped), the last one taking place i. */
+static sublet_status drain_queue(sublet_allocator *a, size_t i, bool *dropped)
+{
+    sl_evq *q = &a->evqs[i];
+    *dropped = false;
+    while (q->count) {
+        sl_evq_entry e = q->items[q->head];
+        int done = 0;
+        sublet_status st = a->backend->ops->event_query(a->backend, e.ev, &done);
+        if (st != SUBLET_OK)
+            return st;
+        if (!done)
+            break;
+        sl_evq_pop(q);
+        event_done(a, e);
+    }
+    if (q->count == 0) {
+        sl_evq_drop(a, i);
+        *dropped = true;
+    }
+    return SUBLET_OK;
+}
+
+#define SL_COMPLETIONS_MAX 32
+
+/* process_events after a clean walk, when the backend names the streams
+ * with completions since (event_completions): only their queues are
+ * drained.  They are visited in the order of the whole walk, a queue that
+ * takes the place of a dropped one included, so that the frees complete in
+ * the same order as the walk's (the queues it would query and find
+ * incomplete are those whose streams had no completion). */
+static sublet_status drain_completed(sublet_allocator *a, const sublet_stream *done, size_t n,
+                                     uint64_t ep)
+{
+    size_t at[SL_COMPLETIONS_MAX], m = 0;
+    for (size_t k = 0; k < n; k++) {
+        sl_evq *q = sl_evq_find(a, done[k]);
+        if (!q || q->hot)
+            continue;
+        q->hot = true;
+        size_t pos = (size_t)(q - a->evqs), j = m++;
+        for (; j > 0 && at[j - 1] > pos; j--)
+            at[j] = at[j - 1];
+        at[j] = pos;
+    }
+    a->ev_clean = false;
+    sublet_status st = SUBLET_OK;
+    for (size_t k = 0; k < m && st == SUBLET_OK; k++)
+        for (size_t i = at[k]; i < a->nevqs && a->evqs[i].hot;) {
+            a->evqs[i].hot = false;
+            bool dropped;
+            if ((st = drain_queue(a, i, &dropped)) != SUBLET_OK || !dropped)
+                break;
+        }
+    if (st != SUBLET_OK) {
+        for (size_t i = 0; i < a->nevqs; i++)
+            a->evqs[i].hot = false;
+        return st;
+    }
+    a->ev_clean = true;
+    a->ev_epoch = ep;
+    return SUBLET_OK;
+}
+
 /* process_events (§4.3): complete frees whose events have completed. */
 static sublet_status process_events(sublet_allocator *a)
 {
@@ -536,32 +551,29 @@ static sublet_status process_events(sublet_allocator *a)
         return SUBLET_OK;
     /* Nothing can have completed since the last walk found every head
      * incomplete: the walk would query the same heads and stop at each. */
-    uint64_t (*epoch)(sublet_backend *) = a->backend->ops->event_epoch;
-    uint64_t ep = epoch ? epoch(a->backend) : 0;
+    const sublet_backend_ops *ops = a->backend->ops;
+    uint64_t ep = ops->event_epoch ? ops->event_epoch(a->backend) : 0;
     if (a->ev_clean && ep == a->ev_epoch)
         return SUBLET_OK;
+    if (a->ev_clean && ops->event_completions) {
+        sublet_stream done[SL_COMPLETIONS_MAX];
+        size_t n = 0;
+        uint64_t now = ops->event_completions(a->backend, a->ev_epoch, done, SL_COMPLETIONS_MAX, &n);
+        if (n != SIZE_MAX)
+            return drain_completed(a, done, n, now);
+    }
     a->ev_clean = false;
     for (size_t i = 0; i < a->nevqs;) {
-        sl_evq *q = &a->evqs[i];
-        while (q->count) {
-            sl_evq_entry e = q->items[q->head];
-            int done = 0;
-            sublet_status st = a->backend->ops->event_query(a->backend, e.ev, &done);
-            if (st != SUBLET_OK)
-                return st;
-            if (!done)
-                break;
-            evq_pop(q);
-            event_done(a, e);
-        }
-        if (q->count == 0)
-            evq_drop(a, i);
-        else
+        bool dropped;
+        sublet_status st = drain_queue(a, i, &dropped);
+        if (st != SUBLET_OK)
+            return st;
+        if (!dropped)
             i++;
     }
     /* (ep was read before the walk: a completion during it changes the
      * epoch seen next time) */
-    a->ev_clean = epoch != NULL;
+    a->ev_clean = ops->event_epoch != NULL;
     a->ev_epoch = ep;
     return SUBLET_OK;
 }
@@ -590,7 +602,7 @@ static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *on
         }
         q->count = keep;
         if (keep == 0)
-            evq_drop(a, i);
+            sl_evq_drop(a, i);
         else
             i++;
     }
@@ -616,10 +628,10 @@ sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
             sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
             if (st != SUBLET_OK)
                 return st;
-            evq_pop(q);
+            sl_evq_pop(q);
             event_done(a, e);
         }
-        evq_drop(a, 0);
+        sl_evq_drop(a, 0);
     }
     return SUBLET_OK;
 }

@@ -248,10 +248,11 @@ typedef struct sl_alias {
     struct sl_block *vshadow, *oshadow;
 } sl_alias;
 
-typedef struct sl_evq { /* FIFO of (event, block) for one stream */
+typedef struct sl_evq { /* FIFO of (event, block) for one stream (evq.c) */
     sublet_stream stream;
     sl_evq_entry *items;
     size_t head, count, cap;
+    bool hot; /* process_events: its stream had a completion */
 } sl_evq;
 
 struct sublet_allocator {
@@ -299,8 +300,10 @@ struct sublet_allocator {
     bool limit_in_effect;
     uint64_t allowed_memory_maximum;
     /* events */
-    sl_evq *evqs;
+    sl_evq *evqs; /* in process_events' walk order (evq.c) */
     size_t nevqs, evqs_cap;
+    uint32_t *evq_index; /* stream -> position + 1 in evqs (evq.c) */
+    size_t evq_index_cap;
     size_t pending_events;
     /* process_events found every queue's head incomplete at the backend's
      * event_epoch ev_epoch, and no queue has changed since (see there) */
@@ -410,6 +413,15 @@ void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
 /* engine.c: synchronize_and_free_events (§3.5 step 1), for `only`'s blocks
  * (NULL: every block). */
 sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
+
+/* evq.c: the event queues and their index by stream. */
+sl_evq *sl_evq_find(const sublet_allocator *a, sublet_stream stream);
+sl_evq *sl_evq_get(sublet_allocator *a, sublet_stream stream); /* creates; NULL: no memory */
+bool sl_evq_push(sl_evq *q, sublet_event *ev, sl_block *b);
+void sl_evq_pop(sl_evq *q);
+void sl_evq_drop(sublet_allocator *a, size_t pos);
+void sl_evq_fini(sublet_allocator *a);
+bool sl_evq_verify(const sublet_allocator *a, char *msg, size_t cap);
 /* engine.c: a new-capture-use record for record_stream. */
 bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
 static inline sublet_pool_id sl_pool_id_of(const sl_pool *p)

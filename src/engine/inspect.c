@@ -320,6 +320,8 @@ static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t
     if (pending != a->pending_events || queued != pending)
         return fail(msg, cap, "pending events: blocks %zu, counter %zu, queues %zu", pending,
                     a->pending_events, queued);
+    if (!sl_evq_verify(a, msg, cap))
+        return SUBLET_ERR_CORRUPT;
     if (reserved != a->total_allocated_memory)
         return fail(msg, cap, "reserved %llu != total_allocated_memory %llu",
                     (unsigned long long)reserved, (unsigned long long)a->total_allocated_memory);
