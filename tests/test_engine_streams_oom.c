@@ -709,6 +709,173 @@ static void test_record_many_streams(void **state)
     h_env_fini(&e);
 }
 
+/* ---- completions: drained by name or by a walk, the same frees in the same order ---- */
+
+/* A backend that forwards to a sim but names no completions (event_completions
+ * NULL): the engine then walks every queue after each change of the epoch. */
+typedef struct walk_only {
+    sublet_backend base;
+    sublet_backend_ops ops;
+    sublet_backend *in;
+} walk_only;
+
+static sublet_backend *wo_in(sublet_backend *b) { return ((walk_only *)b)->in; }
+static sublet_status wo_seg_alloc(sublet_backend *b, uint64_t n, uint64_t h, uint64_t *out)
+{
+    return wo_in(b)->ops->segment_alloc(wo_in(b), n, h, out);
+}
+static sublet_status wo_seg_free(sublet_backend *b, uint64_t addr, uint64_t n)
+{
+    return wo_in(b)->ops->segment_free(wo_in(b), addr, n);
+}
+static sublet_status wo_ev_create(sublet_backend *b, sublet_event **ev)
+{
+    return wo_in(b)->ops->event_create(wo_in(b), ev);
+}
+static sublet_status wo_ev_destroy(sublet_backend *b, sublet_event *ev)
+{
+    return wo_in(b)->ops->event_destroy(wo_in(b), ev);
+}
+static sublet_status wo_ev_record(sublet_backend *b, sublet_event *ev, sublet_stream s)
+{
+    return wo_in(b)->ops->event_record(wo_in(b), ev, s);
+}
+static sublet_status wo_ev_query(sublet_backend *b, sublet_event *ev, int *done)
+{
+    return wo_in(b)->ops->event_query(wo_in(b), ev, done);
+}
+static sublet_status wo_ev_sync(sublet_backend *b, sublet_event *ev)
+{
+    return wo_in(b)->ops->event_synchronize(wo_in(b), ev);
+}
+static uint64_t wo_ev_epoch(sublet_backend *b) { return wo_in(b)->ops->event_epoch(wo_in(b)); }
+static sublet_status wo_mem_info(sublet_backend *b, uint64_t *f, uint64_t *t)
+{
+    return wo_in(b)->ops->mem_info(wo_in(b), f, t);
+}
+static void wo_destroy(sublet_backend *b) { free(b); }
+
+typedef struct order_log {
+    trace_ev *ev;
+    size_t n, cap;
+} order_log;
+
+static void order_cb(void *user, sublet_action act, uint64_t addr, uint64_t size,
+                     sublet_stream stream)
+{
+    order_log *t = user;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 1024;
+        t->ev = realloc(t->ev, t->cap * sizeof *t->ev);
+        assert_non_null(t->ev);
+    }
+    t->ev[t->n++] = (trace_ev){act, addr, size, stream};
+}
+
+/* Blocks freed after a record_stream on streams of their own, completed in
+ * batches of 1 to 48 streams in a random order (so that the completions
+ * either fit the engine's list of 32 or overflow it), with mallocs between
+ * them: the trace of every engine event must be the same whether the engine
+ * drains the queues the sim names or walks them all. */
+static void run_completions(uint64_t seed, int walk_only_backend, order_log *out)
+{
+    sublet_backend *sim = NULL;
+    assert_int_equal(sublet_sim_create(SIM_BIG, &sim), SUBLET_OK);
+    sublet_backend *be = sim;
+    walk_only *wo = NULL;
+    if (walk_only_backend) {
+        wo = calloc(1, sizeof *wo);
+        assert_non_null(wo);
+        wo->in = sim;
+        wo->ops = (sublet_backend_ops){
+            .segment_alloc = wo_seg_alloc, .segment_free = wo_seg_free,
+            .event_create = wo_ev_create, .event_destroy = wo_ev_destroy,
+            .event_record = wo_ev_record, .event_query = wo_ev_query,
+            .event_synchronize = wo_ev_sync, .event_epoch = wo_ev_epoch,
+            .mem_info = wo_mem_info, .destroy = wo_destroy};
+        wo->base = (sublet_backend){.ops = &wo->ops, .name = "walk-only", .device = 0};
+        be = &wo->base;
+    }
+    sublet_allocator *a = NULL;
+    sublet_options ao = {.backend = be, .device = 0, .conf = ""};
+    char err[256];
+    assert_int_equal(sublet_allocator_create(&ao, &a, err, sizeof err), SUBLET_OK);
+    sublet_trace_set(a, order_cb, out);
+    uint64_t rng = seed;
+    enum { N = 160 };
+    void *live[N];
+    sublet_stream pending[N];
+    size_t nlive = 0, npending = 0;
+    sublet_stream next_stream = 100;
+    for (int step = 0; step < (H_UNDER_TSAN ? 300 : 3000); step++) {
+        uint64_t r = h_rand_range(&rng, 0, 100);
+        if (r < 45 && nlive < N) {
+            uint64_t size = h_rand_range(&rng, 1, 5) * (h_rand_range(&rng, 0, 2) ? KiB : MiB);
+            live[nlive++] = h_malloc(a, size, 0);
+        } else if (r < 90 && nlive) {
+            size_t k = (size_t)h_rand_range(&rng, 0, nlive);
+            void *p = live[k];
+            live[k] = live[--nlive];
+            if (npending < N && h_rand_range(&rng, 0, 2)) {
+                sublet_stream s = next_stream++;
+                h_record(a, p, s);
+                if (h_rand_range(&rng, 0, 4) == 0)
+                    h_record(a, p, next_stream++); /* a second use, completed apart */
+                pending[npending++] = s;
+            }
+            h_free(a, p);
+        } else {
+            /* complete a batch of the pending streams, in a random order
+             * (a second use's stream is completed with its first's
+             * neighbour or never: its block then waits) */
+            size_t batch = (size_t)h_rand_range(&rng, 1, 49);
+            for (size_t b = 0; b < batch && npending; b++) {
+                size_t k = (size_t)h_rand_range(&rng, 0, npending);
+                sublet_sim_stream_complete(sim, pending[k]);
+                sublet_sim_stream_complete(sim, pending[k] + 1);
+                pending[k] = pending[--npending];
+            }
+            if (h_rand_range(&rng, 0, 2))
+                h_process_events(a);
+        }
+    }
+    sublet_sim_complete_all(sim);
+    h_process_events(a);
+    sublet_trace_set(a, NULL, NULL);
+    sublet_allocator_destroy(a);
+    if (wo)
+        sublet_backend_destroy(&wo->base);
+    sublet_backend_destroy(sim);
+}
+
+static void test_completions_drain_order(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        order_log named = {0}, walked = {0};
+        run_completions(seed, 0, &named);
+        run_completions(seed, 1, &walked);
+        assert_true(named.n > 1000);
+        size_t frees = 0;
+        for (size_t i = 0; i < named.n; i++)
+            frees += named.ev[i].act == SUBLET_ACT_FREE_COMPLETED;
+        assert_true(frees > 100);
+        assert_int_equal(named.n, walked.n);
+        for (size_t i = 0; i < named.n; i++) {
+            const trace_ev *x = &named.ev[i], *y = &walked.ev[i];
+            if (x->act != y->act || x->addr != y->addr || x->size != y->size ||
+                x->stream != y->stream)
+                fail_msg("seed %llu: engine event %zu differs: %s 0x%llx (named) vs %s 0x%llx "
+                         "(walked)", (unsigned long long)seed, i,
+                         sublet_action_name(named.ev[i].act), (unsigned long long)named.ev[i].addr,
+                         sublet_action_name(walked.ev[i].act),
+                         (unsigned long long)walked.ev[i].addr);
+        }
+        free(named.ev);
+        free(walked.ev);
+    }
+}
+
 /* test_max_split_expandable and test_garbage_collect_expandable without the
  * expandable segments: a 120 MiB fraction limit (fraction × capacity exact) */
 static void test_fraction_limit_ports(void **state)
@@ -753,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_record_stream),
         cmocka_unit_test(test_record_stream_on_shifted_view),
         cmocka_unit_test(test_record_many_streams),
+        cmocka_unit_test(test_completions_drain_order),
         cmocka_unit_test(test_trace_free_requested_completed),
         cmocka_unit_test(test_record_stream_oom),
         cmocka_unit_test(test_out_of_memory),
