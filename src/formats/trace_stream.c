@@ -517,8 +517,10 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
 }
 
 /* Whether to read with a thread: SUBLET_STREAM_THREAD (see above); unset: for
- * a source larger than the first read, except a plain (not gzip'd) event log,
- * whose decoding costs less than handing its events across (docs/replay.md). */
+ * a source larger than the first read, except a plain (not gzip'd) event log
+ * on a machine with one CPU online, whose decoding there costs less than
+ * handing its events across; with a second CPU the log's decoding (a
+ * quarter of its replay) runs beside the replay (docs/replay.md). */
 static int use_thread(const sublet_trace_stream *s)
 {
     const char *v = getenv("SUBLET_STREAM_THREAD");
@@ -528,7 +530,9 @@ static int use_thread(const sublet_trace_stream *s)
         return 1;
     if (s->src.eof)
         return 0;
-    return !(s->kind == K_LOG && gzdirect((gzFile)s->src.gz));
+    if (s->kind == K_LOG && gzdirect((gzFile)s->src.gz))
+        return sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    return 1;
 }
 
 /* keep: retire the extras instead of freeing them (a rewind) */
