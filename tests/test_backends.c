@@ -317,6 +317,76 @@ static void test_sim_events(void **state)
     sublet_backend_destroy(b);
 }
 
+/* event_completions: the streams of the completions since an epoch, in order; SIZE_MAX
+ * when they are more than the caller's room or than the sim remembers (64), or after a
+ * complete_all; the same through the fault wrapper; the host backend has none.  Many
+ * streams recorded and completed in any order (the hash table's growth and its
+ * deletions) keep every other stream's events as they were. */
+static void test_sim_event_completions(void **state)
+{
+    (void)state;
+    sublet_backend *b = new_sim(GiB);
+    assert_non_null(b->ops->event_completions);
+    enum { N = 300 };
+    sublet_event *ev[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(b->ops->event_create(b, &ev[i]), SUBLET_OK);
+        assert_int_equal(b->ops->event_record(b, ev[i], 1000 + (sublet_stream)i), SUBLET_OK);
+    }
+    uint64_t ep = b->ops->event_epoch(b);
+    sublet_stream out[80];
+    size_t n = 0;
+    assert_int_equal(b->ops->event_completions(b, ep, out, 80, &n), ep);
+    assert_int_equal(n, 0);
+    /* complete every third stream, from the end */
+    int done[N] = {0};
+    for (int i = N - 1; i >= 0; i -= 3) {
+        sublet_sim_stream_complete(b, 1000 + (sublet_stream)i);
+        done[i] = 1;
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(query(b, ev[i]), done[i]);
+    uint64_t now = b->ops->event_epoch(b);
+    assert_int_equal(now - ep, 100);
+    assert_int_equal(b->ops->event_completions(b, ep, out, 80, &n), now);
+    assert_true(n == SIZE_MAX); /* 100 completions: more than 64 remembered */
+    assert_int_equal(b->ops->event_completions(b, now - 10, out, 80, &n), now);
+    assert_int_equal(n, 10);
+    for (size_t k = 0; k < 10; k++) /* the last ten completed: streams 1029, 1026, ..., 1002 */
+        assert_int_equal(out[k], 1000 + 29 - 3 * (sublet_stream)k);
+    assert_int_equal(b->ops->event_completions(b, now - 10, out, 9, &n), now);
+    assert_true(n == SIZE_MAX); /* more than the caller's room */
+    assert_int_equal(b->ops->event_synchronize(b, ev[1]), SUBLET_OK);
+    assert_int_equal(b->ops->event_completions(b, now, out, 80, &n), now + 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(out[0], 1001);
+
+    sublet_backend *f = NULL;
+    assert_int_equal(sublet_fault_create(b, &f), SUBLET_OK);
+    assert_non_null(f->ops->event_completions);
+    assert_int_equal(f->ops->event_completions(f, now, out, 80, &n), now + 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(out[0], 1001);
+    sublet_backend_destroy(f);
+
+    sublet_sim_complete_all(b);
+    for (int i = 0; i < N; i++)
+        assert_true(query(b, ev[i]));
+    uint64_t all = b->ops->event_epoch(b);
+    assert_int_equal(b->ops->event_completions(b, now + 1, out, 80, &n), all);
+    assert_true(n == SIZE_MAX); /* every stream at once */
+    assert_int_equal(b->ops->event_completions(b, all, out, 80, &n), all);
+    assert_int_equal(n, 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(b->ops->event_destroy(b, ev[i]), SUBLET_OK);
+    sublet_backend_destroy(b);
+
+    sublet_backend *h = NULL;
+    assert_int_equal(sublet_host_create(GiB, &h), SUBLET_OK);
+    assert_null(h->ops->event_completions);
+    sublet_backend_destroy(h);
+}
+
 /* event_epoch: unchanged while nothing completes (recording included), changed by
  * every completion (a stream, an event synchronised, all streams), the same through the
  * fault wrapper; the host backend has none. */
@@ -970,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_sim_bad_free),
         cmocka_unit_test(test_sim_events),
         cmocka_unit_test(test_sim_event_epoch),
+        cmocka_unit_test(test_sim_event_completions),
         cmocka_unit_test(test_sim_event_foreign),
         cmocka_unit_test(test_sim_vmm),
         cmocka_unit_test(test_host_segments),

@@ -31,7 +31,8 @@
  * shared by all streams; each stream keeps the number of its latest record
  * and how far it has completed, and an event is done when its stream has
  * completed up to its number.  An event never recorded is done.  Streams
- * live in a sorted array too, and only while they have work outstanding:
+ * live in a hash table by id (open addressing, at most half full, deletion
+ * by backward shift), and only while they have work outstanding:
  * a stream whose records have all completed is dropped (a replay gives
  * every deferred free a stream of its own, so keeping them all would grow
  * with the length of the trace).  An event whose stream is not there is
@@ -45,6 +46,7 @@
  * One mutex guards everything. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,7 @@ typedef struct sim_stream {
     sublet_stream id;
     uint64_t recorded;  /* sequence number of the latest record */
     uint64_t completed; /* every record <= this has completed */
+    bool used;          /* the slot holds a stream */
 } sim_stream;
 
 typedef struct sim_backend {
@@ -75,9 +78,9 @@ typedef struct sim_backend {
     uint64_t live_events;
     sl_rtree placed;     /* segments and reservations, by address (rtree.c) */
     sl_vmem vm;           /* mapped VA ranges and the physical bytes behind them */
-    sim_stream *streams;  /* sorted by id; those with records not completed */
+    sim_stream *streams;  /* hash table by id; those with records not completed */
     size_t n_streams;
-    size_t cap_streams;
+    size_t cap_streams;   /* 0 or a power of two */
     uint64_t seq;         /* the latest record's number, all streams */
     /* event_epoch: bumped (under the lock) whenever a record completes */
     _Atomic uint64_t epoch;
@@ -142,34 +145,51 @@ static sublet_status place(sim_backend *s, uint64_t size, uint64_t hint, uint64_
     return sl_rtree_insert(&s->placed, addr, size, kind);
 }
 
+static inline size_t stream_home(sublet_stream id, size_t cap)
+{
+    return (size_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (cap - 1);
+}
+
+/* The slot of stream id, or the empty slot where it would go (cap > 0). */
+static size_t stream_slot(const sim_backend *s, sublet_stream id)
+{
+    size_t i = stream_home(id, s->cap_streams);
+    while (s->streams[i].used && s->streams[i].id != id)
+        i = (i + 1) & (s->cap_streams - 1);
+    return i;
+}
+
+static int streams_grow(sim_backend *s)
+{
+    size_t cap = s->cap_streams ? s->cap_streams * 2 : 16;
+    sim_stream *v = calloc(cap, sizeof *v), *old = s->streams;
+    if (!v)
+        return 0;
+    size_t oc = s->cap_streams;
+    s->streams = v;
+    s->cap_streams = cap;
+    for (size_t i = 0; i < oc; i++)
+        if (old[i].used)
+            s->streams[stream_slot(s, old[i].id)] = old[i];
+    free(old);
+    return 1;
+}
+
 static sim_stream *find_stream(sim_backend *s, sublet_stream id, int create)
 {
-    size_t lo = 0, hi = s->n_streams;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->streams[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (s->n_streams) {
+        sim_stream *ss = &s->streams[stream_slot(s, id)];
+        if (ss->used)
+            return ss;
     }
-    if (lo < s->n_streams && s->streams[lo].id == id)
-        return &s->streams[lo];
     if (!create)
         return NULL;
-    if (s->n_streams == s->cap_streams) {
-        size_t cap = s->cap_streams ? s->cap_streams * 2 : 8;
-        sim_stream *v = realloc(s->streams, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        s->streams = v;
-        s->cap_streams = cap;
-    }
-    memmove(&s->streams[lo + 1], &s->streams[lo], (s->n_streams - lo) * sizeof s->streams[0]);
-    s->streams[lo].id = id;
-    s->streams[lo].recorded = s->seq;
-    s->streams[lo].completed = s->seq;
+    if ((s->n_streams + 1) * 2 > s->cap_streams && !streams_grow(s))
+        return NULL;
+    sim_stream *ss = &s->streams[stream_slot(s, id)];
+    *ss = (sim_stream){.id = id, .recorded = s->seq, .completed = s->seq, .used = true};
     s->n_streams++;
-    return &s->streams[lo];
+    return ss;
 }
 
 /* Drop *ss when all its records have completed (see Events above). */
@@ -177,8 +197,16 @@ static void settle_stream(sim_backend *s, sim_stream *ss)
 {
     if (ss->completed < ss->recorded)
         return;
-    size_t i = (size_t)(ss - s->streams);
-    memmove(&s->streams[i], &s->streams[i + 1], (s->n_streams - i - 1) * sizeof s->streams[0]);
+    size_t mask = s->cap_streams - 1, i = (size_t)(ss - s->streams);
+    for (size_t j = (i + 1) & mask; s->streams[j].used; j = (j + 1) & mask) {
+        size_t home = stream_home(s->streams[j].id, s->cap_streams);
+        int reachable = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (reachable)
+            continue;
+        s->streams[i] = s->streams[j];
+        i = j;
+    }
+    s->streams[i].used = false;
     s->n_streams--;
 }
 
@@ -566,7 +594,9 @@ void sublet_sim_complete_all(sublet_backend *sim)
     pthread_mutex_lock(&s->lock);
     if (s->n_streams)
         s->all_done_epoch = atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release) + 1;
-    s->n_streams = 0; /* every record completed */
+    if (s->n_streams) /* every record completed */
+        memset(s->streams, 0, s->cap_streams * sizeof *s->streams);
+    s->n_streams = 0;
     pthread_mutex_unlock(&s->lock);
 }
 
