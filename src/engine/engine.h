@@ -304,6 +304,8 @@ struct sublet_allocator {
     size_t nevqs, evqs_cap;
     uint32_t *evq_index; /* stream -> position + 1 in evqs (evq.c) */
     size_t evq_index_cap;
+    sl_evq_entry *evq_spare; /* a dropped queue's buffer, for the next new queue */
+    size_t evq_spare_cap;
     size_t pending_events;
     /* process_events found every queue's head incomplete at the backend's
      * event_epoch ev_epoch, and no queue has changed since (see there) */

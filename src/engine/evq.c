@@ -75,7 +75,9 @@ sl_evq *sl_evq_get(sublet_allocator *a, sublet_stream stream)
         a->evqs_cap = nc;
     }
     size_t pos = a->nevqs++;
-    a->evqs[pos] = (sl_evq){.stream = stream};
+    a->evqs[pos] = (sl_evq){.stream = stream, .items = a->evq_spare, .cap = a->evq_spare_cap};
+    a->evq_spare = NULL;
+    a->evq_spare_cap = 0;
     a->evq_index[evq_slot(a, stream)] = (uint32_t)(pos + 1);
     return &a->evqs[pos];
 }
@@ -94,14 +96,14 @@ bool sl_evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
         q->head = 0;
         q->cap = nc;
     }
-    q->items[(q->head + q->count) % q->cap] = (sl_evq_entry){ev, b};
+    q->items[(q->head + q->count) & (q->cap - 1)] = (sl_evq_entry){ev, b}; /* cap: 8 << k */
     q->count++;
     return true;
 }
 
 void sl_evq_pop(sl_evq *q)
 {
-    q->head = (q->head + 1) % q->cap;
+    q->head = (q->head + 1) & (q->cap - 1);
     q->count--;
 }
 
@@ -119,7 +121,12 @@ void sl_evq_drop(sublet_allocator *a, size_t pos)
         i = j;
     }
     a->evq_index[i] = 0;
-    free(a->evqs[pos].items);
+    if (!a->evq_spare) { /* kept for the next new queue (a replay makes one a deferred free) */
+        a->evq_spare = a->evqs[pos].items;
+        a->evq_spare_cap = a->evqs[pos].cap;
+    } else {
+        free(a->evqs[pos].items);
+    }
     size_t last = --a->nevqs;
     if (pos != last) {
         a->evqs[pos] = a->evqs[last];
@@ -137,6 +144,9 @@ void sl_evq_fini(sublet_allocator *a)
     }
     free(a->evqs);
     free(a->evq_index);
+    free(a->evq_spare);
+    a->evq_spare = NULL;
+    a->evq_spare_cap = 0;
     a->evqs = NULL;
     a->evq_index = NULL;
     a->nevqs = a->evqs_cap = a->evq_index_cap = 0;
