@@ -4,8 +4,8 @@
 #
 #   bench/bench_stream.sh BUILD_DIR [EVENTS...]     default EVENTS: 1000000 10000000
 #
-# For each size, bench_stream_gen writes a synthetic trace (<= 2,000 live
-# blocks, a second stream, empty_caches) as an events CSV and as an event log
+# For each size and workload, bench_stream_gen writes a synthetic trace (<= 2,000
+# live blocks, a second stream, empty_caches) as an events CSV and as an event log
 # under $SUBLET_BENCH_DIR (default /tmp/sublet-stream-bench; a 10^8-event CSV
 # takes ~6 GB, its log ~1.7 GB: check `df -h`).  Then, each in its own process:
 #   bench_stream whole|stream FILE      the library: load + sublet_replay_run
@@ -16,6 +16,10 @@
 # Peak RSS from /usr/bin/time -v (Debian's `time` package).  The whole-trace
 # runs are skipped above SUBLET_BENCH_WHOLE_MAX events (default 10^7: at 10^8
 # they need ~12 GB).
+#
+# Workloads ($SUBLET_BENCH_WORKLOADS, default "random steps"; bench_stream_gen
+# describes them): random (log-uniform sizes, files synth_N.*) and steps (a
+# training loop whose shapes repeat, files steps_N.*).
 #
 # The 10^8 run, when the disk allows (streams only):
 #   SUBLET_BENCH_WHOLE_MAX=0 bench/bench_stream.sh build 100000000
@@ -43,9 +47,15 @@ run() {
     echo "$label $s $rss $cpu"
 }
 
+workloads=${SUBLET_BENCH_WORKLOADS:-random steps}
 for n in "${sizes[@]}"; do
-    p=$dir/synth_$n
-    [ -f "$p.slog" ] && [ -f "$p.events.csv" ] || "$build/bench_stream_gen" "$n" "$p" >/dev/null
+  for w in $workloads; do
+    case $w in
+    random) p=$dir/synth_$n ;;
+    steps) p=$dir/steps_$n ;;
+    *) echo "unknown workload $w" >&2; exit 2 ;;
+    esac
+    [ -f "$p.slog" ] && [ -f "$p.events.csv" ] || "$build/bench_stream_gen" "$n" "$p" 0 "$w" >/dev/null
     for f in "$p.events.csv" "$p.slog"; do
         kind=${f##*.}
         lines=()
@@ -57,10 +67,10 @@ for n in "${sizes[@]}"; do
             lines+=("$(SUBLET_REPLAY_WHOLE=1 run cli_whole "$build/sublet" replay "$f" --json)")
         fi
         lines+=("$(run cli_stream "$build/sublet" replay "$f" --json)")
-        printf '%s\n' "${lines[@]}" | awk -v n="$n" -v kind="$kind" -v size="$(stat -c %s "$f")" '
+        printf '%s\n' "${lines[@]}" | awk -v n="$n" -v w="$w" -v kind="$kind" -v size="$(stat -c %s "$f")" '
             { s[$1] = $2; r[$1] = $3; c[$1] = $4 }
             END {
-                printf "events=%d format=%s file_mb=%.0f\n", n, kind, size / 1e6
+                printf "events=%d workload=%s format=%s file_mb=%.0f\n", n, w, kind, size / 1e6
                 split("lib_whole lib_stream cli_whole cli_stream", k, " ")
                 for (i = 1; i <= 4; i++) if (k[i] in s)
                     printf "  %-10s %8.2f s  %10.2f Mevents/s  peak RSS %8.1f MiB  cpu %8.2f s  %10.2f Mevents/cpu-s\n",
@@ -74,4 +84,5 @@ for n in "${sizes[@]}"; do
                         s["cli_stream"] / s["cli_whole"], r["cli_stream"] / r["cli_whole"]
             }'
     done
+  done
 done
