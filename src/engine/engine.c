@@ -252,7 +252,7 @@ uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src)
 }
 
 /* free_block (§4.4): the block's memory returns to the pool. */
-static void free_block(sublet_allocator *a, sl_block *b)
+void sl_free_block(sublet_allocator *a, sl_block *b)
 {
     sl_pool *pool = b->pool;
     emit(a, SUBLET_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream,
@@ -296,344 +296,6 @@ static void free_block(sublet_allocator *a, sl_block *b)
     P_DEC(active, pool, 1);
     P_DEC(active_bytes, pool, (int64_t)orig);
     P_DEC(requested_bytes, pool, (int64_t)req);
-}
-
-static sublet_status event_get(sublet_allocator *a, sublet_event **ev)
-{
-    if (a->nevent_pool) {
-        *ev = a->event_pool[--a->nevent_pool];
-        return SUBLET_OK;
-    }
-    return a->backend->ops->event_create(a->backend, ev);
-}
-
-static void event_put(sublet_allocator *a, sublet_event *ev)
-{
-    if (a->nevent_pool == a->event_pool_cap) {
-        size_t nc = a->event_pool_cap ? a->event_pool_cap * 2 : 16;
-        sublet_event **n = realloc(a->event_pool, nc * sizeof *n);
-        if (!n) {
-            a->backend->ops->event_destroy(a->backend, ev);
-            return;
-        }
-        a->event_pool = n;
-        a->event_pool_cap = nc;
-    }
-    a->event_pool[a->nevent_pool++] = ev;
-}
-
-static void forget_capture_uses(sublet_allocator *a, sl_block *b);
-
-/* insert_events (§4.2).  Events are obtained and recorded before anything
- * changes, so a failing backend leaves the block allocated and intact. */
-static sublet_status insert_events(sublet_allocator *a, sl_block *b)
-{
-    /* (ev_clean stays: an event recorded here is not complete until the
-     * backend's event_epoch changes, backend.h) */
-    sublet_event *evs_inline[8];
-    sublet_event **evs = evs_inline;
-    if (b->nuses > 8 && !(evs = malloc(b->nuses * sizeof *evs)))
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = SUBLET_OK;
-    uint32_t got = 0;
-    for (; got < b->nuses; got++) {
-        if ((st = event_get(a, &evs[got])) != SUBLET_OK)
-            break;
-        if ((st = a->backend->ops->event_record(a->backend, evs[got], b->uses[got])) != SUBLET_OK) {
-            event_put(a, evs[got]);
-            break;
-        }
-        if (!sl_evq_get(a, b->uses[got])) {
-            event_put(a, evs[got]);
-            st = SUBLET_ERR_NO_MEMORY;
-            break;
-        }
-    }
-    for (uint32_t i = 0; st == SUBLET_OK && i < b->nuses; i++)
-        if (!sl_evq_push(sl_evq_find(a, b->uses[i]), evs[i], b)) {
-            /* undo the pushes already made */
-            for (uint32_t j = 0; j < i; j++)
-                sl_evq_find(a, b->uses[j])->count--;
-            st = SUBLET_ERR_NO_MEMORY;
-        }
-    if (st != SUBLET_OK) {
-        for (uint32_t i = 0; i < got; i++)
-            event_put(a, evs[i]);
-    } else {
-        b->event_count += b->nuses;
-        a->pending_events += b->nuses;
-        b->nuses = 0;
-        if (a->ncapture_uses)
-            forget_capture_uses(a, b);
-    }
-    if (evs != evs_inline)
-        free(evs);
-    return st;
-}
-
-static void event_done(sublet_allocator *a, sl_evq_entry e)
-{
-    event_put(a, e.ev);
-    a->pending_events--;
-    if (--e.block->event_count == 0)
-        free_block(a, e.block);
-}
-
-/* Room for one more deferred free (sublet_free, lock held). */
-static bool deferred_reserve(sublet_allocator *a)
-{
-    if (a->ndeferred < a->deferred_cap)
-        return true;
-    size_t nc = a->deferred_cap ? a->deferred_cap * 2 : 8;
-    sl_block **n = realloc(a->deferred, nc * sizeof *n);
-    if (!n)
-        return false;
-    a->deferred = n;
-    a->deferred_cap = nc;
-    return true;
-}
-
-bool sl_capture_use_add(sublet_allocator *a, sl_block *b, sublet_stream s)
-{
-    if (a->ncapture_uses == a->capture_uses_cap) {
-        size_t nc = a->capture_uses_cap ? a->capture_uses_cap * 2 : 8;
-        sl_capture_use *n = realloc(a->capture_uses, nc * sizeof *n);
-        if (!n)
-            return false;
-        a->capture_uses = n;
-        a->capture_uses_cap = nc;
-    }
-    a->capture_uses[a->ncapture_uses++] = (sl_capture_use){b, s};
-    return true;
-}
-
-/* remove_cudagraph_stream_uses: the streams recorded during a capture need
- * no event (the capture orders them); forget them and the records. */
-static void drop_capture_uses(sublet_allocator *a, sl_block *b)
-{
-    for (size_t i = 0; i < a->ncapture_uses;) {
-        if (a->capture_uses[i].block != b) {
-            i++;
-            continue;
-        }
-        for (uint32_t k = 0; k < b->nuses; k++)
-            if (b->uses[k] == a->capture_uses[i].stream) {
-                b->uses[k] = b->uses[--b->nuses];
-                break;
-            }
-        a->capture_uses[i] = a->capture_uses[--a->ncapture_uses];
-    }
-}
-
-/* Forget a block's capture-time records once its uses became events. */
-static void forget_capture_uses(sublet_allocator *a, sl_block *b)
-{
-    for (size_t i = 0; i < a->ncapture_uses;)
-        if (a->capture_uses[i].block == b)
-            a->capture_uses[i] = a->capture_uses[--a->ncapture_uses];
-        else
-            i++;
-}
-
-/* insert_events_deferred_until_no_capture (§4.5). */
-static sublet_status insert_deferred(sublet_allocator *a)
-{
-    while (a->ndeferred) {
-        sl_block *b = a->deferred[0];
-        if (a->ncap_marks)
-            sl_capture_unmark(a, b);
-        drop_capture_uses(a, b);
-        sublet_status st = insert_events(a, b);
-        if (st != SUBLET_OK)
-            return st;
-        memmove(a->deferred, a->deferred + 1, --a->ndeferred * sizeof *a->deferred);
-        if (b->event_count == 0)
-            free_block(a, b);
-    }
-    return SUBLET_OK;
-}
-
-/* graph_capture_record_stream_reuse (§4.6): during a capture, the deferred
- * frees of blocks allocated on `stream` whose free markers all precede the
- * stream's current work are done now, without events. */
-static void capture_reclaim(sublet_allocator *a, sublet_stream stream)
-{
-    for (size_t k = 0; k < a->ndeferred;) {
-        sl_block *b = a->deferred[k];
-        if (b->stream != stream || !sl_capture_ready(a, b, stream)) {
-            k++;
-            continue;
-        }
-        memmove(a->deferred + k, a->deferred + k + 1, (a->ndeferred - k - 1) * sizeof *a->deferred);
-        a->ndeferred--;
-        sl_capture_unmark(a, b);
-        forget_capture_uses(a, b);
-        b->nuses = 0;
-        if (b->event_count == 0)
-            free_block(a, b);
-    }
-}
-
-/* Complete the frees at the head of queue i whose events are done; an
- * emptied queue is dropped (*dropped), the last one taking place i. */
-static sublet_status drain_queue(sublet_allocator *a, size_t i, bool *dropped)
-{
-    sl_evq *q = &a->evqs[i];
-    *dropped = false;
-    while (q->count) {
-        sl_evq_entry e = q->items[q->head];
-        int done = 0;
-        sublet_status st = a->backend->ops->event_query(a->backend, e.ev, &done);
-        if (st != SUBLET_OK)
-            return st;
-        if (!done)
-            break;
-        sl_evq_pop(q);
-        event_done(a, e);
-    }
-    if (q->count == 0) {
-        sl_evq_drop(a, i);
-        *dropped = true;
-    }
-    return SUBLET_OK;
-}
-
-#define SL_COMPLETIONS_MAX 32
-
-/* process_events after a clean walk, when the backend names the streams
- * with completions since (event_completions): only their queues are
- * drained.  They are visited in the order of the whole walk, a queue that
- * takes the place of a dropped one included, so that the frees complete in
- * the same order as the walk's (the queues it would query and find
- * incomplete are those whose streams had no completion). */
-static sublet_status drain_completed(sublet_allocator *a, const sublet_stream *done, size_t n,
-                                     uint64_t ep)
-{
-    size_t at[SL_COMPLETIONS_MAX], m = 0;
-    for (size_t k = 0; k < n; k++) {
-        sl_evq *q = sl_evq_find(a, done[k]);
-        if (!q || q->hot)
-            continue;
-        q->hot = true;
-        size_t pos = (size_t)(q - a->evqs), j = m++;
-        for (; j > 0 && at[j - 1] > pos; j--)
-            at[j] = at[j - 1];
-        at[j] = pos;
-    }
-    a->ev_clean = false;
-    sublet_status st = SUBLET_OK;
-    for (size_t k = 0; k < m && st == SUBLET_OK; k++)
-        for (size_t i = at[k]; i < a->nevqs && a->evqs[i].hot;) {
-            a->evqs[i].hot = false;
-            bool dropped;
-            if ((st = drain_queue(a, i, &dropped)) != SUBLET_OK || !dropped)
-                break;
-        }
-    if (st != SUBLET_OK) {
-        for (size_t i = 0; i < a->nevqs; i++)
-            a->evqs[i].hot = false;
-        return st;
-    }
-    a->ev_clean = true;
-    a->ev_epoch = ep;
-    return SUBLET_OK;
-}
-
-/* process_events (§4.3): complete frees whose events have completed. */
-static sublet_status process_events(sublet_allocator *a)
-{
-    if (a->ndeferred) {
-        sublet_status st = insert_deferred(a);
-        if (st != SUBLET_OK)
-            return st;
-    }
-    if (!a->pending_events)
-        return SUBLET_OK;
-    /* Nothing can have completed since the last walk found every head
-     * incomplete: the walk would query the same heads and stop at each. */
-    const sublet_backend_ops *ops = a->backend->ops;
-    uint64_t ep = ops->event_epoch ? ops->event_epoch(a->backend) : 0;
-    if (a->ev_clean && ep == a->ev_epoch)
-        return SUBLET_OK;
-    if (a->ev_clean && ops->event_completions) {
-        sublet_stream done[SL_COMPLETIONS_MAX];
-        size_t n = 0;
-        uint64_t now = ops->event_completions(a->backend, a->ev_epoch, done, SL_COMPLETIONS_MAX, &n);
-        if (n != SIZE_MAX)
-            return drain_completed(a, done, n, now);
-    }
-    a->ev_clean = false;
-    for (size_t i = 0; i < a->nevqs;) {
-        bool dropped;
-        sublet_status st = drain_queue(a, i, &dropped);
-        if (st != SUBLET_OK)
-            return st;
-        if (!dropped)
-            i++;
-    }
-    /* (ep was read before the walk: a completion during it changes the
-     * epoch seen next time) */
-    a->ev_clean = ops->event_epoch != NULL;
-    a->ev_epoch = ep;
-    return SUBLET_OK;
-}
-
-/* synchronize_and_free_events(pool): only the events of `only`'s blocks. */
-static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *only)
-{
-    a->ev_clean = false;
-    for (size_t i = 0; i < a->nevqs;) {
-        sl_evq *q = &a->evqs[i];
-        size_t keep = 0, n = q->count;
-        for (size_t k = 0; k < n; k++) {
-            sl_evq_entry e = q->items[(q->head + k) % q->cap];
-            if (e.block->pool->owner != only) {
-                q->items[(q->head + keep++) % q->cap] = e;
-                continue;
-            }
-            sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
-            if (st != SUBLET_OK) { /* keep the rest queued, in order */
-                for (; k < n; k++)
-                    q->items[(q->head + keep++) % q->cap] = q->items[(q->head + k) % q->cap];
-                q->count = keep;
-                return st;
-            }
-            event_done(a, e);
-        }
-        q->count = keep;
-        if (keep == 0)
-            sl_evq_drop(a, i);
-        else
-            i++;
-    }
-    return SUBLET_OK;
-}
-
-/* synchronize_and_free_events (§3.5 step 1). */
-sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
-{
-    a->stats.num_sync_all_streams++;
-    a->ev_clean = false;
-    if (a->ndeferred) {
-        sublet_status st = insert_deferred(a);
-        if (st != SUBLET_OK)
-            return st;
-    }
-    if (only)
-        return synchronize_pool_events(a, only);
-    while (a->nevqs) {
-        sl_evq *q = &a->evqs[0];
-        while (q->count) {
-            sl_evq_entry e = q->items[q->head];
-            sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
-            if (st != SUBLET_OK)
-                return st;
-            sl_evq_pop(q);
-            event_done(a, e);
-        }
-        sl_evq_drop(a, 0);
-    }
-    return SUBLET_OK;
 }
 
 /* ---- malloc ---------------------------------------------------------------------- */
@@ -814,9 +476,9 @@ sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream strea
     /* no event may be queried while a capture may be under way (§3.2) */
     sublet_status st = SUBLET_OK;
     if (!a->nredirects)
-        st = process_events(a);
+        st = sl_events_poll(a);
     else if (a->ncap_marks)
-        capture_reclaim(a, stream);
+        sl_capture_reclaim(a, stream);
     if (st != SUBLET_OK)
         goto out;
     a->cur_stack = a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
@@ -922,14 +584,14 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
     }
     sl_block *b = a->ptrs.slots[slot].b;
     if (b->nuses && !a->nredirects) {
-        sublet_status st = insert_events(a, b); /* leaves the pointer map alone */
+        sublet_status st = sl_insert_events(a, b); /* leaves the pointer map alone */
         if (st != SUBLET_OK) {
             sl_unlock(a);
             return st;
         }
     }
     sl_pool *pool = b->pool;
-    if (b->nuses && a->nredirects && !deferred_reserve(a)) {
+    if (b->nuses && a->nredirects && !sl_deferred_reserve(a)) {
         sl_unlock(a);
         return SUBLET_ERR_NO_MEMORY;
     }
@@ -951,7 +613,7 @@ sublet_status sublet_free(sublet_allocator *a, void *ptr)
         if (a->settings.graph_capture_record_stream_reuse)
             sl_capture_mark(a, b);
     } else if (b->event_count == 0)
-        free_block(a, b);
+        sl_free_block(a, b);
     a->op_stack = 0;
     sl_unlock(a);
     return SUBLET_OK;
@@ -1019,7 +681,7 @@ sublet_status sublet_process_events(sublet_allocator *a)
     if (!a)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
-    sublet_status st = a->nredirects ? SUBLET_OK : process_events(a);
+    sublet_status st = a->nredirects ? SUBLET_OK : sl_process_events(a);
     sl_unlock(a);
     return st;
 }

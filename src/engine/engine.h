@@ -248,7 +248,7 @@ typedef struct sl_alias {
     struct sl_block *vshadow, *oshadow;
 } sl_alias;
 
-typedef struct sl_evq { /* FIFO of (event, block) for one stream (evq.c) */
+typedef struct sl_evq { /* FIFO of (event, block) for one stream (events.c) */
     sublet_stream stream;
     sl_evq_entry *items;
     size_t head, count, cap;
@@ -300,9 +300,9 @@ struct sublet_allocator {
     bool limit_in_effect;
     uint64_t allowed_memory_maximum;
     /* events */
-    sl_evq *evqs; /* in process_events' walk order (evq.c) */
+    sl_evq *evqs; /* in process_events' walk order (events.c) */
     size_t nevqs, evqs_cap;
-    uint32_t *evq_index; /* stream -> position + 1 in evqs (evq.c) */
+    uint32_t *evq_index; /* stream -> position + 1 in evqs (events.c) */
     size_t evq_index_cap;
     sl_evq_entry *evq_spare; /* a dropped queue's buffer, for the next new queue */
     size_t evq_spare_cap;
@@ -412,20 +412,28 @@ void sl_garbage_collect(sublet_allocator *a);
  * (§3.7); the limit and the device's free bytes for the observers. */
 void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
                    sublet_stream stream, uint64_t *limit_out, uint64_t *free_out);
-/* engine.c: synchronize_and_free_events (§3.5 step 1), for `only`'s blocks
- * (NULL: every block). */
-sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
+/* engine.c: free_block (§4.4): a block's memory returns to its pool. */
+void sl_free_block(sublet_allocator *a, struct sl_block *b);
 
-/* evq.c: the event queues and their index by stream. */
-sl_evq *sl_evq_find(const sublet_allocator *a, sublet_stream stream);
-sl_evq *sl_evq_get(sublet_allocator *a, sublet_stream stream); /* creates; NULL: no memory */
-bool sl_evq_push(sl_evq *q, sublet_event *ev, sl_block *b);
-void sl_evq_pop(sl_evq *q);
-void sl_evq_drop(sublet_allocator *a, size_t pos);
+/* events.c: the frees that wait for other streams' work (§4.2-4.6). */
+/* synchronize_and_free_events (§3.5 step 1), for `only`'s blocks (NULL: every block). */
+sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
+/* process_events (§4.3): complete the frees whose events have completed. */
+sublet_status sl_process_events(sublet_allocator *a);
+static inline sublet_status sl_events_poll(sublet_allocator *a) /* malloc's: most often nothing */
+{
+    return a->ndeferred || a->pending_events ? sl_process_events(a) : SUBLET_OK;
+}
+/* insert_events (§4.2): b's events, one a stream it was used on; b stays allocated on failure. */
+sublet_status sl_insert_events(sublet_allocator *a, struct sl_block *b);
+/* room for one more free deferred until no capture is under way (§4.5) */
+bool sl_deferred_reserve(sublet_allocator *a);
+/* graph_capture_record_stream_reuse (§4.6) */
+void sl_capture_reclaim(sublet_allocator *a, sublet_stream stream);
+/* a new-capture-use record for record_stream */
+bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
 void sl_evq_fini(sublet_allocator *a);
 bool sl_evq_verify(const sublet_allocator *a, char *msg, size_t cap);
-/* engine.c: a new-capture-use record for record_stream. */
-bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
 static inline sublet_pool_id sl_pool_id_of(const sl_pool *p)
 {
     return p->owner ? p->owner->id : (sublet_pool_id){0, 0};
