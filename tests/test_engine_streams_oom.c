@@ -855,11 +855,11 @@ static void test_completions_drain_order(void **state)
         order_log named = {0}, walked = {0};
         run_completions(seed, 0, &named);
         run_completions(seed, 1, &walked);
-        assert_true(named.n > 1000);
+        assert_true(named.n > (H_UNDER_TSAN ? 100 : 1000));
         size_t frees = 0;
         for (size_t i = 0; i < named.n; i++)
             frees += named.ev[i].act == SUBLET_ACT_FREE_COMPLETED;
-        assert_true(frees > 100);
+        assert_true(frees > (H_UNDER_TSAN ? 10 : 100));
         assert_int_equal(named.n, walked.n);
         for (size_t i = 0; i < named.n; i++) {
             const trace_ev *x = &named.ev[i], *y = &walked.ev[i];
