@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "support/forward.h"
 #include "support/harness.h"
 
 typedef struct shared_dev {
-    sublet_backend base; /* first */
-    sublet_backend_ops ops;
+    h_fwd fwd; /* first: forwards to the sim */
     sublet_backend *sim;
     uint64_t foreign; /* other processes */
     uint64_t context; /* this process, outside the allocator */
@@ -26,37 +26,6 @@ typedef struct shared_dev {
     int mem_info_fails;
 } shared_dev;
 
-static sublet_backend *sim_of(sublet_backend *b) { return ((shared_dev *)b)->sim; }
-
-static sublet_status sd_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
-                                      uint64_t *out)
-{
-    return sim_of(b)->ops->segment_alloc(sim_of(b), size, hint, out);
-}
-static sublet_status sd_segment_free(sublet_backend *b, uint64_t addr, uint64_t size)
-{
-    return sim_of(b)->ops->segment_free(sim_of(b), addr, size);
-}
-static sublet_status sd_event_create(sublet_backend *b, sublet_event **ev)
-{
-    return sim_of(b)->ops->event_create(sim_of(b), ev);
-}
-static sublet_status sd_event_destroy(sublet_backend *b, sublet_event *ev)
-{
-    return sim_of(b)->ops->event_destroy(sim_of(b), ev);
-}
-static sublet_status sd_event_record(sublet_backend *b, sublet_event *ev, sublet_stream s)
-{
-    return sim_of(b)->ops->event_record(sim_of(b), ev, s);
-}
-static sublet_status sd_event_query(sublet_backend *b, sublet_event *ev, int *done)
-{
-    return sim_of(b)->ops->event_query(sim_of(b), ev, done);
-}
-static sublet_status sd_event_synchronize(sublet_backend *b, sublet_event *ev)
-{
-    return sim_of(b)->ops->event_synchronize(sim_of(b), ev);
-}
 /* The driver's free memory: the sim's, less what the others and the context hold. */
 static sublet_status sd_mem_info(sublet_backend *b, uint64_t *fr, uint64_t *tot)
 {
@@ -76,30 +45,27 @@ static sublet_status sd_process_mem(sublet_backend *b, uint64_t *used)
     *used = sublet_sim_used(d->sim) + d->context;
     return SUBLET_OK;
 }
-static void sd_destroy(sublet_backend *b) { (void)b; }
-
 static void sd_init(shared_dev *d, uint64_t capacity)
 {
     memset(d, 0, sizeof *d);
     assert_int_equal(sublet_sim_create(capacity, &d->sim), SUBLET_OK);
-    d->ops = (sublet_backend_ops){.segment_alloc = sd_segment_alloc,
-                                  .segment_free = sd_segment_free,
-                                  .event_create = sd_event_create,
-                                  .event_destroy = sd_event_destroy,
-                                  .event_record = sd_event_record,
-                                  .event_query = sd_event_query,
-                                  .event_synchronize = sd_event_synchronize,
-                                  .mem_info = sd_mem_info,
-                                  .process_mem = sd_process_mem,
-                                  .destroy = sd_destroy};
-    d->base.ops = &d->ops;
-    d->base.name = "shared";
+    /* the sim's segments and events, no event epoch and no VMM: a plain driver */
+    h_fwd_init(&d->fwd, d->sim, "shared");
+    d->fwd.ops.event_epoch = NULL;
+    d->fwd.ops.event_completions = NULL;
+    d->fwd.ops.va_reserve = NULL;
+    d->fwd.ops.va_release = NULL;
+    d->fwd.ops.va_map = NULL;
+    d->fwd.ops.va_unmap = NULL;
+    d->fwd.ops.va_map_alias = NULL;
+    d->fwd.ops.mem_info = sd_mem_info;
+    d->fwd.ops.process_mem = sd_process_mem;
     d->knows_process = 1;
 }
 
 static sublet_allocator *sd_allocator(shared_dev *d)
 {
-    sublet_options o = {.backend = &d->base, .device = 3, .conf = ""};
+    sublet_options o = {.backend = &d->fwd.base, .device = 3, .conf = ""};
     sublet_allocator *a = NULL;
     assert_int_equal(sublet_allocator_create(&o, &a, NULL, 0), SUBLET_OK);
     return a;
@@ -235,9 +201,9 @@ static void test_backend_errors(void **state)
     assert_int_equal(sublet_summary(a, SUBLET_SUMMARY_DEVICE, NULL, 0),
                      sublet_summary(a, 0, NULL, 0));
     d.mem_info_fails = 0;
-    d.ops.mem_info = NULL;
+    d.fwd.ops.mem_info = NULL;
     assert_int_equal(sublet_device_view_read(a, &v), SUBLET_ERR_UNSUPPORTED);
-    d.ops.mem_info = sd_mem_info;
+    d.fwd.ops.mem_info = sd_mem_info;
     assert_int_equal(sublet_device_view_read(NULL, &v), SUBLET_ERR_INVALID_ARGUMENT);
     assert_int_equal(sublet_device_view_read(a, NULL), SUBLET_ERR_INVALID_ARGUMENT);
     sd_fini(&d, a);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "support/forward.h"
 #include "support/harness.h"
 
 #define SIM_BIG (80 * GiB)
@@ -711,50 +712,6 @@ static void test_record_many_streams(void **state)
 
 /* ---- completions: drained by name or by a walk, the same frees in the same order ---- */
 
-/* A backend that forwards to a sim but names no completions (event_completions
- * NULL): the engine then walks every queue after each change of the epoch. */
-typedef struct walk_only {
-    sublet_backend base;
-    sublet_backend_ops ops;
-    sublet_backend *in;
-} walk_only;
-
-static sublet_backend *wo_in(sublet_backend *b) { return ((walk_only *)b)->in; }
-static sublet_status wo_seg_alloc(sublet_backend *b, uint64_t n, uint64_t h, uint64_t *out)
-{
-    return wo_in(b)->ops->segment_alloc(wo_in(b), n, h, out);
-}
-static sublet_status wo_seg_free(sublet_backend *b, uint64_t addr, uint64_t n)
-{
-    return wo_in(b)->ops->segment_free(wo_in(b), addr, n);
-}
-static sublet_status wo_ev_create(sublet_backend *b, sublet_event **ev)
-{
-    return wo_in(b)->ops->event_create(wo_in(b), ev);
-}
-static sublet_status wo_ev_destroy(sublet_backend *b, sublet_event *ev)
-{
-    return wo_in(b)->ops->event_destroy(wo_in(b), ev);
-}
-static sublet_status wo_ev_record(sublet_backend *b, sublet_event *ev, sublet_stream s)
-{
-    return wo_in(b)->ops->event_record(wo_in(b), ev, s);
-}
-static sublet_status wo_ev_query(sublet_backend *b, sublet_event *ev, int *done)
-{
-    return wo_in(b)->ops->event_query(wo_in(b), ev, done);
-}
-static sublet_status wo_ev_sync(sublet_backend *b, sublet_event *ev)
-{
-    return wo_in(b)->ops->event_synchronize(wo_in(b), ev);
-}
-static uint64_t wo_ev_epoch(sublet_backend *b) { return wo_in(b)->ops->event_epoch(wo_in(b)); }
-static sublet_status wo_mem_info(sublet_backend *b, uint64_t *f, uint64_t *t)
-{
-    return wo_in(b)->ops->mem_info(wo_in(b), f, t);
-}
-static void wo_destroy(sublet_backend *b) { free(b); }
-
 typedef struct order_log {
     trace_ev *ev;
     size_t n, cap;
@@ -782,19 +739,11 @@ static void run_completions(uint64_t seed, int walk_only_backend, order_log *out
     sublet_backend *sim = NULL;
     assert_int_equal(sublet_sim_create(SIM_BIG, &sim), SUBLET_OK);
     sublet_backend *be = sim;
-    walk_only *wo = NULL;
+    h_fwd wo; /* the sim naming no completed streams: the engine walks every queue */
     if (walk_only_backend) {
-        wo = calloc(1, sizeof *wo);
-        assert_non_null(wo);
-        wo->in = sim;
-        wo->ops = (sublet_backend_ops){
-            .segment_alloc = wo_seg_alloc, .segment_free = wo_seg_free,
-            .event_create = wo_ev_create, .event_destroy = wo_ev_destroy,
-            .event_record = wo_ev_record, .event_query = wo_ev_query,
-            .event_synchronize = wo_ev_sync, .event_epoch = wo_ev_epoch,
-            .mem_info = wo_mem_info, .destroy = wo_destroy};
-        wo->base = (sublet_backend){.ops = &wo->ops, .name = "walk-only", .device = 0};
-        be = &wo->base;
+        h_fwd_init(&wo, sim, "walk-only");
+        wo.ops.event_completions = NULL;
+        be = &wo.base;
     }
     sublet_allocator *a = NULL;
     sublet_options ao = {.backend = be, .device = 0, .conf = ""};
@@ -843,8 +792,6 @@ static void run_completions(uint64_t seed, int walk_only_backend, order_log *out
     h_process_events(a);
     sublet_trace_set(a, NULL, NULL);
     sublet_allocator_destroy(a);
-    if (wo)
-        sublet_backend_destroy(&wo->base);
     sublet_backend_destroy(sim);
 }
 
