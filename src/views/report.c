@@ -603,19 +603,13 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
                                  const sublet_report_options *ro, const sublet_view_options *v,
                                  char **out, sublet_report_info *info, char *err, size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
     if (info)
         memset(info, 0, sizeof *info);
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_trace_stream *ts = NULL;
-    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = sublet_report_html_stream(ts, o, ro, v, out, info, err, cap);
+    sublet_status st = sl_view_trace_open(t, o, v, out, err, cap, &ts);
+    if (st != SUBLET_OK)
+        return st;
+    st = sublet_report_html_stream(ts, o, ro, v, out, info, err, cap);
     sublet_trace_stream_close(ts);
     return st;
 }

@@ -17,6 +17,20 @@ sublet_status sl_doc_open(sl_doc *d)
     return d->f ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
 }
 
+sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
+                                 char *err, size_t cap, sublet_trace_stream **ts)
+{
+    *ts = NULL;
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (err && cap)
+        err[0] = '\0';
+    if (!t || !o || !v)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    return sublet_trace_stream_from_trace(t, ts) == SUBLET_OK ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
+}
+
 sublet_status sl_doc_close(sl_doc *d, char **out)
 {
     int bad = ferror(d->f);
@@ -329,17 +343,11 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
 sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
                                const sublet_view_options *v, char **out, char *err, size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_trace_stream *ts = NULL;
-    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = sublet_frag_json_stream(ts, o, v, out, err, cap);
+    sublet_status st = sl_view_trace_open(t, o, v, out, err, cap, &ts);
+    if (st != SUBLET_OK)
+        return st;
+    st = sublet_frag_json_stream(ts, o, v, out, err, cap);
     sublet_trace_stream_close(ts);
     return st;
 }
@@ -435,17 +443,11 @@ sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_op
                                    const sublet_view_options *v, char **out, char *err,
                                    size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_trace_stream *ts = NULL;
-    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = sublet_diagnose_json_stream(ts, o, dopt, v, out, err, cap);
+    sublet_status st = sl_view_trace_open(t, o, v, out, err, cap, &ts);
+    if (st != SUBLET_OK)
+        return st;
+    st = sublet_diagnose_json_stream(ts, o, dopt, v, out, err, cap);
     sublet_trace_stream_close(ts);
     return st;
 }

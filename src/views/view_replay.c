@@ -449,17 +449,11 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
 sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
                                  const sublet_view_options *v, char **out, char *err, size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_trace_stream *ts = NULL;
-    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
-        return SUBLET_ERR_NO_MEMORY;
-    sublet_status st = sublet_replay_stream_json(ts, o, v, out, err, cap);
+    sublet_status st = sl_view_trace_open(t, o, v, out, err, cap, &ts);
+    if (st != SUBLET_OK)
+        return st;
+    st = sublet_replay_stream_json(ts, o, v, out, err, cap);
     sublet_trace_stream_close(ts);
     return st;
 }

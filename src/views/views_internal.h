@@ -18,6 +18,14 @@ typedef struct sl_doc {
     size_t n;
 } sl_doc;
 
+/* The whole-trace entry points of the documents (sublet_frag_json and the
+ * like, each the same as its _stream form over the trace): *out = NULL and
+ * err emptied, then SUBLET_ERR_INVALID_ARGUMENT when out, t, o or v is
+ * NULL, SUBLET_ERR_NO_MEMORY when the trace cannot be opened as a stream;
+ * else *ts, which the caller closes. */
+sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
+                                 char *err, size_t cap, sublet_trace_stream **ts);
+
 /* Open: SUBLET_OK or SUBLET_ERR_NO_MEMORY. */
 sublet_status sl_doc_open(sl_doc *d);
 /* Close; the text in *out (NULL when it failed: SUBLET_ERR_NO_MEMORY). */
