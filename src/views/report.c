@@ -619,15 +619,11 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
                                         const sublet_view_options *v, char **out,
                                         sublet_report_info *info, char *err, size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
     if (info)
         memset(info, 0, sizeof *info);
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status args = sl_view_begin(t, o, v, out, err, cap);
+    if (args != SUBLET_OK)
+        return args;
     sublet_report_options ro;
     if (ro_in)
         ro = *ro_in;

@@ -17,17 +17,24 @@ sublet_status sl_doc_open(sl_doc *d)
     return d->f ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
 }
 
-sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
-                                 char *err, size_t cap, sublet_trace_stream **ts)
+sublet_status sl_view_begin(const void *src, const void *o, const void *v, char **out, char *err,
+                            size_t cap)
 {
-    *ts = NULL;
     if (!out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     *out = NULL;
     if (err && cap)
         err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
+    return src && o && v ? SUBLET_OK : SUBLET_ERR_INVALID_ARGUMENT;
+}
+
+sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
+                                 char *err, size_t cap, sublet_trace_stream **ts)
+{
+    *ts = NULL;
+    sublet_status st = sl_view_begin(t, o, v, out, err, cap);
+    if (st != SUBLET_OK)
+        return st;
     return sublet_trace_stream_from_trace(t, ts) == SUBLET_OK ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
 }
 
@@ -370,13 +377,9 @@ sublet_status sublet_frag_json_stream(sublet_trace_stream *t, const sublet_repla
                                       const sublet_view_options *v, char **out, char *err,
                                       size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status args = sl_view_begin(t, o, v, out, err, cap);
+    if (args != SUBLET_OK)
+        return args;
     uint64_t n = 0;
     sublet_status ns = rows_of(t, &n, err, cap);
     if (ns != SUBLET_OK)
@@ -457,13 +460,9 @@ sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_r
                                           const sublet_view_options *v, char **out, char *err,
                                           size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!t || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status args = sl_view_begin(t, o, v, out, err, cap);
+    if (args != SUBLET_OK)
+        return args;
     sublet_frag_diagnosis d;
     sublet_status st = sublet_frag_diagnose_stream(t, o, dopt, &d, err, cap);
     if (st != SUBLET_OK) {

@@ -367,13 +367,9 @@ sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_re
                                         const sublet_view_options *v, char **out, char *err,
                                         size_t cap)
 {
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    if (!ts || !o || !v)
-        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_status args = sl_view_begin(ts, o, v, out, err, cap);
+    if (args != SUBLET_OK)
+        return args;
     rp_ctx c = {.chain = o->on_oom, .chain_user = o->oom_user};
     rp_facts tf = {.format = sublet_trace_stream_format(ts)};
     sublet_replay_options ro = *o;

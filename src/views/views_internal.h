@@ -18,11 +18,14 @@ typedef struct sl_doc {
     size_t n;
 } sl_doc;
 
-/* The whole-trace entry points of the documents (sublet_frag_json and the
- * like, each the same as its _stream form over the trace): *out = NULL and
- * err emptied, then SUBLET_ERR_INVALID_ARGUMENT when out, t, o or v is
- * NULL, SUBLET_ERR_NO_MEMORY when the trace cannot be opened as a stream;
- * else *ts, which the caller closes. */
+/* The entry points of the documents: *out = NULL and err emptied, then
+ * SUBLET_ERR_INVALID_ARGUMENT when out, the source (a trace or a stream), o
+ * or v is NULL. */
+sublet_status sl_view_begin(const void *src, const void *o, const void *v, char **out, char *err,
+                            size_t cap);
+/* The same for a whole-trace entry point (sublet_frag_json and the like,
+ * each its _stream form over the trace), which then opens the trace as a
+ * stream, *ts, which the caller closes (SUBLET_ERR_NO_MEMORY if it cannot). */
 sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
                                  char *err, size_t cap, sublet_trace_stream **ts);
 
