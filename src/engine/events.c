@@ -53,16 +53,12 @@ static bool index_grow(sublet_allocator *a)
     free(a->evq_index);
     a->evq_index = n;
     a->evq_index_cap = nc;
-    for (size_t q = 0; q < a->nevqs; q++) {
-        size_t i = evq_home(a->evqs[q].stream, nc);
-        while (n[i])
-            i = (i + 1) & (nc - 1);
-        n[i] = (uint32_t)(q + 1);
-    }
+    for (size_t q = 0; q < a->nevqs; q++) /* streams are distinct: each finds an empty slot */
+        a->evq_index[evq_slot(a, a->evqs[q].stream)] = (uint32_t)(q + 1);
     return true;
 }
 
-static sl_evq *sl_evq_find(const sublet_allocator *a, sublet_stream stream)
+static sl_evq *evq_find(const sublet_allocator *a, sublet_stream stream)
 {
     if (!a->nevqs)
         return NULL;
@@ -70,9 +66,9 @@ static sl_evq *sl_evq_find(const sublet_allocator *a, sublet_stream stream)
     return a->evq_index[i] ? &a->evqs[a->evq_index[i] - 1] : NULL;
 }
 
-static sl_evq *sl_evq_get(sublet_allocator *a, sublet_stream stream)
+static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream)
 {
-    sl_evq *q = sl_evq_find(a, stream);
+    sl_evq *q = evq_find(a, stream);
     if (q)
         return q;
     if ((a->nevqs + 1) * 2 > a->evq_index_cap && !index_grow(a))
@@ -93,7 +89,7 @@ static sl_evq *sl_evq_get(sublet_allocator *a, sublet_stream stream)
     return &a->evqs[pos];
 }
 
-static bool sl_evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
+static bool evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
 {
     if (q->count == q->cap) {
         size_t nc = q->cap ? q->cap * 2 : 8;
@@ -112,14 +108,14 @@ static bool sl_evq_push(sl_evq *q, sublet_event *ev, sl_block *b)
     return true;
 }
 
-static void sl_evq_pop(sl_evq *q)
+static void evq_pop(sl_evq *q)
 {
     q->head = (q->head + 1) & (q->cap - 1);
     q->count--;
 }
 
 /* Remove the empty queue at position pos: the last queue takes its place. */
-static void sl_evq_drop(sublet_allocator *a, size_t pos)
+static void evq_drop(sublet_allocator *a, size_t pos)
 {
     size_t mask = a->evq_index_cap - 1, i = evq_slot(a, a->evqs[pos].stream);
     /* backward-shift deletion of its index slot */
@@ -192,17 +188,17 @@ sublet_status sl_insert_events(sublet_allocator *a, sl_block *b)
             event_put(a, evs[got]);
             break;
         }
-        if (!sl_evq_get(a, b->uses[got])) {
+        if (!evq_get(a, b->uses[got])) {
             event_put(a, evs[got]);
             st = SUBLET_ERR_NO_MEMORY;
             break;
         }
     }
     for (uint32_t i = 0; st == SUBLET_OK && i < b->nuses; i++)
-        if (!sl_evq_push(sl_evq_find(a, b->uses[i]), evs[i], b)) {
+        if (!evq_push(evq_find(a, b->uses[i]), evs[i], b)) {
             /* undo the pushes already made */
             for (uint32_t j = 0; j < i; j++)
-                sl_evq_find(a, b->uses[j])->count--;
+                evq_find(a, b->uses[j])->count--;
             st = SUBLET_ERR_NO_MEMORY;
         }
     if (st != SUBLET_OK) {
@@ -337,11 +333,11 @@ static sublet_status drain_queue(sublet_allocator *a, size_t i, bool *dropped)
             return st;
         if (!done)
             break;
-        sl_evq_pop(q);
+        evq_pop(q);
         event_done(a, e);
     }
     if (q->count == 0) {
-        sl_evq_drop(a, i);
+        evq_drop(a, i);
         *dropped = true;
     }
     return SUBLET_OK;
@@ -360,7 +356,7 @@ static sublet_status drain_completed(sublet_allocator *a, const sublet_stream *d
 {
     size_t at[SL_COMPLETIONS_MAX], m = 0;
     for (size_t k = 0; k < n; k++) {
-        sl_evq *q = sl_evq_find(a, done[k]);
+        sl_evq *q = evq_find(a, done[k]);
         if (!q || q->hot)
             continue;
         q->hot = true;
@@ -451,7 +447,7 @@ static sublet_status synchronize_pool_events(sublet_allocator *a, sl_private *on
         }
         q->count = keep;
         if (keep == 0)
-            sl_evq_drop(a, i);
+            evq_drop(a, i);
         else
             i++;
     }
@@ -477,10 +473,10 @@ sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only)
             sublet_status st = a->backend->ops->event_synchronize(a->backend, e.ev);
             if (st != SUBLET_OK)
                 return st;
-            sl_evq_pop(q);
+            evq_pop(q);
             event_done(a, e);
         }
-        sl_evq_drop(a, 0);
+        evq_drop(a, 0);
     }
     return SUBLET_OK;
 }
@@ -513,7 +509,7 @@ bool sl_evq_verify(const sublet_allocator *a, char *msg, size_t cap)
         if (!v)
             continue;
         used++;
-        if (v > a->nevqs || sl_evq_find(a, a->evqs[v - 1].stream) != &a->evqs[v - 1]) {
+        if (v > a->nevqs || evq_find(a, a->evqs[v - 1].stream) != &a->evqs[v - 1]) {
             snprintf(msg, cap, "event queue index: slot %zu names queue %u of %zu", i, v,
                      a->nevqs);
             return false;
