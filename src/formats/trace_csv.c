@@ -57,22 +57,31 @@ static void show(const char *p, size_t n, char *out, size_t cap)
         out[o < cap ? o : cap - 1] = '\0';
 }
 
+/* Digits at p (before e) as a number of 1..19 digits (no overflow possible):
+ * the byte after them, or NULL. */
+static inline const char *digits19(const char *p, const char *e, uint64_t *out)
+{
+    const char *s = p;
+    uint64_t v = 0;
+    unsigned d;
+    while (p < e && (d = (unsigned)(unsigned char)*p - '0') <= 9) {
+        v = v * 10 + d;
+        p++;
+    }
+    if (p == s || p - s > 19)
+        return NULL;
+    *out = v;
+    return p;
+}
+
 /* Unsigned decimal, digits only.  0 ok, -1 not a number, -2 overflow. */
 static int parse_u64(const field *f, uint64_t *out)
 {
     if (f->n == 0)
         return -1;
+    if (f->n <= 19) /* below 10^19 < 2^64: no overflow to test for */
+        return digits19(f->p, f->p + f->n, out) == f->p + f->n ? 0 : -1;
     uint64_t v = 0;
-    if (f->n <= 19) { /* below 10^19 < 2^64: no overflow to test for */
-        for (size_t i = 0; i < f->n; i++) {
-            unsigned d = (unsigned)(unsigned char)f->p[i] - '0';
-            if (d > 9)
-                return -1;
-            v = v * 10 + d;
-        }
-        *out = v;
-        return 0;
-    }
     for (size_t i = 0; i < f->n; i++) {
         unsigned char c = (unsigned char)f->p[i];
         if (c < '0' || c > '9')
@@ -141,23 +150,6 @@ static sublet_status pool_field(const field *f, uint64_t lineno, uint64_t out[2]
     sl_msg(err, cap, "line %llu: pool '%s' is not empty or FIRST:SECOND (two unsigned decimal "
            "integers)", (unsigned long long)lineno, shown);
     return SUBLET_ERR_PARSE;
-}
-
-/* Digits at p (before e) as a number of 1..19 digits (no overflow possible):
- * the byte after them, or NULL. */
-static inline const char *digits19(const char *p, const char *e, uint64_t *out)
-{
-    const char *s = p;
-    uint64_t v = 0;
-    unsigned d;
-    while (p < e && (d = (unsigned)(unsigned char)*p - '0') <= 9) {
-        v = v * 10 + d;
-        p++;
-    }
-    if (p == s || p - s > 19)
-        return NULL;
-    *out = v;
-    return p;
 }
 
 /* The common row in one pass: numbers of 1..19 digits, an action by its name, the time

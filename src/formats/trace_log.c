@@ -384,6 +384,22 @@ static sublet_status apply_info(trace_extras *x, const sl_log_rec *r)
     return trace_extras_set_settings(x, (const char *)r->text, r->text_len);
 }
 
+/* An event record as a trace event (sid: the interned stack, EMPTY or 0 for
+ * none); every byte of *e set, the padding too: events are compared as bytes. */
+static inline void event_of(sublet_trace_event *e, unsigned action, uint64_t addr, uint64_t size,
+                            uint64_t stream, uint64_t time_us, uint64_t line, uint32_t sid)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = action;
+    e->flags = SUBLET_TRACE_HAS_TIME;
+    e->addr = addr;
+    e->size = size;
+    e->stream = stream;
+    e->time_us = time_us;
+    e->line = line;
+    e->frames = sid == EMPTY ? 0 : sid;
+}
+
 /* One decoded record (at byte `at` of the file, in the block at block_off):
  * an event into *e (*is_event = 1), anything else applied to lr. */
 static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t block_off, size_t at,
@@ -401,15 +417,8 @@ static sublet_status apply_record(log_reader *lr, const sl_log_rec *r, size_t bl
                              "its record", block_off, at, r->stack);
             return SUBLET_ERR_PARSE;
         }
-        memset(e, 0, sizeof *e); /* the padding too: events are compared as bytes */
-        e->kind = (uint32_t)r->action;
-        e->flags = SUBLET_TRACE_HAS_TIME;
-        e->addr = r->addr;
-        e->size = r->size;
-        e->stream = r->stream;
-        e->time_us = lr->h.start_us + (uint64_t)r->dt;
-        e->line = lr->records;
-        e->frames = sid == EMPTY ? 0 : sid;
+        event_of(e, (unsigned)r->action, r->addr, r->size, r->stream,
+                 lr->h.start_us + (uint64_t)r->dt, lr->records, sid);
         *is_event = 1;
         return SUBLET_OK;
     }
@@ -854,16 +863,8 @@ sublet_status sl_log_stream_read(sl_log_stream *ls, sl_src *src, sublet_trace_ev
                 uint32_t sid = 0;
                 if (stack && !(sid = idmap_get(&ls->lr.stacks, (uint32_t)stack)))
                     break;
-                sublet_trace_event *e = &ev[k++];
-                memset(e, 0, sizeof *e); /* as apply_record: the padding too */
-                e->kind = type - SL_LOG_REC_EVENT;
-                e->flags = SUBLET_TRACE_HAS_TIME;
-                e->addr = addr;
-                e->size = size;
-                e->stream = stream;
-                e->time_us = start_us + (uint64_t)sl_unzigzag(dt);
-                e->line = ++records;
-                e->frames = sid == EMPTY ? 0 : sid;
+                event_of(&ev[k++], type - SL_LOG_REC_EVENT, addr, size, stream,
+                         start_us + (uint64_t)sl_unzigzag(dt), ++records, sid);
                 pos = q;
             }
             ls->pos = pos;
