@@ -11,10 +11,11 @@
  *     start) is read ahead at open, the only state read ahead; then rows;
  *   - sublet's event log: block by block (a block's payload is at most
  *     64 MiB), records decoded as they are handed out.
- * The CSV and a gzip'd log are decoded ahead by a reader thread the stream
+ * The CSV and the log are decoded ahead by a reader thread the stream
  * starts at open (a ring of 4 chunks of 4,096 events; none for a source of
- * at most 64 KiB, nor with SUBLET_STREAM_THREAD=0 in the environment; =1: for
- * a plain log and a small source too; docs/replay.md): _next
+ * at most 64 KiB, for a plain, not gzip'd, log on a machine with one CPU
+ * online, nor with SUBLET_STREAM_THREAD=0 in the environment; =1: for a
+ * small source and a plain log on one CPU too; docs/replay.md): _next
  * gives the same events, counts, errors and texts in the same order, and the
  * accessors below read only what the caller's thread wrote.  A stream is
  * used from one thread at a time, as before.
