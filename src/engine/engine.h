@@ -304,8 +304,13 @@ struct sublet_allocator {
     size_t nevqs, evqs_cap;
     uint32_t *evq_index; /* stream -> position + 1 in evqs (events.c) */
     size_t evq_index_cap;
-    sl_evq_entry *evq_spare; /* a dropped queue's buffer, for the next new queue */
-    size_t evq_spare_cap;
+    /* dropped queues' buffers, for the next new queues (a replay makes a
+     * queue for each deferred free; a training step has ~100 at once) */
+    struct sl_evq_buf {
+        sl_evq_entry *items;
+        size_t cap;
+    } *evq_spares;
+    size_t nevq_spares, evq_spares_cap;
     size_t pending_events;
     /* process_events found every queue's head incomplete at the backend's
      * event_epoch ev_epoch, and no queue has changed since (see there) */

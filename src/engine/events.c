@@ -82,9 +82,12 @@ static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream)
         a->evqs_cap = nc;
     }
     size_t pos = a->nevqs++;
-    a->evqs[pos] = (sl_evq){.stream = stream, .items = a->evq_spare, .cap = a->evq_spare_cap};
-    a->evq_spare = NULL;
-    a->evq_spare_cap = 0;
+    a->evqs[pos] = (sl_evq){.stream = stream};
+    if (a->nevq_spares) {
+        struct sl_evq_buf sp = a->evq_spares[--a->nevq_spares];
+        a->evqs[pos].items = sp.items;
+        a->evqs[pos].cap = sp.cap;
+    }
     a->evq_index[evq_slot(a, stream)] = (uint32_t)(pos + 1);
     return &a->evqs[pos];
 }
@@ -114,6 +117,29 @@ static void evq_pop(sl_evq *q)
     q->count--;
 }
 
+#define MAX_EVQ_SPARES 4096
+
+/* A dropped queue's buffer, kept for a new queue (freed when the spares are
+ * many, or when there is no room to keep it). */
+static void keep_spare(sublet_allocator *a, sl_evq_entry *items, size_t cap)
+{
+    if (!items)
+        return;
+    if (a->nevq_spares == a->evq_spares_cap && a->evq_spares_cap < MAX_EVQ_SPARES) {
+        size_t nc = a->evq_spares_cap ? a->evq_spares_cap * 2 : 16;
+        struct sl_evq_buf *n = realloc(a->evq_spares, nc * sizeof *n);
+        if (n) {
+            a->evq_spares = n;
+            a->evq_spares_cap = nc;
+        }
+    }
+    if (a->nevq_spares == a->evq_spares_cap) {
+        free(items);
+        return;
+    }
+    a->evq_spares[a->nevq_spares++] = (struct sl_evq_buf){items, cap};
+}
+
 /* Remove the empty queue at position pos: the last queue takes its place. */
 static void evq_drop(sublet_allocator *a, size_t pos)
 {
@@ -128,12 +154,7 @@ static void evq_drop(sublet_allocator *a, size_t pos)
         i = j;
     }
     a->evq_index[i] = 0;
-    if (!a->evq_spare) { /* kept for the next new queue (a replay makes one a deferred free) */
-        a->evq_spare = a->evqs[pos].items;
-        a->evq_spare_cap = a->evqs[pos].cap;
-    } else {
-        free(a->evqs[pos].items);
-    }
+    keep_spare(a, a->evqs[pos].items, a->evqs[pos].cap);
     size_t last = --a->nevqs;
     if (pos != last) {
         a->evqs[pos] = a->evqs[last];
@@ -491,9 +512,11 @@ void sl_evq_fini(sublet_allocator *a)
     }
     free(a->evqs);
     free(a->evq_index);
-    free(a->evq_spare);
-    a->evq_spare = NULL;
-    a->evq_spare_cap = 0;
+    for (size_t i = 0; i < a->nevq_spares; i++)
+        free(a->evq_spares[i].items);
+    free(a->evq_spares);
+    a->evq_spares = NULL;
+    a->nevq_spares = a->evq_spares_cap = 0;
     a->evqs = NULL;
     a->evq_index = NULL;
     a->nevqs = a->evqs_cap = a->evq_index_cap = 0;
