@@ -289,7 +289,7 @@ static int have(rp *s, size_t i)
  * of a free_requested, the whole run of a release).  0 on a read error. */
 static int prefetch(rp *s, size_t i)
 {
-    uint32_t k = row(s, i)->kind;
+    uint32_t k = s->ev[i - s->base].kind; /* a recorded row, at hand */
     if (k == SUBLET_ACT_FREE_REQUESTED)
         (void)have(s, i + 1);
     else if (rf_is_release(k) && !(i > 0 && rf_is_release(row(s, i - 1)->kind)))
@@ -299,9 +299,9 @@ static int prefetch(rp *s, size_t i)
 }
 
 /* After row i was driven: what the next rows may look back at. */
-static void retire(rp *s, size_t i)
+static void retire(rp *s, size_t i, uint32_t kind)
 {
-    if (row(s, i)->kind == SUBLET_ACT_SEGMENT_MAP) {
+    if (kind == SUBLET_ACT_SEGMENT_MAP) {
         if (!s->in_map_run)
             s->map_run = i;
         s->in_map_run = 1;
@@ -382,7 +382,9 @@ static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size
     rp *s = user;
     if (act == SUBLET_ACT_SEGMENT_ALLOC || act == SUBLET_ACT_SEGMENT_MAP)
         s->reserved_grew = 1; /* the only events that raise reserved bytes */
-    rf_call_event(&s->pr, act, addr, size);
+    if (act != SUBLET_ACT_ALLOC && act != SUBLET_ACT_FREE_REQUESTED &&
+        act != SUBLET_ACT_FREE_COMPLETED) /* the calls rf_call_event counts nothing of */
+        rf_call_event(&s->pr, act, addr, size);
     if (s->o->trace)
         s->o->trace(s->o->observer_user, act, addr, size, stream);
 }
@@ -642,9 +644,8 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
 
 /* ---- one event each --------------------------------------------------------------- */
 
-static sublet_status do_alloc(rp *s, size_t i)
+static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
 {
-    const sublet_trace_event *e = row(s, i);
     sublet_replay_result *r = s->r;
     sublet_replay_fidelity *f = &r->fidelity;
     /* PyTorch's decision: a segment_alloc row, or segment_map rows, before it
@@ -673,8 +674,7 @@ static sublet_status do_alloc(rp *s, size_t i)
         return SUBLET_OK;
     }
     r->allocs++;
-    rf_judged before = rf_judged_of(f);
-    rf_judge_alloc(f, i, &rec, &s->pr);
+    rf_judged j = rf_judge_alloc(f, i, &rec, &s->pr);
 
     if (st == SUBLET_ERR_OOM) {
         r->ooms++;
@@ -688,12 +688,13 @@ static sublet_status do_alloc(rp *s, size_t i)
         if (s->o->stop_on_oom)
             r->stopped_on_oom = 1;
     } else if (st == SUBLET_OK && p) {
-        if ((uint64_t)(uintptr_t)p == e->addr)
+        j.address = (uint64_t)(uintptr_t)p == e->addr;
+        if (j.address)
             f->addresses_matched++;
         else if (f->first_address_mismatch == SUBLET_REPLAY_NONE)
             f->first_address_mismatch = i;
     }
-    rf_pools_judge(&s->pools, r, k, i, &before);
+    rf_pools_judge(&s->pools, r, k, i, j);
     if (st != SUBLET_OK && st != SUBLET_ERR_OOM) {
         if (k > 0) /* e.g. policy:stitch, which has no private pools */
             return fatal(s, st, "event %zu (line %llu): alloc of %llu bytes in private pool "
@@ -710,9 +711,8 @@ static sublet_status do_alloc(rp *s, size_t i)
     return SUBLET_OK;
 }
 
-static sublet_status do_free_requested(rp *s, size_t i)
+static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event *e)
 {
-    const sublet_trace_event *e = row(s, i);
     uint64_t ptr;
     if (!map_take(&s->addrs, e->addr, &ptr)) {
         row_error(s, i, "free_requested of %llu, which is not allocated",
@@ -722,8 +722,8 @@ static sublet_status do_free_requested(rp *s, size_t i)
     s->r->frees++;
     if (ptr == 0)
         return SUBLET_OK; /* its alloc failed: nothing to free */
-    int now = at_hand(s, i + 1) && row(s, i + 1)->kind == SUBLET_ACT_FREE_COMPLETED &&
-              row(s, i + 1)->addr == e->addr;
+    const sublet_trace_event *nx = i + 1 - s->base < s->n ? e + 1 : NULL; /* recorded rows */
+    int now = nx && nx->kind == SUBLET_ACT_FREE_COMPLETED && nx->addr == e->addr;
     void *p = (void *)(uintptr_t)ptr;
     if (now)
         clock_rows(s, i, 2);
@@ -746,9 +746,8 @@ static sublet_status do_free_requested(rp *s, size_t i)
     return SUBLET_OK;
 }
 
-static void do_free_completed(rp *s, size_t i)
+static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
 {
-    const sublet_trace_event *e = row(s, i);
     uint64_t syn;
     if (map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
@@ -763,10 +762,9 @@ static void do_free_completed(rp *s, size_t i)
 
 /* A run of segment_free / segment_unmap rows: one empty_cache(), whose
  * releases are compared with the run's as a set. */
-static sublet_status do_release(rp *s, size_t i)
+static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
 {
     sublet_replay_fidelity *f = &s->r->fidelity;
-    const sublet_trace_event *e = row(s, i);
     if (e->kind == SUBLET_ACT_SEGMENT_FREE)
         f->recorded_segment_frees++;
     else
@@ -798,16 +796,15 @@ static sublet_status do_release(rp *s, size_t i)
     return SUBLET_OK;
 }
 
-static sublet_status do_event(rp *s, size_t i)
+static sublet_status do_event(rp *s, size_t i, const sublet_trace_event *e)
 {
-    const sublet_trace_event *e = row(s, i);
     switch (e->kind) {
     case SUBLET_ACT_ALLOC:
-        return do_alloc(s, i);
+        return do_alloc(s, i, e);
     case SUBLET_ACT_FREE_REQUESTED:
-        return do_free_requested(s, i);
+        return do_free_requested(s, i, e);
     case SUBLET_ACT_FREE_COMPLETED:
-        do_free_completed(s, i);
+        do_free_completed(s, i, e);
         return SUBLET_OK;
     case SUBLET_ACT_SEGMENT_ALLOC:
     case SUBLET_ACT_SEGMENT_MAP:
@@ -815,7 +812,7 @@ static sublet_status do_event(rp *s, size_t i)
         return SUBLET_OK;
     case SUBLET_ACT_SEGMENT_FREE:
     case SUBLET_ACT_SEGMENT_UNMAP:
-        return do_release(s, i);
+        return do_release(s, i, e);
     case SUBLET_ACT_SNAPSHOT:
         if (s->o->record != SUBLET_RECORD_OFF)
             sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
@@ -1041,19 +1038,21 @@ static sublet_status drive(rp *s, const sublet_trace *t)
                 break;
             }
         }
+        /* the row stays put until the next have() */
+        const sublet_trace_event *e = &s->ev[i - s->base];
         s->cur = i;
         clock_rows(s, i, 1);
         if (o->before_event)
-            o->before_event(o->observer_user, s->a, i, row(s, i));
-        st = do_event(s, i);
+            o->before_event(o->observer_user, s->a, i, e);
+        st = do_event(s, i, e);
         if (o->after_event)
-            o->after_event(o->observer_user, s->a, i, row(s, i));
+            o->after_event(o->observer_user, s->a, i, e);
         r->events++;
         r->last_event = i;
         observe(s, i);
         if (st == SUBLET_OK && o->check)
             st = run_check(s, i, 0);
-        retire(s, i);
+        retire(s, i, e->kind);
         if (r->stopped_on_oom)
             break;
     }

@@ -112,20 +112,23 @@ rf_oracle rf_oracle_of(const sublet_trace_event *ev, size_t i)
     return o;
 }
 
-void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, const rf_call *c)
+rf_judged rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec,
+                         const rf_call *c)
 {
     int made = c->seg_allocs ? RF_SEGMENT : c->seg_maps ? RF_MAP : RF_NONE;
+    rf_judged j = {.decision = made == rec->kind, .rec_seg = rec->kind == RF_SEGMENT,
+                   .eng_seg = made == RF_SEGMENT};
     f->allocs_compared++;
-    f->recorded_segment_allocs += rec->kind == RF_SEGMENT;
-    f->engine_segment_allocs += made == RF_SEGMENT;
+    f->recorded_segment_allocs += j.rec_seg;
+    f->engine_segment_allocs += j.eng_seg;
     f->recorded_segment_maps += rec->kind == RF_MAP;
     f->engine_segment_maps += made == RF_MAP;
-    if (made == rec->kind)
+    if (j.decision)
         f->decisions_matched++;
     else if (f->first_decision_mismatch == SUBLET_REPLAY_NONE)
         f->first_decision_mismatch = i;
-    if (made != rec->kind || made == RF_NONE)
-        return;
+    if (!j.decision || made == RF_NONE)
+        return j;
     uint64_t bytes = made == RF_SEGMENT ? c->seg_alloc_size : c->seg_map_bytes;
     uint64_t addr = made == RF_SEGMENT ? c->seg_alloc_addr : c->seg_map_addr;
     if (bytes != rec->bytes) {
@@ -133,6 +136,7 @@ void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, c
             f->first_size_mismatch = i;
     } else if (made == RF_SEGMENT) {
         f->segment_sizes_matched++;
+        j.size = 1;
     } else {
         f->map_sizes_matched++;
     }
@@ -140,6 +144,7 @@ void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, c
         f->segments_placed_as_recorded += addr == rec->addr;
     else
         f->maps_placed_as_recorded += addr == rec->addr;
+    return j;
 }
 
 /* ---- releases --------------------------------------------------------------------------- */

@@ -38,8 +38,15 @@ typedef struct rf_oracle {
 } rf_oracle;
 rf_oracle rf_oracle_of(const sublet_trace_event *ev, size_t i);
 
+/* What one alloc's judgement added to the totals (the per-pool counters
+ * add the same, replay_pools.c). */
+typedef struct rf_judged {
+    uint8_t decision, size, rec_seg, eng_seg, address; /* each 0 or 1 */
+} rf_judged;
+
 /* Compare the engine's call with the oracle and count it in *f. */
-void rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec, const rf_call *c);
+rf_judged rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec,
+                         const rf_call *c);
 
 /* Is kind a release row (segment_free / segment_unmap)? */
 int rf_is_release(uint32_t kind);
@@ -122,15 +129,9 @@ typedef struct rf_pools {
  * given its row in r->pools) when first met; -1 when out of memory. */
 long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e);
 
-/* The totals one alloc's judgement can change. */
-typedef struct rf_judged {
-    uint64_t allocs, decisions, sizes, addresses, rec_segs, eng_segs;
-} rf_judged;
-rf_judged rf_judged_of(const sublet_replay_fidelity *f);
 /* The alloc at row i in pool k: what its judgement added to r->fidelity
- * since `before`, counted in the pool's row of r->pools. */
-void rf_pools_judge(const rf_pools *p, sublet_replay_result *r, long k, size_t i,
-                    const rf_judged *before);
+ * (j, its address's match included), counted in the pool's row of r->pools. */
+void rf_pools_judge(const rf_pools *p, sublet_replay_result *r, long k, size_t i, rf_judged j);
 
 /* The malloc of row e (an alloc, or an allocated pre_alloc) in its pool; *k
  * the pool's index (-1 with SUBLET_ERR_NO_MEMORY when the table could not

@@ -75,32 +75,21 @@ long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event 
     return (long)p->n++;
 }
 
-rf_judged rf_judged_of(const sublet_replay_fidelity *f)
-{
-    return (rf_judged){f->allocs_compared,         f->decisions_matched,
-                       f->segment_sizes_matched,   f->addresses_matched,
-                       f->recorded_segment_allocs, f->engine_segment_allocs};
-}
-
-void rf_pools_judge(const rf_pools *p, sublet_replay_result *r, long k, size_t i,
-                    const rf_judged *before)
+void rf_pools_judge(const rf_pools *p, sublet_replay_result *r, long k, size_t i, rf_judged j)
 {
     int slot = k == 0 ? 0 : p->v[k].slot;
     if (slot < 0)
         return;
-    rf_judged now = rf_judged_of(&r->fidelity);
     sublet_replay_pool_fidelity *pf = &r->pools[slot];
-    pf->allocs_compared += now.allocs - before->allocs;
-    uint64_t dm = now.decisions - before->decisions;
-    pf->decisions_matched += dm;
-    pf->segment_sizes_matched += now.sizes - before->sizes;
-    uint64_t am = now.addresses - before->addresses;
-    pf->addresses_matched += am;
-    pf->recorded_segment_allocs += now.rec_segs - before->rec_segs;
-    pf->engine_segment_allocs += now.eng_segs - before->eng_segs;
-    if (!dm && pf->first_decision_mismatch == SUBLET_REPLAY_NONE)
+    pf->allocs_compared++;
+    pf->decisions_matched += j.decision;
+    pf->segment_sizes_matched += j.size;
+    pf->addresses_matched += j.address;
+    pf->recorded_segment_allocs += j.rec_seg;
+    pf->engine_segment_allocs += j.eng_seg;
+    if (!j.decision && pf->first_decision_mismatch == SUBLET_REPLAY_NONE)
         pf->first_decision_mismatch = i;
-    if (!am && pf->first_address_mismatch == SUBLET_REPLAY_NONE)
+    if (!j.address && pf->first_address_mismatch == SUBLET_REPLAY_NONE)
         pf->first_address_mismatch = i;
 }
 
