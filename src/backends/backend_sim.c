@@ -44,13 +44,13 @@
  * every stream at once.
  *
  * One mutex guards everything. */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mutex.h"
 #include "base/rtree.h"
 #include "sublet/backend.h"
 #include "backends/vmem.h"
@@ -71,7 +71,7 @@ typedef struct sim_stream {
 
 typedef struct sim_backend {
     sublet_backend base; /* first: the engine casts */
-    pthread_mutex_t lock;
+    sl_mutex lock; /* base/mutex.h: one atomic instruction per uncontended lock and unlock */
     uint64_t capacity;
     uint64_t seg_bytes; /* bytes of live segments */
     uint64_t segments;  /* live segments */
@@ -231,7 +231,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
     if (!s || !addr_out || size == 0)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     uint64_t once = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
     if (!hint)
         hint = once;
@@ -248,7 +248,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
     s->ops_done.segment_allocs++;
     *addr_out = addr;
 out:
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -258,14 +258,14 @@ static sublet_status sim_segment_free(sublet_backend *b, uint64_t addr, uint64_t
     if (!s)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     if (sl_rtree_remove(&s->placed, addr, size, RANGE_SEGMENT)) {
         s->seg_bytes -= size;
         s->segments--;
         s->ops_done.segment_frees++;
         st = SUBLET_OK;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -281,9 +281,9 @@ static sublet_status sim_event_create(sublet_backend *b, sublet_event **ev_out)
         return SUBLET_ERR_NO_MEMORY;
     ev->magic = SIM_EVENT_MAGIC;
     ev->owner = s;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     s->live_events++;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     *ev_out = ev;
     return SUBLET_OK;
 }
@@ -293,9 +293,9 @@ static sublet_status sim_event_destroy(sublet_backend *b, sublet_event *ev)
     sim_backend *s = as_sim(b);
     if (!s || !event_ok(s, ev))
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     s->live_events--;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     ev->magic = 0;
     free(ev);
     return SUBLET_OK;
@@ -307,7 +307,7 @@ static sublet_status sim_event_record(sublet_backend *b, sublet_event *ev, suble
     if (!s || !event_ok(s, ev))
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     sim_stream *ss = find_stream(s, stream, 1);
     if (!ss) {
         st = SUBLET_ERR_NO_MEMORY;
@@ -315,7 +315,7 @@ static sublet_status sim_event_record(sublet_backend *b, sublet_event *ev, suble
         ev->stream = stream;
         ev->seq = ss->recorded = ++s->seq;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -324,13 +324,13 @@ static sublet_status sim_event_query(sublet_backend *b, sublet_event *ev, int *d
     sim_backend *s = as_sim(b);
     if (!s || !event_ok(s, ev) || !done_out)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     int done = 1;
     if (ev->seq != 0) {
         const sim_stream *ss = find_stream(s, ev->stream, 0);
         done = !ss || ss->completed >= ev->seq;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     *done_out = done;
     return SUBLET_OK;
 }
@@ -350,7 +350,7 @@ static uint64_t sim_event_completions(sublet_backend *b, uint64_t since, sublet_
     *n = SIZE_MAX;
     if (!s)
         return 0;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     uint64_t now = atomic_load_explicit(&s->epoch, memory_order_relaxed);
     if (since <= now && now - since <= cap && now - since <= SIM_DONE_LOG &&
         s->all_done_epoch <= since) {
@@ -358,7 +358,7 @@ static uint64_t sim_event_completions(sublet_backend *b, uint64_t since, sublet_
             out[e - since - 1] = s->done_log[e % SIM_DONE_LOG];
         *n = (size_t)(now - since);
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return now;
 }
 
@@ -367,7 +367,7 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
     sim_backend *s = as_sim(b);
     if (!s || !event_ok(s, ev))
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     if (ev->seq != 0) {
         sim_stream *ss = find_stream(s, ev->stream, 0);
         if (ss && ss->completed < ev->seq) {
@@ -376,7 +376,7 @@ static sublet_status sim_event_synchronize(sublet_backend *b, sublet_event *ev)
             settle_stream(s, ss);
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return SUBLET_OK;
 }
 
@@ -388,9 +388,9 @@ static sublet_status sim_process_mem(sublet_backend *b, uint64_t *used_out)
     sim_backend *s = as_sim(b);
     if (!s || !used_out)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     *used_out = used_bytes(s);
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return SUBLET_OK;
 }
 
@@ -399,11 +399,11 @@ static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_
     sim_backend *s = as_sim(b);
     if (!s || !free_out || !total_out)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     uint64_t used = used_bytes(s);
     *free_out = used < s->capacity ? s->capacity - used : 0;
     *total_out = s->capacity;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return SUBLET_OK;
 }
 
@@ -418,7 +418,7 @@ static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t a
     if (align < SIM_SEGMENT_ALIGN)
         align = SIM_SEGMENT_ALIGN;
     sublet_status st = SUBLET_OK;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     /* the one-shot hint places a reservation too (replay: an expandable
      * segment's first map is at its reservation's start) */
     uint64_t hint = atomic_exchange_explicit(&s->next_hint, 0, memory_order_relaxed);
@@ -428,7 +428,7 @@ static sublet_status sim_va_reserve(sublet_backend *b, uint64_t size, uint64_t a
         s->ops_done.va_reserves++;
         *addr_out = addr;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -438,7 +438,7 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
     if (!s)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     const sl_rtree_entry *r = sl_rtree_find(&s->placed, addr);
     if (r && r->tag == RANGE_RESERVATION && r->size == size) {
         if (sl_vmem_overlaps(&s->vm, addr, size)) {
@@ -449,7 +449,7 @@ static sublet_status sim_va_release(sublet_backend *b, uint64_t addr, uint64_t s
             st = SUBLET_OK;
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -466,7 +466,7 @@ static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
     if (!s || size == 0 || addr + size < addr)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     if (!in_reservation(s, addr, size) || sl_vmem_overlaps(&s->vm, addr, size)) {
         st = SUBLET_ERR_INVALID_ARGUMENT;
     } else if (!fits_capacity(s, size)) {
@@ -476,7 +476,7 @@ static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
         if (st == SUBLET_OK)
             s->ops_done.va_maps++;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -486,7 +486,7 @@ static sublet_status sim_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t 
     if (!s || size == 0 || dst + size < dst || src + size < src)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_status st = SUBLET_OK;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     if (!in_reservation(s, dst, size) || !in_reservation(s, src, size))
         st = SUBLET_ERR_INVALID_ARGUMENT;
     else
@@ -495,7 +495,7 @@ static sublet_status sim_va_map_alias(sublet_backend *b, uint64_t dst, uint64_t 
         s->ops_done.va_maps++;
         s->ops_done.va_aliases++;
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -504,13 +504,13 @@ static sublet_status sim_va_unmap(sublet_backend *b, uint64_t addr, uint64_t siz
     sim_backend *s = as_sim(b);
     if (!s || size == 0 || addr + size < addr)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     /* every byte of [addr, addr+size) must be mapped; physical bytes no
      * other mapping reaches are freed */
     sublet_status st = sl_vmem_unmap(&s->vm, addr, size, NULL, NULL);
     if (st == SUBLET_OK)
         s->ops_done.va_unmaps++;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -521,7 +521,7 @@ static void sim_destroy(sublet_backend *b)
     sim_backend *s = as_sim(b);
     if (!s)
         return;
-    pthread_mutex_destroy(&s->lock);
+    sl_mutex_destroy(&s->lock);
     sl_rtree_fini(&s->placed);
     sl_vmem_fini(&s->vm);
     free(s->streams);
@@ -555,10 +555,7 @@ sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
     sim_backend *s = calloc(1, sizeof *s);
     if (!s)
         return SUBLET_ERR_NO_MEMORY;
-    if (pthread_mutex_init(&s->lock, NULL) != 0) {
-        free(s);
-        return SUBLET_ERR_NO_MEMORY;
-    }
+    sl_mutex_init(&s->lock);
     s->base.ops = &sim_ops;
     s->base.name = "sim";
     s->base.device = 0;
@@ -575,7 +572,7 @@ void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
     sim_backend *s = as_sim(sim);
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     sim_stream *ss = find_stream(s, stream, 0);
     if (ss) {
         if (ss->completed != ss->recorded)
@@ -583,7 +580,7 @@ void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream)
         ss->completed = ss->recorded;
         settle_stream(s, ss);
     }
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
 }
 
 void sublet_sim_complete_all(sublet_backend *sim)
@@ -591,13 +588,13 @@ void sublet_sim_complete_all(sublet_backend *sim)
     sim_backend *s = as_sim(sim);
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     if (s->n_streams)
         s->all_done_epoch = atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release) + 1;
     if (s->n_streams) /* every record completed */
         memset(s->streams, 0, s->cap_streams * sizeof *s->streams);
     s->n_streams = 0;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
 }
 
 uint64_t sublet_sim_used(const sublet_backend *sim)
@@ -605,9 +602,9 @@ uint64_t sublet_sim_used(const sublet_backend *sim)
     sim_backend *s = as_sim((sublet_backend *)sim);
     if (!s)
         return 0;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     uint64_t v = used_bytes(s);
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return v;
 }
 
@@ -616,9 +613,9 @@ uint64_t sublet_sim_segments(const sublet_backend *sim)
     sim_backend *s = as_sim((sublet_backend *)sim);
     if (!s)
         return 0;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     uint64_t v = s->segments;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
     return v;
 }
 
@@ -627,9 +624,9 @@ void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity)
     sim_backend *s = as_sim(sim);
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     s->capacity = capacity;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
 }
 
 void sublet_sim_next_hint(sublet_backend *b, uint64_t addr)
@@ -646,7 +643,7 @@ void sublet_sim_ops_read(const sublet_backend *b, sublet_sim_ops *out)
     *out = (sublet_sim_ops){0};
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
+    sl_mutex_lock(&s->lock);
     *out = s->ops_done;
-    pthread_mutex_unlock(&s->lock);
+    sl_mutex_unlock(&s->lock);
 }
