@@ -67,6 +67,12 @@ int cli_parse_index(const char *s, uint64_t *out);
 /* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing); *matched
  * tells whether argv[*i] is this option.  *i advances past a separate value. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *matched);
+/* The options that say what a trace ran on, for the commands that take them
+ * (a NULL target: not taken): --conf S, --device-memory SIZE, --device N
+ * (the trace's device, lo->pick_device).  1: argv[*i] was one (consumed); 0:
+ * it was not; -1: its value is missing or wrong, said in why. */
+int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t *device_memory,
+                      sublet_trace_load_options *lo, char *why, size_t cap);
 /* Recording options for a replay whose allocator's snapshot is wanted: every
  * event, stacks from the trace (context "all") when it has any. */
 void cli_record_options(const sublet_trace *t, sublet_replay_options *o);

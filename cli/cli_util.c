@@ -94,6 +94,39 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
     return argv[++*i];
 }
 
+int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t *device_memory,
+                      sublet_trace_load_options *lo, char *why, size_t cap)
+{
+    int m;
+    const char *v;
+    if (conf && ((v = cli_opt_value(argc, argv, i, "--conf", &m)) || m)) {
+        if (!v) {
+            snprintf(why, cap, "--conf needs a value");
+            return -1;
+        }
+        *conf = v;
+        return 1;
+    }
+    if (device_memory && ((v = cli_opt_value(argc, argv, i, "--device-memory", &m)) || m)) {
+        if (!v || sublet_parse_size(v, device_memory) != 0 || *device_memory == 0) {
+            snprintf(why, cap, "--device-memory: '%s' is not a size (e.g. 80GiB)", v ? v : "");
+            return -1;
+        }
+        return 1;
+    }
+    if (lo && ((v = cli_opt_value(argc, argv, i, "--device", &m)) || m)) {
+        uint64_t d;
+        if (!v || cli_parse_index(v, &d) != 0 || d > INT32_MAX) {
+            snprintf(why, cap, "--device: '%s' is not a device number", v ? v : "");
+            return -1;
+        }
+        lo->pick_device = 1;
+        lo->device = (int64_t)d;
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- replay with recording ------------------------------------------------------------ */
 
 typedef struct snap_ctx {

@@ -280,10 +280,10 @@ int cli_convert(int argc, char **argv)
     sublet_replay_options o;
     sublet_replay_options_init(&o);
     int direct = 0, only_positional = 0;
+    char why[160];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int m;
-        const char *v;
+        int src;
         if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
             if (!in)
                 in = a;
@@ -300,23 +300,10 @@ int cli_convert(int argc, char **argv)
             direct = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {
             o.placement_hints = 0;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
-            if (!v)
-                return usage_error("%s needs a value", "--conf");
-            conf = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
-            if (!v)
-                return usage_error("%s needs a value", "--device-memory");
-            if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
-                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device", &m)) || m) {
-            uint64_t d;
-            if (!v)
-                return usage_error("%s needs a value", "--device");
-            if (cli_parse_index(v, &d) != 0 || d > INT32_MAX)
-                return usage_error("--device: '%s' is not a device number", v);
-            lo.pick_device = 1;
-            lo.device = (int64_t)d;
+        } else if ((src = cli_source_option(argc, argv, &i, &conf, &o.device_memory, &lo, why,
+                                            sizeof why)) != 0) {
+            if (src < 0)
+                return usage_error("%s", why);
         } else {
             return usage_error("unknown option '%s'", a);
         }

@@ -113,9 +113,10 @@ static int parse_args(int argc, char **argv, const char *cmd, void (*usage)(FILE
     memset(a, 0, sizeof *a);
     a->at = SUBLET_REPLAY_ALL;
     int only_positional = 0;
+    char why[160];
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        int m;
+        int m, src;
         const char *v;
         if (only_positional || s[0] != '-' || strcmp(s, "-") == 0) {
             if (a->path)
@@ -128,14 +129,10 @@ static int parse_args(int argc, char **argv, const char *cmd, void (*usage)(FILE
             return -1;
         } else if (strcmp(s, "--json") == 0) {
             a->json = 1;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
-            if (!v)
-                return usage_error(cmd, usage, "%s needs a value", "--conf");
-            a->conf = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
-            if (!v || sublet_parse_size(v, &a->device_memory) != 0 || !a->device_memory)
-                return usage_error(cmd, usage, "--device-memory: '%s' is not a size (e.g. 80GiB)",
-                                   v ? v : "");
+        } else if ((src = cli_source_option(argc, argv, &i, &a->conf, &a->device_memory, &a->lo,
+                                            why, sizeof why)) != 0) {
+            if (src < 0)
+                return usage_error(cmd, usage, "%s", why);
         } else if (!diagnose && ((v = cli_opt_value(argc, argv, &i, "--at", &m)) || m)) {
             if (!v || cli_parse_index(v, &a->at) != 0)
                 return usage_error(cmd, usage, "--at: '%s' is not an event index", v ? v : "");
@@ -157,12 +154,6 @@ static int parse_args(int argc, char **argv, const char *cmd, void (*usage)(FILE
             a->cands = n;
             a->cands[a->ncands++] = v;
             a->cands[a->ncands] = NULL;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device", &m)) || m) {
-            uint64_t d;
-            if (!v || cli_parse_index(v, &d) != 0 || d > INT32_MAX)
-                return usage_error(cmd, usage, "--device: '%s' is not a device number", v ? v : "");
-            a->lo.pick_device = 1;
-            a->lo.device = (int64_t)d;
         } else {
             return usage_error(cmd, usage, "unknown option '%s'", s);
         }

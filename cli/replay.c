@@ -559,9 +559,10 @@ int cli_replay(int argc, char **argv)
     sublet_replay_options_init(&o);
     const char *path = NULL, *conf = NULL, *snap_out = NULL;
     int json = 0, only_positional = 0, min_capacity = 0;
+    char why[160];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int m;
+        int m, src;
         const char *v;
         if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
             if (path)
@@ -589,10 +590,10 @@ int cli_replay(int argc, char **argv)
             if (cli_parse_prelude(v, &mode) != 0)
                 return usage_error("--prelude: '%s' is not auto, adopt or allocate", v);
             o.prelude = mode;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
-            if (!v)
-                return usage_error("%s needs a value", "--conf");
-            conf = v;
+        } else if ((src = cli_source_option(argc, argv, &i, &conf, &o.device_memory, NULL, why,
+                                            sizeof why)) != 0) {
+            if (src < 0)
+                return usage_error("%s", why);
         } else if ((v = cli_opt_value(argc, argv, &i, "--snapshot-out", &m)) || m) {
             if (!v || !*v)
                 return usage_error("%s needs a value", "--snapshot-out");
@@ -600,11 +601,6 @@ int cli_replay(int argc, char **argv)
                 return usage_error("--snapshot-out: '%s' does not end in .pickle, .pkl or .json "
                                    "(optionally followed by .gz)", v);
             snap_out = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
-            if (!v)
-                return usage_error("%s needs a value", "--device-memory");
-            if (sublet_parse_size(v, &o.device_memory) != 0 || o.device_memory == 0)
-                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v);
         } else if ((v = cli_opt_value(argc, argv, &i, "--at", &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--at");

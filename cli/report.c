@@ -67,9 +67,10 @@ int cli_report(int argc, char **argv)
     sublet_tune_options to;
     sublet_tune_options_init(&to);
     to.pytorch_version = cli_pytorch_version();
+    char why[160];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int m;
+        int m, src;
         const char *v;
         if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
             if (path)
@@ -93,25 +94,16 @@ int cli_report(int argc, char **argv)
             if (!v)
                 return usage_error("%s needs a value", "-o");
             outp = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--conf", &m)) || m) {
-            if (!v)
-                return usage_error("%s needs a value", "--conf");
-            conf = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
-            if (!v || sublet_parse_size(v, &device_memory) != 0 || !device_memory)
-                return usage_error("--device-memory: '%s' is not a size (e.g. 80GiB)", v ? v : "");
+        } else if ((src = cli_source_option(argc, argv, &i, &conf, &device_memory, &lo, why,
+                                            sizeof why)) != 0) {
+            if (src < 0)
+                return usage_error("%s", why);
         } else if ((v = cli_opt_value(argc, argv, &i, "--buckets", &m)) || m) {
             if (!v || cli_parse_index(v, &buckets) != 0 || buckets < 10 || buckets > 100000)
                 return usage_error("--buckets: '%s' is not in 10..100000", v ? v : "");
         } else if ((v = cli_opt_value(argc, argv, &i, "--oom-maps", &m)) || m) {
             if (!v || cli_parse_index(v, &oom_maps) != 0 || oom_maps > 16)
                 return usage_error("--oom-maps: '%s' is not in 0..16", v ? v : "");
-        } else if ((v = cli_opt_value(argc, argv, &i, "--device", &m)) || m) {
-            uint64_t d;
-            if (!v || cli_parse_index(v, &d) != 0 || d > INT32_MAX)
-                return usage_error("--device: '%s' is not a device number", v ? v : "");
-            lo.pick_device = 1;
-            lo.device = (int64_t)d;
         } else {
             return usage_error("unknown option '%s'", a);
         }
