@@ -155,3 +155,17 @@ sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max
     *data_len = n;
     return SUBLET_OK;
 }
+
+sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const uint8_t **data,
+                             size_t *data_len, uint8_t **owned, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!args_ok || (!buf && len)) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "byte 0: invalid argument");
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    }
+    return sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, data, data_len, owned,
+                                   err, err_cap);
+}

@@ -30,4 +30,11 @@ sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max
                                       const uint8_t **data, size_t *data_len, uint8_t **owned,
                                       char *err, size_t err_cap);
 
+/* A parser's input (pv_json_parse, pv_pickle_parse): err emptied; with
+ * args_ok 0 (a required argument missing, or no buf for len bytes) or no
+ * buf and len > 0, "byte 0: invalid argument" and SUBLET_ERR_INVALID_ARGUMENT;
+ * else as sublet_gunzip_if_needed with the default cap (no buf: no bytes). */
+sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const uint8_t **data,
+                             size_t *data_len, uint8_t **owned, char *err, size_t err_cap);
+
 #endif

@@ -820,19 +820,12 @@ static sublet_status load(rd *r, pyval **out) {
 
 sublet_status pv_pickle_parse(const uint8_t *buf, size_t len, pv_arena *a, pyval **out,
                               char *err, size_t cap) {
-    if (err && cap)
-        err[0] = '\0';
-    if (!a || !out || (!buf && len)) {
-        if (err && cap)
-            snprintf(err, cap, "byte 0: invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    }
-    *out = NULL;
+    if (a && out)
+        *out = NULL;
     const uint8_t *data;
     size_t n;
     uint8_t *owned;
-    sublet_status st = sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, &data, &n,
-                                               &owned, err, cap);
+    sublet_status st = sl_parse_input(buf, len, a && out, &data, &n, &owned, err, cap);
     if (st)
         return st;
     rd *r = calloc(1, sizeof *r);
