@@ -4,6 +4,7 @@
  * insert and remove (count, bytes, sum of squares per stream tree) and from
  * the tree maxima: O(streams × log n), never a walk of the blocks. */
 #include "engine/engine.h"
+#include "engine/frag_internal.h"
 
 static void add_tree(sublet_frag_stats *o, double *squares, sl_pool *p, const sl_tree *t)
 {
@@ -13,6 +14,21 @@ static void add_tree(sublet_frag_stats *o, double *squares, sl_pool *p, const sl
     sl_block *mx = t->count ? sl_free_max(p, t->stream) : NULL;
     if (mx && mx->size > o->largest_free_block)
         o->largest_free_block = mx->size;
+}
+
+void sl_frag_derive(sublet_frag_stats *o, double squares)
+{
+    o->unallocated_bytes = o->reserved_bytes - o->allocated_bytes;
+    o->internal_waste_bytes = o->allocated_bytes - o->requested_bytes;
+    if (o->free_bytes) {
+        double f = (double)o->free_bytes;
+        o->external = 1.0 - (double)o->largest_free_block / f;
+        o->spread = 1.0 - squares / (f * f);
+        if (o->spread < 0.0)
+            o->spread = 0.0;
+    }
+    if (o->reserved_bytes)
+        o->unused = 1.0 - (double)o->active_bytes / (double)o->reserved_bytes;
 }
 
 sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream stream,
@@ -39,17 +55,7 @@ sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream
     o->requested_bytes = (uint64_t)s->requested_bytes[pool_kind].current;
     o->inactive_split_bytes = (uint64_t)s->inactive_split_bytes[pool_kind].current;
     sl_unlock(a);
-    o->unallocated_bytes = o->reserved_bytes - o->allocated_bytes;
-    o->internal_waste_bytes = o->allocated_bytes - o->requested_bytes;
-    if (o->free_bytes) {
-        double f = (double)o->free_bytes;
-        o->external = 1.0 - (double)o->largest_free_block / f;
-        o->spread = 1.0 - squares / (f * f);
-        if (o->spread < 0.0)
-            o->spread = 0.0;
-    }
-    if (o->reserved_bytes)
-        o->unused = 1.0 - (double)o->active_bytes / (double)o->reserved_bytes;
+    sl_frag_derive(o, squares);
     return SUBLET_OK;
 }
 

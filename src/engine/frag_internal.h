@@ -1,7 +1,8 @@
 /* sublet — helpers shared by the fragmentation code: engine/frag_state.c
- * (states, metrics, texts), engine/frag_oom.c (an OOM's diagnosis) and
- * analysis/frag_series.c, frag_diagnose.c (a
- * snapshot's state, the series, the diagnosis of a trace).  Internal header. */
+ * (states, metrics, texts), engine/frag.c (the live metrics),
+ * engine/frag_oom.c (an OOM's diagnosis) and analysis/frag_series.c,
+ * frag_diagnose.c (a snapshot's state, the series, the diagnosis of a
+ * trace).  Internal header. */
 #ifndef SUBLET_FRAG_INTERNAL_H
 #define SUBLET_FRAG_INTERNAL_H
 
@@ -15,6 +16,11 @@
 #else
 #define SL_FB_PRINTF(f, a)
 #endif
+
+/* The metrics of o derived from its counted fields (reserved, allocated,
+ * requested, active, free bytes, largest free block) and squares, the sum of
+ * the free blocks' squared sizes: sublet_frag_read and sublet_frag_compute. */
+void sl_frag_derive(sublet_frag_stats *o, double squares);
 
 /* A text builder with snprintf semantics: len is the full logical length;
  * buf always holds a NUL-terminated prefix of the text when cap > 0. */

@@ -331,17 +331,7 @@ sublet_status sublet_frag_compute(const sublet_frag_state *st, int pool_kind, su
                 o->largest_free_block = b->size;
         }
     }
-    o->unallocated_bytes = o->reserved_bytes - o->allocated_bytes;
-    o->internal_waste_bytes = o->allocated_bytes - o->requested_bytes;
-    if (o->free_bytes) {
-        double f = (double)o->free_bytes;
-        o->external = 1.0 - (double)o->largest_free_block / f;
-        o->spread = 1.0 - squares / (f * f);
-        if (o->spread < 0.0)
-            o->spread = 0.0;
-    }
-    if (o->reserved_bytes)
-        o->unused = 1.0 - (double)o->active_bytes / (double)o->reserved_bytes;
+    sl_frag_derive(o, squares);
     return SUBLET_OK;
 }
 
