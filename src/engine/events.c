@@ -117,14 +117,19 @@ static void evq_pop(sl_evq *q)
     q->count--;
 }
 
-#define MAX_EVQ_SPARES 4096
+#define MAX_EVQ_SPARES 1024 /* buffers kept at the most ... */
+#define MAX_SPARE_CAP 64     /* ... each of 64 entries at the most: 1 MiB in all */
 
-/* A dropped queue's buffer, kept for a new queue (freed when the spares are
- * many, or when there is no room to keep it). */
+/* A dropped queue's buffer, kept for a new queue (freed when it is large,
+ * when the spares are many, or when there is no room to keep it). */
 static void keep_spare(sublet_allocator *a, sl_evq_entry *items, size_t cap)
 {
     if (!items)
         return;
+    if (cap > MAX_SPARE_CAP) {
+        free(items);
+        return;
+    }
     if (a->nevq_spares == a->evq_spares_cap && a->evq_spares_cap < MAX_EVQ_SPARES) {
         size_t nc = a->evq_spares_cap ? a->evq_spares_cap * 2 : 16;
         struct sl_evq_buf *n = realloc(a->evq_spares, nc * sizeof *n);
