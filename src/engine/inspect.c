@@ -14,10 +14,42 @@
 
 #include "engine/engine.h"
 
+/* A recount of the pool-split statistics (sublet/stats.h's one list). */
+#define RC_FIELD(key, title, bytes) int64_t key;
 typedef struct recount {
-    int64_t allocation, allocated_bytes, active, active_bytes, requested_bytes;
-    int64_t segment, reserved_bytes, inactive_split, inactive_split_bytes;
+    SUBLET_STAT_ARRAYS(RC_FIELD)
 } recount;
+#undef RC_FIELD
+
+/* rc[SUBLET_POOL_ALL] = the small and large pools' recounts added. */
+static void recount_total(recount *rc)
+{
+    for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
+#define RC_ADD(key, title, bytes) rc[SUBLET_POOL_ALL].key += rc[k].key;
+        SUBLET_STAT_ARRAYS(RC_ADD)
+#undef RC_ADD
+    }
+}
+
+/* The first pool-split statistic of st whose current value is not the
+ * recount's (kind by kind, in the list's order): 1 and where, or 0. */
+static int recount_mismatch(const sublet_stats *st, const recount *rc, const char **name,
+                            int *kind, int64_t *have, int64_t *want)
+{
+    for (int k = 0; k < SUBLET_POOL_KINDS; k++) {
+#define RC_CMP(key, title, bytes)                                                          \
+        if (st->key[k].current != rc[k].key) {                                             \
+            *name = #key;                                                                  \
+            *kind = k;                                                                     \
+            *have = st->key[k].current;                                                    \
+            *want = rc[k].key;                                                             \
+            return 1;                                                                      \
+        }
+        SUBLET_STAT_ARRAYS(RC_CMP)
+#undef RC_CMP
+    }
+    return 0;
+}
 
 static sublet_status fail(char *msg, size_t cap, const char *fmt, ...)
 {
@@ -29,14 +61,6 @@ static sublet_status fail(char *msg, size_t cap, const char *fmt, ...)
     }
     return SUBLET_ERR_CORRUPT;
 }
-
-#define CHECK_STAT(name, kind, want)                                                      \
-    do {                                                                                   \
-        if (a->stats.name[kind].current != (want))                                         \
-            return fail(msg, cap, "stat %s[%d].current = %lld but a recount gives %lld",   \
-                        #name, kind, (long long)a->stats.name[kind].current,               \
-                        (long long)(want));                                                \
-    } while (0)
 
 /* Index of a BlockPool in the per-pool tallies: the default small and
  * large pools, then each private pool's small and large. */
@@ -66,17 +90,6 @@ static void recount_block(recount *r, const sl_segment *seg, const sl_block *b)
         r->inactive_split_bytes += (int64_t)b->size;
     }
 }
-
-#define CHECK_PSTAT(name, kind, want)                                                     \
-    do {                                                                                   \
-        if (p->stats.name[kind].current != (want))                                         \
-            return fail(msg, cap,                                                          \
-                        "pool (%llu,%llu) stat %s[%d].current = %lld but a recount gives " \
-                        "%lld",                                                            \
-                        (unsigned long long)p->id.first, (unsigned long long)p->id.second, \
-                        #name, kind, (long long)p->stats.name[kind].current,               \
-                        (long long)(want));                                                \
-    } while (0)
 
 /* The private pools: their blocks only in their own index, their counts
  * and statistics against a recount. */
@@ -123,28 +136,15 @@ static sublet_status check_private(sublet_allocator *a, char *msg, size_t cap)
             return fail(msg, cap, "pool (%llu,%llu): cudaMalloc_count %d for %lld segments",
                         (unsigned long long)p->id.first, (unsigned long long)p->id.second,
                         p->malloc_count, (long long)segs);
-        for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
-            rc[0].allocation += rc[k].allocation;
-            rc[0].allocated_bytes += rc[k].allocated_bytes;
-            rc[0].active += rc[k].active;
-            rc[0].active_bytes += rc[k].active_bytes;
-            rc[0].requested_bytes += rc[k].requested_bytes;
-            rc[0].segment += rc[k].segment;
-            rc[0].reserved_bytes += rc[k].reserved_bytes;
-            rc[0].inactive_split += rc[k].inactive_split;
-            rc[0].inactive_split_bytes += rc[k].inactive_split_bytes;
-        }
-        for (int k = 0; k < SUBLET_POOL_KINDS; k++) {
-            CHECK_PSTAT(allocation, k, rc[k].allocation);
-            CHECK_PSTAT(allocated_bytes, k, rc[k].allocated_bytes);
-            CHECK_PSTAT(active, k, rc[k].active);
-            CHECK_PSTAT(active_bytes, k, rc[k].active_bytes);
-            CHECK_PSTAT(requested_bytes, k, rc[k].requested_bytes);
-            CHECK_PSTAT(segment, k, rc[k].segment);
-            CHECK_PSTAT(reserved_bytes, k, rc[k].reserved_bytes);
-            CHECK_PSTAT(inactive_split, k, rc[k].inactive_split);
-            CHECK_PSTAT(inactive_split_bytes, k, rc[k].inactive_split_bytes);
-        }
+        recount_total(rc);
+        const char *name;
+        int kind;
+        int64_t have, want;
+        if (recount_mismatch(&p->stats, rc, &name, &kind, &have, &want))
+            return fail(msg, cap, "pool (%llu,%llu) stat %s[%d].current = %lld but a recount "
+                        "gives %lld", (unsigned long long)p->id.first,
+                        (unsigned long long)p->id.second, name, kind, (long long)have,
+                        (long long)want);
         if (p->stats.oversize_allocations.current != oa ||
             p->stats.oversize_segments.current != os)
             return fail(msg, cap, "pool (%llu,%llu): oversize stats disagree with a recount",
@@ -326,28 +326,13 @@ static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t
         return fail(msg, cap, "reserved %llu != total_allocated_memory %llu",
                     (unsigned long long)reserved, (unsigned long long)a->total_allocated_memory);
 
-    for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
-        rc[SUBLET_POOL_ALL].allocation += rc[k].allocation;
-        rc[SUBLET_POOL_ALL].allocated_bytes += rc[k].allocated_bytes;
-        rc[SUBLET_POOL_ALL].active += rc[k].active;
-        rc[SUBLET_POOL_ALL].active_bytes += rc[k].active_bytes;
-        rc[SUBLET_POOL_ALL].requested_bytes += rc[k].requested_bytes;
-        rc[SUBLET_POOL_ALL].segment += rc[k].segment;
-        rc[SUBLET_POOL_ALL].reserved_bytes += rc[k].reserved_bytes;
-        rc[SUBLET_POOL_ALL].inactive_split += rc[k].inactive_split;
-        rc[SUBLET_POOL_ALL].inactive_split_bytes += rc[k].inactive_split_bytes;
-    }
-    for (int k = 0; k < SUBLET_POOL_KINDS; k++) {
-        CHECK_STAT(allocation, k, rc[k].allocation);
-        CHECK_STAT(allocated_bytes, k, rc[k].allocated_bytes);
-        CHECK_STAT(active, k, rc[k].active);
-        CHECK_STAT(active_bytes, k, rc[k].active_bytes);
-        CHECK_STAT(requested_bytes, k, rc[k].requested_bytes);
-        CHECK_STAT(segment, k, rc[k].segment);
-        CHECK_STAT(reserved_bytes, k, rc[k].reserved_bytes);
-        CHECK_STAT(inactive_split, k, rc[k].inactive_split);
-        CHECK_STAT(inactive_split_bytes, k, rc[k].inactive_split_bytes);
-    }
+    recount_total(rc);
+    const char *name;
+    int kind;
+    int64_t have, want;
+    if (recount_mismatch(&a->stats, rc, &name, &kind, &have, &want))
+        return fail(msg, cap, "stat %s[%d].current = %lld but a recount gives %lld", name, kind,
+                    (long long)have, (long long)want);
     if (a->stats.oversize_allocations.current != oversize_allocs ||
         a->stats.oversize_segments.current != oversize_segs)
         return fail(msg, cap, "oversize stats %lld/%lld, recount %lld/%lld",
