@@ -243,10 +243,18 @@ static inline const sublet_trace_event *row(const rp *s, size_t i)
 
 #define WINDOW_CHUNK 4096 /* rows read from a stream at a time */
 
+static int fill_to(rp *s, size_t i);
+
+/* Is row i (a recorded row) in the window, or can it be read into it? */
+static inline int have(rp *s, size_t i)
+{
+    return i - s->base < s->n || fill_to(s, i);
+}
+
 /* Make row i (a recorded row) part of the window, reading from the stream
  * as needed; rows before keep_from are dropped.  0 when the trace ends
- * before it, or on a read error (rd_st). */
-static int have(rp *s, size_t i)
+ * before it, or on a read error (rd_st).  have() is the inline test. */
+static int fill_to(rp *s, size_t i)
 {
     while (i - s->base >= s->n) {
         if (s->eof || s->rd_st != SUBLET_OK)
@@ -749,7 +757,7 @@ static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event
 static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
 {
     uint64_t syn;
-    if (map_take(&s->pending, e->addr, &syn)) {
+    if (s->pending.count && map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
         if (s->o->record != SUBLET_RECORD_OFF)
             (void)sublet_process_events(s->a); /* its entry lands here, as the row */

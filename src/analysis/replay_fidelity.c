@@ -35,12 +35,7 @@
 
 void rf_call_begin(rf_call *c, int collect)
 {
-    sublet_replay_release *rel = c->rel;
-    size_t cap = c->rel_cap;
-    memset(c, 0, sizeof *c);
-    c->rel = rel;
-    c->rel_cap = cap;
-    c->collect = collect;
+    *c = (rf_call){.rel = c->rel, .rel_cap = c->rel_cap, .collect = collect};
 }
 
 void rf_call_fini(rf_call *c)
