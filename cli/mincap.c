@@ -203,15 +203,14 @@ int cli_mincap(int argc, char **argv)
             json = 1;
             continue;
         }
-        v = cli_opt_value(argc, argv, &i, "--conf", &m);
-        if (m) {
-            if (!v) {
-                fprintf(stderr, "sublet mincap: --conf needs a value\n");
-                return CLI_USAGE;
-            }
-            conf = v;
-            continue;
+        char why[160];
+        int src = cli_source_option(argc, argv, &i, &conf, NULL, NULL, why, sizeof why);
+        if (src < 0) {
+            fprintf(stderr, "sublet mincap: %s\n", why);
+            return CLI_USAGE;
         }
+        if (src > 0)
+            continue;
         if (strcmp(argv[i], "--no-placement-hints") == 0) {
             o.placement_hints = 0;
             continue;

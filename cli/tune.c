@@ -474,14 +474,15 @@ int cli_tune(int argc, char **argv)
             json = 1;
             continue;
         }
-        if ((v = cli_opt_value(argc, argv, &i, "--device-memory", &m)) || m) {
-            if (!v || sublet_parse_size(v, &o.device_memory) != 0 || !o.device_memory) {
-                fprintf(stderr, "sublet tune: --device-memory needs a size such as 80GiB\n");
-                rc = CLI_USAGE;
-                break;
-            }
-            continue;
+        char why[160];
+        int src = cli_source_option(argc, argv, &i, NULL, &o.device_memory, NULL, why, sizeof why);
+        if (src < 0) {
+            fprintf(stderr, "sublet tune: %s\n", why);
+            rc = CLI_USAGE;
+            break;
         }
+        if (src > 0)
+            continue;
         int tr = cli_tune_option("sublet tune", argc, argv, &i, &o);
         if (tr < 0) {
             rc = -tr;
