@@ -141,6 +141,8 @@ static int map_put(u64map *m, uint64_t key, uint64_t val)
 /* Look key up and remove it: 1 (and *val) when it was there. */
 static int map_take(u64map *m, uint64_t key, uint64_t *val)
 {
+    if (!m->count) /* also covers no table yet (cap 0) */
+        return 0;
     if (key == 0) {
         if (!m->has_zero)
             return 0;
@@ -149,8 +151,6 @@ static int map_take(u64map *m, uint64_t key, uint64_t *val)
         m->count--;
         return 1;
     }
-    if (!m->cap)
-        return 0;
     u64slot *e = map_slot(m, key);
     if (e->key == 0)
         return 0;
@@ -390,9 +390,7 @@ static void on_trace(void *user, sublet_action act, uint64_t addr, uint64_t size
     rp *s = user;
     if (act == SUBLET_ACT_SEGMENT_ALLOC || act == SUBLET_ACT_SEGMENT_MAP)
         s->reserved_grew = 1; /* the only events that raise reserved bytes */
-    if (act != SUBLET_ACT_ALLOC && act != SUBLET_ACT_FREE_REQUESTED &&
-        act != SUBLET_ACT_FREE_COMPLETED) /* the calls rf_call_event counts nothing of */
-        rf_call_event(&s->pr, act, addr, size);
+    rf_call_event(&s->pr, act, addr, size);
     if (s->o->trace)
         s->o->trace(s->o->observer_user, act, addr, size, stream);
 }
@@ -757,7 +755,7 @@ static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event
 static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
 {
     uint64_t syn;
-    if (s->pending.count && map_take(&s->pending, e->addr, &syn)) {
+    if (map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
         if (s->o->record != SUBLET_RECORD_OFF)
             (void)sublet_process_events(s->a); /* its entry lands here, as the row */

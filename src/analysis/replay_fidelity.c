@@ -61,7 +61,7 @@ static void keep_release(rf_call *c, sublet_action act, uint64_t addr, uint64_t 
     c->rel[c->nrel++] = (sublet_replay_release){(uint32_t)act, addr, size};
 }
 
-void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
+void rf_call_segment_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
 {
     switch (act) {
     case SUBLET_ACT_SEGMENT_ALLOC:

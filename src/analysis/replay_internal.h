@@ -24,8 +24,16 @@ typedef struct rf_call {
 
 /* Start a call: counters zeroed, the kept releases dropped. */
 void rf_call_begin(rf_call *c, int collect);
-/* One engine trace event (from the replay's trace callback). */
-void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size);
+/* rf_call_event's out-of-line part: the segment events, which it counts. */
+void rf_call_segment_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size);
+/* One engine trace event (from the replay's trace callback); inline, since
+ * a call's allocs and frees, most of its events, count nothing. */
+static inline void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
+{
+    if (act != SUBLET_ACT_ALLOC && act != SUBLET_ACT_FREE_REQUESTED &&
+        act != SUBLET_ACT_FREE_COMPLETED)
+        rf_call_segment_event(c, act, addr, size);
+}
 void rf_call_fini(rf_call *c);
 
 /* What PyTorch did for the alloc at row i: the rows just before it. */
