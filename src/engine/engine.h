@@ -33,7 +33,13 @@ typedef struct sl_block {
     uint64_t size;
     /* free index: red-black tree keyed by (size, addr) within the pool's
      * stream tree, threaded through the blocks (index.c) */
-    struct sl_block *parent, *left, *right;
+    struct sl_block *parent;
+    union { /* kid[0] == left, kid[1] == right: a descent indexes by a flag */
+        struct {
+            struct sl_block *left, *right;
+        };
+        struct sl_block *kid[2];
+    };
     bool red;
     bool allocated;
     bool in_free;           /* in the pool's free index */

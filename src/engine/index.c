@@ -34,7 +34,10 @@
 
 static inline bool key_less(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
 {
-    return s1 < s2 || (s1 == s2 && a1 < a2);
+    /* bitwise, not short-circuit: a descent compares unpredictable keys, and
+     * a flag computed without a branch lets the compiler pick the child
+     * with a conditional move */
+    return (s1 < s2) | ((s1 == s2) & (a1 < a2));
 }
 
 static inline bool is_red(const sl_block *n) { return n && n->red; }
@@ -131,12 +134,9 @@ static sl_block *tree_insert(sl_tree *t, sl_block *b)
     sl_block *parent = NULL, *pred = NULL, **link = &t->root;
     while (*link) {
         parent = *link;
-        if (key_less(b->size, b->addr, parent->size, parent->addr)) {
-            link = &parent->left;
-        } else {
-            pred = parent;
-            link = &parent->right;
-        }
+        bool right = !key_less(b->size, b->addr, parent->size, parent->addr);
+        pred = right ? parent : pred;
+        link = &parent->kid[right];
     }
     attach(t, parent, link, b);
     return pred;
@@ -559,12 +559,9 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
         return s->min;
     sl_block *n = t->root, *best = NULL;
     while (n) {
-        if (n->size >= want) { /* (size, addr) >= (want, 0) */
-            best = n;
-            n = n->left;
-        } else {
-            n = n->right;
-        }
+        bool ge = n->size >= want; /* (size, addr) >= (want, 0) */
+        best = ge ? n : best;
+        n = n->kid[!ge];
     }
     return best;
 }
@@ -574,12 +571,9 @@ sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64
     sl_tree *t = tree_of(p, stream);
     sl_block *n = t ? t->root : NULL, *best = NULL;
     while (n) {
-        if (key_less(n->size, n->addr, size, addr)) {
-            best = n;
-            n = n->right;
-        } else {
-            n = n->left;
-        }
+        bool lt = key_less(n->size, n->addr, size, addr);
+        best = lt ? n : best;
+        n = n->kid[lt];
     }
     return best;
 }
@@ -589,12 +583,9 @@ sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_
     sl_tree *t = tree_of(p, stream);
     sl_block *n = t ? t->root : NULL, *best = NULL;
     while (n) {
-        if (key_less(size, addr, n->size, n->addr)) {
-            best = n;
-            n = n->left;
-        } else {
-            n = n->right;
-        }
+        bool gt = key_less(size, addr, n->size, n->addr);
+        best = gt ? n : best;
+        n = n->kid[!gt];
     }
     return best;
 }
