@@ -7,7 +7,8 @@
  * links, order, counters and the size map — must pass each time.  Covered:
  * equal sizes (lowest address first), many streams, removal of arbitrary
  * blocks (roots, inner nodes, the lowest block of a size), best fit at the
- * boundaries, the size map's fallback when it is partial, exact 128-bit sums
+ * boundaries, the size map's fallback when it is partial, the map dropped
+ * and rebuilt as its lookups stop and start hitting, exact 128-bit sums
  * of squares, keys changed in place (sl_free_rekey, sl_free_replace), and
  * the pointer map's probe chains. */
 #include <stdarg.h>
@@ -458,6 +459,53 @@ static void test_partial_size_map(void **state)
     fx_free(f);
 }
 
+/* The size map is dropped for a tree whose best-fit lookups rarely find
+ * their exact size, and rebuilt once they do again; every answer, the
+ * verification and the reference agree throughout, with inserts and
+ * removals in both states. */
+static void test_size_map_off_and_on(void **state)
+{
+    (void)state;
+    fx *f = fx_new(9);
+    uint64_t k = 0;
+    for (int i = 0; i < 300; i++, k++) /* 300 blocks, sizes 512 * (2 + 3j): all distinct */
+        put(f, blk(f, 0, 512 * (2 + 3 * (uint64_t)i), 8192 * ((k * 7919 + 13) % 100003)));
+    sl_tree *t = sl_pool_tree(&f->pool, 0, false);
+    assert_false(t->sizes_off);
+    assert_int_equal(t->nsizes, 300);
+    /* lookups between the sizes: none is exact */
+    for (int i = 0; i < 1100; i++) {
+        check_at(f, 0, 512 * (3 + 3 * (rnd(f) % 300)), 0);
+        if (i % 50 == 0) { /* a removal and an insert of a new distinct size, either state */
+            take(f, f->r.v[rnd(f) % f->r.n]);
+            put(f, blk(f, 0, 512 * (2 + 3 * (300 + (uint64_t)i)), 8192 * ((k++ * 7919 + 13) % 100003)));
+        }
+    }
+    assert_true(t->sizes_off);
+    assert_int_equal(t->nsizes, 0);
+    assert_null(t->sizes);
+    sublet_stream s0 = 0;
+    check_all(f, &s0, 1);
+    /* equal sizes below a mapped lowest block while off: plain inserts */
+    for (int i = 0; i < 40; i++)
+        put(f, blk(f, 0, f->r.v[rnd(f) % f->r.n]->size, 8192 * ((k++ * 7919 + 13) % 100003)));
+    assert_true(t->sizes_off);
+    /* lookups of sizes present: the map comes back, complete */
+    for (int i = 0; i < 1100; i++)
+        check_at(f, 0, f->r.v[rnd(f) % f->r.n]->size, 0);
+    assert_false(t->sizes_off);
+    assert_false(t->sizes_partial);
+    size_t distinct = 0;
+    for (size_t i = 0; i < f->r.n; i++)
+        distinct += i == 0 || f->r.v[i]->size != f->r.v[i - 1]->size;
+    assert_int_equal(t->nsizes, distinct);
+    verify(f);
+    check_all(f, &s0, 1);
+    while (f->r.n)
+        take(f, f->r.v[rnd(f) % f->r.n]);
+    fx_free(f);
+}
+
 /* sl_free_rekey and sl_free_replace, the split and merge of a cached pair:
  * a block in the index gets a new key (small moves that stay between its
  * neighbours are made in place, the others reinsert), or a block out of the
@@ -640,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_random_many_streams),
         cmocka_unit_test(test_remove_shapes),
         cmocka_unit_test(test_partial_size_map),
+        cmocka_unit_test(test_size_map_off_and_on),
         cmocka_unit_test(test_rekey_replace),
         cmocka_unit_test(test_squares_exact),
         cmocka_unit_test(test_ptrmap),

@@ -102,6 +102,8 @@ typedef struct sl_tree {
     sl_size_slot *sizes;   /* open addressing, size_cap a power of two */
     size_t size_cap, nsizes;
     bool sizes_partial; /* a size was left out when the map could not grow */
+    bool sizes_off;     /* the map is not kept: its lookups rarely hit (index.c) */
+    size_t probes, hits; /* best-fit lookups in this window, those of an exact size */
 } sl_tree;
 
 struct sl_pool {

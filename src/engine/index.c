@@ -22,8 +22,11 @@
  * The size map is an accelerator, never the source of truth: an entry, when
  * there is one, is exact; when it cannot grow (out of host memory) a size is
  * simply left out (`sizes_partial`) and its lookups take the descent.  So no
- * insert can fail.  sl_free_verify checks both structures and every counter
- * against a recount. */
+ * insert can fail.  Nor is it kept where it does not pay: when few best-fit
+ * lookups find their exact size (every size distinct), the map is dropped
+ * for that tree and rebuilt once they would again (smap_judge).
+ * sl_free_verify checks both structures and every counter against a
+ * recount. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +334,8 @@ static bool smap_resize(sl_tree *t, size_t nc)
  * stays between 1/8 and 1/2 (smap_del shrinks). */
 static void smap_add(sl_tree *t, sl_block *b)
 {
+    if (t->sizes_off)
+        return;
     if ((t->nsizes + 1) * 2 > t->size_cap &&
         !smap_resize(t, t->size_cap ? t->size_cap * 2 : 16)) {
         t->sizes_partial = true;
@@ -358,6 +363,35 @@ static void smap_del(sl_tree *t, sl_size_slot *slot)
     t->nsizes--;
     if (t->size_cap > 64 && t->nsizes * 8 < t->size_cap)
         (void)smap_resize(t, t->size_cap / 2); /* when it fails the map stays as it is */
+}
+
+/* The map's worth, judged per window of best-fit lookups (at least the
+ * tree's count, so that a rebuild's walk is O(1) amortised per lookup): a
+ * lookup hits when its answer has the size asked for, which with the map off
+ * is what the map would have answered.  Below one hit in eight the map is
+ * dropped (its finds, adds and deletions at every insert and removal then
+ * cost nothing); above one in two it is rebuilt by an in-order walk.  Which
+ * structure answers never changes the answer. */
+#define SMAP_WINDOW 1024
+
+static void smap_judge(sl_tree *t)
+{
+    if (t->probes < t->count)
+        return;
+    if (!t->sizes_off && t->hits * 8 < t->probes) {
+        free(t->sizes);
+        t->sizes = NULL;
+        t->size_cap = t->nsizes = 0;
+        t->sizes_partial = false;
+        t->sizes_off = true;
+    } else if (t->sizes_off && t->hits * 2 > t->probes) {
+        t->sizes_off = false;
+        const sl_block *prev = NULL;
+        for (sl_block *b = tree_first(t->root); b; prev = b, b = tree_next(b))
+            if (!prev || prev->size != b->size)
+                smap_add(t, b); /* may leave the map partial, as ever */
+    }
+    t->probes = t->hits = 0;
 }
 
 /* ---- exact sums of squared sizes (128-bit) ------------------------------------- */
@@ -555,14 +589,19 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
     if (!t)
         return NULL;
     sl_size_slot *s = smap_find(t, want);
-    if (s)
-        return s->min;
-    sl_block *n = t->root, *best = NULL;
-    while (n) {
-        bool ge = n->size >= want; /* (size, addr) >= (want, 0) */
-        best = ge ? n : best;
-        n = n->kid[!ge];
+    sl_block *best = NULL;
+    if (s) {
+        best = s->min;
+    } else {
+        for (sl_block *n = t->root; n;) {
+            bool ge = n->size >= want; /* (size, addr) >= (want, 0) */
+            best = ge ? n : best;
+            n = n->kid[!ge];
+        }
     }
+    t->hits += best && best->size == want;
+    if (++t->probes >= SMAP_WINDOW)
+        smap_judge(t);
     return best;
 }
 
@@ -675,7 +714,7 @@ static bool verify_node(vctx *c, const sl_block *n, int depth, int *black)
         const sl_size_slot *s = smap_find(c->t, n->size);
         if (s && s->min != n)
             return vfail(c, "size map names another block as the lowest of this size", n);
-        if (!s && !c->t->sizes_partial)
+        if (!s && !c->t->sizes_partial && !c->t->sizes_off)
             return vfail(c, "size missing from the size map", n);
         c->mapped_mins += s != NULL;
     }
@@ -729,9 +768,14 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
             }
         }
     if (used != t->nsizes || c.mapped_mins != t->nsizes ||
-        (!t->sizes_partial && t->nsizes != c.distinct)) {
+        (!t->sizes_partial && !t->sizes_off && t->nsizes != c.distinct)) {
         snprintf(msg, cap, "size map holds %zu entries (%zu counted), tree has %zu sizes, "
                  "%zu of them mapped", t->nsizes, used, c.distinct, c.mapped_mins);
+        return false;
+    }
+    if (t->sizes_off && (t->nsizes || t->sizes_partial)) {
+        snprintf(msg, cap, "size map off but holding %zu entries%s", t->nsizes,
+                 t->sizes_partial ? ", marked partial" : "");
         return false;
     }
     if (t->count == 0 && t->sizes_partial) {
