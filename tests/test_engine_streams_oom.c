@@ -163,6 +163,40 @@ static void test_record_stream_on_shifted_view(void **state)
     h_env_fini(&e);
 }
 
+/* sublet_trace_set_actions: only the actions asked for reach the callback,
+ * in the order they happen; all of them again with SUBLET_TRACE_ALL. */
+static void test_trace_actions(void **state)
+{
+    (void)state;
+    h_env e;
+    h_env_init(&e, H_SIM, SIM_BIG, "");
+    trace_log t = {.n = 0};
+    sublet_trace_set(e.a, trace_cb, &t);
+    sublet_trace_set_actions(e.a, 1u << SUBLET_ACT_SEGMENT_ALLOC | 1u << SUBLET_ACT_SEGMENT_FREE);
+    void *p = h_malloc(e.a, 1000, 0), *q = h_malloc(e.a, 3 * MiB, 0);
+    h_free(e.a, p);
+    h_free(e.a, q);
+    h_empty_cache(e.a);
+    assert_int_equal(t.n, 4);
+    assert_int_equal(t.ev[0].act, SUBLET_ACT_SEGMENT_ALLOC);
+    assert_int_equal(t.ev[0].size, 2 * MiB);
+    assert_int_equal(t.ev[1].act, SUBLET_ACT_SEGMENT_ALLOC);
+    assert_int_equal(t.ev[1].size, 20 * MiB);
+    assert_int_equal(t.ev[2].act, SUBLET_ACT_SEGMENT_FREE);
+    assert_int_equal(t.ev[3].act, SUBLET_ACT_SEGMENT_FREE);
+    t.n = 0;
+    sublet_trace_set_actions(e.a, 0);
+    h_free(e.a, h_malloc(e.a, 1000, 0));
+    assert_int_equal(t.n, 0);
+    sublet_trace_set_actions(e.a, SUBLET_TRACE_ALL);
+    h_free(e.a, h_malloc(e.a, 1000, 0));
+    assert_int_equal(t.n, 3); /* alloc, free_requested, free_completed: the segment is cached */
+    assert_int_equal(t.ev[0].act, SUBLET_ACT_ALLOC);
+    assert_int_equal(t.ev[2].act, SUBLET_ACT_FREE_COMPLETED);
+    sublet_trace_set(e.a, NULL, NULL);
+    h_env_fini(&e);
+}
+
 static void test_trace_free_requested_completed(void **state)
 {
     (void)state;
@@ -869,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_record_many_streams),
         cmocka_unit_test(test_completions_drain_order),
         cmocka_unit_test(test_trace_free_requested_completed),
+        cmocka_unit_test(test_trace_actions),
         cmocka_unit_test(test_record_stream_oom),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_oom_message_exact),

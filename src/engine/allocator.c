@@ -90,6 +90,8 @@ sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocat
     a->small = (sl_pool){.is_small = true, .kind = SUBLET_POOL_SMALL};
     a->large = (sl_pool){.is_small = false, .kind = SUBLET_POOL_LARGE};
     a->next_pool_id[0] = a->next_pool_id[1] = 1; /* (0, 0) is the default pools */
+    _Static_assert(SUBLET_ACT_COUNT <= 32, "an action is a bit of trace_actions");
+    a->trace_actions = SUBLET_TRACE_ALL;
     a->stats.version = SUBLET_STATS_VERSION;
     a->stats.struct_size = sizeof(sublet_stats);
     a->stats.max_split_size =
@@ -285,6 +287,13 @@ void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user)
     sl_lock(a);
     a->trace_fn = fn;
     a->trace_user = user;
+    sl_unlock(a);
+}
+
+void sublet_trace_set_actions(sublet_allocator *a, uint32_t actions)
+{
+    sl_lock(a);
+    a->trace_actions = actions;
     sl_unlock(a);
 }
 

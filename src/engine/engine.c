@@ -81,7 +81,7 @@ static inline void emit(sublet_allocator *a, sublet_action act, uint64_t addr, u
 {
     if (a->history || a->event_fn)
         sl_history_event(a, act, addr, size, stream, stack);
-    if (a->trace_fn)
+    if (a->trace_fn && (a->trace_actions >> act & 1u))
         a->trace_fn(a->trace_user, act, addr, size, stream);
 }
 

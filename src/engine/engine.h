@@ -331,6 +331,7 @@ struct sublet_allocator {
     /* callbacks */
     sublet_trace_fn trace_fn;
     void *trace_user;
+    uint32_t trace_actions; /* bit (1u << action): delivered to trace_fn */
     sublet_event_fn event_fn; /* sublet_event_set: time and stack with each event */
     void *event_user;
     sublet_oom_fn oom_fn;

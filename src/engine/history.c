@@ -444,7 +444,7 @@ void sl_history_snapshot_marker(sublet_allocator *a)
     if (a->history || a->event_fn)
         sl_history_event(a, SUBLET_ACT_SNAPSHOT, 0,
                          (uint64_t)a->stats.active_bytes[SUBLET_POOL_ALL].current, 0, 0);
-    if (a->trace_fn)
+    if (a->trace_fn && (a->trace_actions >> SUBLET_ACT_SNAPSHOT & 1u))
         a->trace_fn(a->trace_user, SUBLET_ACT_SNAPSHOT, 0,
                     (uint64_t)a->stats.active_bytes[SUBLET_POOL_ALL].current, 0);
     sl_unlock(a);
