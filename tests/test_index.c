@@ -504,6 +504,24 @@ static void test_size_map_off_and_on(void **state)
     while (f->r.n)
         take(f, f->r.v[rnd(f) % f->r.n]);
     fx_free(f);
+
+    /* a tree larger than 1,024 blocks is judged after as many lookups as
+     * it has blocks (its rebuild's walk amortised over them) */
+    f = fx_new(10);
+    k = 0;
+    for (int i = 0; i < 1500; i++, k++)
+        put(f, blk(f, 0, 512 * (2 + 3 * (uint64_t)i), 8192 * ((k * 7919 + 13) % 100003)));
+    t = sl_pool_tree(&f->pool, 0, false);
+    for (int i = 0; i < 1499; i++)
+        check_at(f, 0, 512 * (3 + 3 * (rnd(f) % 1500)), 0);
+    assert_false(t->sizes_off);
+    assert_int_equal(t->nsizes, 1500);
+    check_at(f, 0, 512 * 3, 0);
+    assert_true(t->sizes_off);
+    verify(f);
+    while (f->r.n)
+        take(f, f->r.v[rnd(f) % f->r.n]);
+    fx_free(f);
 }
 
 /* sl_free_rekey and sl_free_replace, the split and merge of a cached pair:
@@ -527,7 +545,7 @@ static void test_rekey_replace(void **state)
 {
     (void)state;
     sublet_stream s0 = 0;
-    for (uint64_t seed = 30; seed < 34; seed++) {
+    for (uint64_t seed = 30; seed < 35; seed++) {
         fx *f = fx_new(seed);
         uint64_t nsizes = seed == 30 ? 3 : seed == 31 ? 12 : 300;
         uint64_t k = 0;
@@ -535,8 +553,15 @@ static void test_rekey_replace(void **state)
         for (int i = 0; i < 300; i++, k++)
             put(f, blk(f, 0, 512 * (1 + rnd(f) % nsizes), k << 20));
         sl_tree *t = sl_pool_tree(&f->pool, 0, false);
+        if (seed == 34) { /* the same with the size map dropped: lookups that never hit */
+            for (int i = 0; i < 1024; i++)
+                check_at(f, 0, 512 * (1 + rnd(f) % nsizes) + 1, 0);
+            assert_true(t->sizes_off);
+        }
         int ops = H_UNDER_TSAN ? 1000 : 6000;
         for (int op = 0; op < ops; op++) {
+            if (seed == 34 && op == ops / 2) /* < 1024 lookups since: still off */
+                assert_true(t->sizes_off);
             sl_block *b = f->r.v[rnd(f) % f->r.n];
             uint64_t window = b->addr & ~(uint64_t)((1 << 20) - 1);
             uint64_t r = rnd(f) % 4;

@@ -158,7 +158,8 @@ void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user);
 /* Which actions the trace callback receives: bit (1u << action) of
  * `actions` for each; all of them by default (SUBLET_TRACE_ALL).  A
  * consumer that counts only segment events, say, spares the engine a call
- * at every malloc and free. */
+ * at every malloc and free.  The choice stays when sublet_trace_set installs
+ * another callback. */
 #define SUBLET_TRACE_ALL UINT32_MAX
 void sublet_trace_set_actions(sublet_allocator *a, uint32_t actions);
 void sublet_oom_observer_set(sublet_allocator *a, sublet_oom_fn fn, void *user);

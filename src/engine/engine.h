@@ -62,6 +62,9 @@ typedef struct sl_block {
     sublet_stream uses_inline[2];
     sublet_stream *uses;    /* == uses_inline or heap */
 } sl_block;
+_Static_assert(offsetof(sl_block, kid[1]) == offsetof(sl_block, right) &&
+                   offsetof(sl_block, kid[0]) == offsetof(sl_block, left),
+               "a descent indexes kid[] by a flag: kid[0] is left, kid[1] right");
 
 /* One driver allocation. */
 struct sl_segment {
