@@ -8,8 +8,12 @@
  * SUBLET_STREAM_THREAD=0|1 chooses the reader thread, docs/replay.md).
  *
  * Prints `mode=<m> trace=<path> events=<n> seconds=<s> events_per_s=<x>
- * maxrss_kib=<k>`: seconds from open to the end of the replay (read, parse
- * and replay; default options, 80 GiB), maxrss from getrusage. */
+ * maxrss_kib=<k> replay_thread_cpu_s=<c>`: seconds from open to the end of
+ * the replay (read, parse and replay; default options, 80 GiB), maxrss from
+ * getrusage, and the CPU time of the replaying thread alone (the reader
+ * thread's decoding is not in it: how far the replaying thread is from the
+ * 100 ns an event the issue's bar needs).  On this project's VM both move
+ * by 15 % and more between runs. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -18,12 +22,14 @@
 #include "sublet/replay.h"
 #include "sublet/trace_stream.h"
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static int read_only(const char *path)
 {
@@ -66,7 +72,7 @@ int main(int argc, char **argv)
     char err[1024];
     sublet_replay_result r;
     sublet_status st;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     if (whole) {
         sublet_trace *t = NULL;
         if (sublet_trace_load(argv[2], NULL, &t, err, sizeof err) != SUBLET_OK) {
@@ -91,16 +97,17 @@ int main(int argc, char **argv)
         st = sublet_replay_stream(ts, &o, &r, err, sizeof err);
         sublet_trace_stream_close(ts);
     }
-    double dt = now_s() - t0;
+    double dt = now_s() - t0, dc = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     if (st != SUBLET_OK) {
         fprintf(stderr, "replay: %s\n", err);
         return 1;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("mode=%s trace=%s events=%llu seconds=%.3f events_per_s=%.0f maxrss_kib=%ld\n",
+    printf("mode=%s trace=%s events=%llu seconds=%.3f events_per_s=%.0f maxrss_kib=%ld "
+           "replay_thread_cpu_s=%.3f\n",
            argv[1], argv[2], (unsigned long long)r.events, dt, (double)r.events / dt,
-           ru.ru_maxrss);
+           ru.ru_maxrss, dc);
     sublet_replay_result_free(&r);
     return 0;
 }
