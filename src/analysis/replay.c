@@ -927,10 +927,8 @@ static sublet_status setup(rp *s)
     if (!map_alloc(&s->addrs, addrs_capacity(s)) || !map_alloc(&s->pending, 64))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     sublet_trace_set(s->a, on_trace, s);
-    if (!o->trace) /* on_trace then counts segment events only (rf_call_event) */
-        sublet_trace_set_actions(s->a, SUBLET_TRACE_ALL & ~(1u << SUBLET_ACT_ALLOC) &
-                                           ~(1u << SUBLET_ACT_FREE_REQUESTED) &
-                                           ~(1u << SUBLET_ACT_FREE_COMPLETED));
+    if (!o->trace) /* on_trace then needs only what rf_call_event counts */
+        sublet_trace_set_actions(s->a, SUBLET_TRACE_ALL & ~RF_CALL_UNCOUNTED);
     if (o->record != SUBLET_RECORD_OFF) {
         sublet_clock_set(s->a, rec_clock, s);
         sublet_stack_source_set(s->a, rec_stack, s);

@@ -26,12 +26,17 @@ typedef struct rf_call {
 void rf_call_begin(rf_call *c, int collect);
 /* rf_call_event's out-of-line part: the segment events, which it counts. */
 void rf_call_segment_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size);
+/* The engine trace events a call counts nothing of: its allocs and frees,
+ * most of its events (the replay asks the engine not to send them at all
+ * when nothing else wants them: sublet_trace_set_actions). */
+#define RF_CALL_UNCOUNTED                                                      \
+    ((1u << SUBLET_ACT_ALLOC) | (1u << SUBLET_ACT_FREE_REQUESTED) |            \
+     (1u << SUBLET_ACT_FREE_COMPLETED))
 /* One engine trace event (from the replay's trace callback); inline, since
- * a call's allocs and frees, most of its events, count nothing. */
+ * most are of the uncounted kinds. */
 static inline void rf_call_event(rf_call *c, sublet_action act, uint64_t addr, uint64_t size)
 {
-    if (act != SUBLET_ACT_ALLOC && act != SUBLET_ACT_FREE_REQUESTED &&
-        act != SUBLET_ACT_FREE_COMPLETED)
+    if (!(RF_CALL_UNCOUNTED >> act & 1u))
         rf_call_segment_event(c, act, addr, size);
 }
 void rf_call_fini(rf_call *c);
