@@ -1,7 +1,10 @@
-/* sublet — the replay's address map (src/replay.c: trace address -> engine
- * address, and trace address -> a deferred free's stream), through replays
- * of made-up traces.  Placement hints are off, so the engine's addresses are
- * not the trace's and every free must be looked up to be right.  Addresses
+/* sublet — the replay's address map (src/analysis/replay_addrs.c: trace
+ * address -> engine address, and trace address -> a deferred free's stream),
+ * through replays of made-up traces.  Placement hints are off in the first
+ * tests, so the engine's addresses are not the trace's and every free must
+ * be looked up to be right; the last replays a live allocator's rows, placed
+ * as recorded (the identity, no table), with wrong frees added, until an
+ * alloc placed elsewhere makes the replay build its table.  Addresses
  * include 0 (kept beside the table), neighbours 512 bytes apart (one hash
  * cluster after another), frees of addresses never allocated (errors, and a
  * table sized too small from the rows, which then grows), and frees left
@@ -139,11 +142,175 @@ static void test_grows_past_its_estimate(void **state)
     sublet_trace_free(t);
 }
 
+/* ---- the identity (replay_addrs.c): a trace the engine places as recorded ---- */
+
+static void record_row(void *user, sublet_action act, uint64_t addr, uint64_t size,
+                       sublet_stream stream)
+{
+    sublet_trace *t = user;
+    sublet_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = act;
+    e.addr = addr;
+    e.size = size;
+    e.stream = stream;
+    e.line = sublet_trace_count(t) + 1;
+    assert_int_equal(sublet_trace_append(t, &e), SUBLET_OK);
+}
+
+typedef struct watch {
+    uint64_t row;  /* the row whose engine alloc is wanted */
+    int in_row;
+    uint64_t addr; /* where the engine put it */
+} watch;
+
+static void watch_before(void *user, sublet_allocator *a, uint64_t index,
+                         const sublet_trace_event *ev)
+{
+    (void)a;
+    (void)ev;
+    watch *w = user;
+    w->in_row = index == w->row;
+}
+
+static void watch_trace(void *user, sublet_action act, uint64_t addr, uint64_t size,
+                        sublet_stream stream)
+{
+    (void)size;
+    (void)stream;
+    watch *w = user;
+    if (w->in_row && act == SUBLET_ACT_ALLOC)
+        w->addr = addr;
+}
+
+/* Replay t with placement hints, check it against x, and return where the
+ * engine put the alloc of row `row`. */
+static uint64_t replay_hinted(const sublet_trace *t, const expect *x, uint64_t matched,
+                              uint64_t row_index)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o); /* placement hints on */
+    o.check = 1;
+    watch w = {row_index, 0, 0};
+    o.before_event = watch_before;
+    o.trace = watch_trace;
+    o.observer_user = &w;
+    sublet_replay_result r;
+    char err[256];
+    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_OK);
+    assert_int_equal(r.allocs, x->allocs);
+    assert_int_equal(r.frees, x->frees);
+    assert_int_equal(r.errors, x->errors);
+    assert_int_equal(r.deferred_frees, x->deferred);
+    assert_int_equal(r.stats_end.allocation[SUBLET_POOL_ALL].current, (int64_t)x->live);
+    assert_int_equal(r.fidelity.addresses_matched, matched);
+    sublet_replay_result_free(&r);
+    return w.addr;
+}
+
+/* Frees the trace gets wrong while every block is where it was recorded (no
+ * table: the engine answers), then an alloc placed elsewhere, after which
+ * the table built from the engine's blocks answers.  The rows of a live
+ * allocator on the sim (what it emitted), so that the replay places them
+ * as recorded; the wrong rows added by hand. */
+static void test_identity_then_table(void **state)
+{
+    (void)state;
+    sublet_trace *t = NULL;
+    assert_int_equal(sublet_trace_create(&t), SUBLET_OK);
+    h_env env;
+    h_env_init(&env, H_SIM, 80 * GiB, "");
+    sublet_trace_set(env.a, record_row, t);
+    static const uint64_t sizes[10] = {512,     3 * MiB, 4096,   20 * MiB, 700,
+                                       2 * MiB, 1536,    9 * MiB, 100,     64 * MiB};
+    void *b[10];
+    expect x = {0};
+    for (int i = 0; i < 10; i++) {
+        b[i] = h_malloc(env.a, sizes[i], 0);
+        x.allocs++;
+        x.live++;
+    }
+    h_free(env.a, b[1]);
+    h_free(env.a, b[3]);
+    x.frees += 2;
+    x.live -= 2;
+    uint64_t matched = x.allocs;
+    /* wrong frees under the identity, each an error that changes nothing */
+    const uint64_t never = UINT64_C(0x7e0000000000);
+    row(t, SUBLET_ACT_FREE_REQUESTED, never, 512); /* never allocated, left pending */
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[1]), sizes[1]); /* freed already, completed */
+    row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[1]), sizes[1]);
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[2]) + 512, 512); /* inside a live block */
+    row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[2]) + 512, 512);
+    row(t, SUBLET_ACT_FREE_REQUESTED, 0, 512);
+    row(t, SUBLET_ACT_FREE_COMPLETED, 0, 512);
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[3]), sizes[3]); /* freed already, pending */
+    /* inside a live block, pending: a record_stream would have protected
+     * b[4], whose free below would then wait (deferred_frees) */
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[4]) + 256, 256);
+    x.errors += 6;
+    /* the allocator goes on, and the replay places it as recorded */
+    h_free(env.a, b[4]);
+    h_free(env.a, b[0]);
+    x.frees += 2;
+    x.live -= 2;
+    b[4] = h_malloc(env.a, 600, 0);
+    b[0] = h_malloc(env.a, 5 * MiB, 0);
+    x.allocs += 2;
+    x.live += 2;
+    matched += 2;
+    sublet_trace_set(env.a, NULL, NULL);
+    /* a free left waiting on a stream when the table is built: its block is
+     * not allocated, so the table has no entry for it */
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[5]), sizes[5]);
+    x.frees++;
+    x.live--;
+    x.deferred++;
+    /* an alloc the engine places elsewhere: the table is built */
+    const uint64_t odd = UINT64_C(0x7d0000000000);
+    uint64_t odd_row = sublet_trace_count(t);
+    row(t, SUBLET_ACT_ALLOC, odd, 1 * MiB);
+    x.allocs++;
+    x.live++;
+    row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[5]), sizes[5]);
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[5]), sizes[5]); /* freed already */
+    row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[5]), sizes[5]);
+    row(t, SUBLET_ACT_FREE_REQUESTED, never, 512);
+    row(t, SUBLET_ACT_FREE_COMPLETED, never, 512);
+    row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[6]) + 512, 512);
+    row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[6]) + 512, 512);
+    x.errors += 3;
+    /* blocks allocated under the identity, and the odd one, freed by the table */
+    const int later[] = {0, 2, 4, 6, 7, 8, 9};
+    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++) {
+        int i = later[k];
+        uint64_t n = i == 0 ? 5 * MiB : i == 4 ? 600 : sizes[i];
+        row(t, SUBLET_ACT_FREE_REQUESTED, h_addr(b[i]), n);
+        row(t, SUBLET_ACT_FREE_COMPLETED, h_addr(b[i]), n);
+        x.frees++;
+        x.live--;
+    }
+    /* where the engine put the odd one: not a recorded address */
+    uint64_t placed = replay_hinted(t, &x, matched, odd_row);
+    assert_true(placed != 0 && placed != odd);
+    row(t, SUBLET_ACT_FREE_REQUESTED, placed, 1 * MiB);
+    row(t, SUBLET_ACT_FREE_COMPLETED, placed, 1 * MiB);
+    x.errors++;
+    row(t, SUBLET_ACT_FREE_REQUESTED, odd, 1 * MiB);
+    row(t, SUBLET_ACT_FREE_COMPLETED, odd, 1 * MiB);
+    x.frees++;
+    x.live--;
+    assert_int_equal(replay_hinted(t, &x, matched, odd_row), placed);
+    h_env_fini(&env);
+    sublet_trace_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_addresses),
         cmocka_unit_test(test_grows_past_its_estimate),
+        cmocka_unit_test(test_identity_then_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

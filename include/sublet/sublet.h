@@ -119,8 +119,10 @@ sublet_status sublet_empty_cache(sublet_allocator *a);
 sublet_status sublet_reserve(sublet_allocator *a, uint64_t size, sublet_stream stream,
                              int pool_kind);
 
-/* Block lookup: start and size of the block holding `ptr`, and its
- * requested size. */
+/* Block lookup: start and size of the allocated block holding `ptr`, and
+ * its requested size; SUBLET_ERR_INVALID_POINTER when no allocated block
+ * holds it.  A block's own address (what sublet_malloc gave) is found in
+ * O(1); an interior pointer walks its segment's blocks. */
 sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
                                 uint64_t *size, uint64_t *requested);
 

@@ -47,129 +47,6 @@
 #define SMALL_SEGMENT ((uint64_t)2 << 20) /* kSmallBuffer */
 #define SMALL_SIZE ((uint64_t)1 << 20)    /* kSmallSize */
 
-/* ---- a hash map uint64 -> uint64 (linear probing, backward-shift delete) -- */
-
-/* Key and value side by side, so a probe touches one slot; key 0 marks an
- * empty slot, so an entry for key 0 itself is kept beside the table. */
-typedef struct u64slot {
-    uint64_t key, val;
-} u64slot;
-
-typedef struct u64map {
-    u64slot *slots;
-    size_t cap, count; /* cap is a power of two; count includes key 0's entry */
-    unsigned shift;    /* 64 - log2(cap): a hash's top bits pick the home slot */
-    int has_zero;
-    uint64_t zero_val;
-} u64map;
-
-/* Fibonacci hashing: the top bits of key * 2^64/phi depend on every key bit,
- * so addresses that differ only above their alignment spread evenly. */
-static inline size_t map_home(const u64map *m, uint64_t key)
-{
-    return (size_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> m->shift);
-}
-
-static void map_fini(u64map *m)
-{
-    free(m->slots);
-    memset(m, 0, sizeof *m);
-}
-
-static int map_alloc(u64map *m, size_t cap)
-{
-    memset(m, 0, sizeof *m);
-    m->slots = calloc(cap, sizeof *m->slots);
-    if (!m->slots)
-        return 0;
-    m->cap = cap;
-    m->shift = 64;
-    for (size_t c = cap; c > 1; c >>= 1)
-        m->shift--;
-    return 1;
-}
-
-/* The slot holding key (nonzero), or the empty slot where it would go. */
-static inline u64slot *map_slot(const u64map *m, uint64_t key)
-{
-    size_t mask = m->cap - 1, i = map_home(m, key);
-    while (m->slots[i].key != key && m->slots[i].key != 0)
-        i = (i + 1) & mask;
-    return &m->slots[i];
-}
-
-static int map_put(u64map *m, uint64_t key, uint64_t val);
-
-static int map_grow(u64map *m)
-{
-    u64map old = *m;
-    if (!map_alloc(m, old.cap ? old.cap * 2 : 1024)) {
-        *m = old;
-        return 0;
-    }
-    m->has_zero = old.has_zero;
-    m->zero_val = old.zero_val;
-    m->count = old.has_zero;
-    for (size_t i = 0; i < old.cap; i++)
-        if (old.slots[i].key != 0)
-            map_put(m, old.slots[i].key, old.slots[i].val);
-    map_fini(&old);
-    return 1;
-}
-
-/* Insert or overwrite.  0 when out of memory. */
-static int map_put(u64map *m, uint64_t key, uint64_t val)
-{
-    if (key == 0) {
-        m->count += !m->has_zero;
-        m->has_zero = 1;
-        m->zero_val = val;
-        return 1;
-    }
-    /* load <= 1/2: a miss (every alloc's put) probes ~2.5 slots, not ~8.5 */
-    if ((m->count + 1) * 2 > m->cap && !map_grow(m))
-        return 0;
-    u64slot *e = map_slot(m, key);
-    if (e->key == 0) {
-        e->key = key;
-        m->count++;
-    }
-    e->val = val;
-    return 1;
-}
-
-/* Look key up and remove it: 1 (and *val) when it was there. */
-static int map_take(u64map *m, uint64_t key, uint64_t *val)
-{
-    if (!m->count) /* also covers no table yet (cap 0) */
-        return 0;
-    if (key == 0) {
-        if (!m->has_zero)
-            return 0;
-        *val = m->zero_val;
-        m->has_zero = 0;
-        m->count--;
-        return 1;
-    }
-    u64slot *e = map_slot(m, key);
-    if (e->key == 0)
-        return 0;
-    *val = e->val;
-    m->count--;
-    /* Shift back every later entry of the cluster that may now be unreachable. */
-    size_t mask = m->cap - 1, i = (size_t)(e - m->slots);
-    for (size_t j = (i + 1) & mask; m->slots[j].key != 0; j = (j + 1) & mask) {
-        size_t home = map_home(m, m->slots[j].key);
-        int reachable = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
-        if (reachable)
-            continue;
-        m->slots[i] = m->slots[j];
-        i = j;
-    }
-    m->slots[i].key = 0;
-    return 1;
-}
-
 /* ---- the replay state ---------------------------------------------------------- */
 
 
@@ -204,8 +81,8 @@ typedef struct rp {
     bool placement_hints; /* ask the sim to place segments as recorded */
     int reserved_grew;    /* a segment_alloc/map since the last observe */
     sublet_allocator *a;
-    u64map addrs;   /* trace address -> engine address (0: its alloc failed) */
-    u64map pending; /* trace address -> synthetic stream of a deferred free */
+    rf_addrs addrs; /* trace address -> engine address (replay_addrs.c) */
+    rf_map pending; /* trace address -> synthetic stream of a deferred free */
     uint64_t next_stream;
     uint64_t recorded_reserved;
     int64_t best_reserved;
@@ -545,7 +422,7 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
                       (unsigned long long)e->size, sublet_status_text(st));
             continue;
         }
-        if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+        if (!rf_addrs_put(&s->addrs, s->a, e->addr, (uint64_t)(uintptr_t)p))
             fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
         s->r->pre_allocs++;
     }
@@ -639,7 +516,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
                       (unsigned long long)block, sublet_status_text(st));
             continue;
         }
-        if (!map_put(&s->addrs, e->addr, e->addr))
+        if (!rf_addrs_put(&s->addrs, s->a, e->addr, e->addr))
             fat = fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory seeding the prelude");
         s->r->pre_allocs++;
     }
@@ -675,7 +552,7 @@ static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
                   "at an earlier empty_cache that freed its segments",
                   (unsigned long long)e->size, (unsigned long long)e->pool_id[0],
                   (unsigned long long)e->pool_id[1]);
-        if (!map_put(&s->addrs, e->addr, 0))
+        if (!rf_addrs_put(&s->addrs, s->a, e->addr, 0))
             return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         return SUBLET_OK;
     }
@@ -712,24 +589,36 @@ static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
                      sublet_status_text(st));
     }
     /* 0 marks an allocation the engine did not make (OOM, or size 0). */
-    if (!map_put(&s->addrs, e->addr, (uint64_t)(uintptr_t)p))
+    if (!rf_addrs_put(&s->addrs, s->a, e->addr, (uint64_t)(uintptr_t)p))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     return SUBLET_OK;
 }
 
+/* A pointer error of sublet_free: it holds no allocated block there (and
+ * changed nothing). */
+static int not_held(sublet_status st)
+{
+    return st == SUBLET_ERR_INVALID_POINTER || st == SUBLET_ERR_DOUBLE_FREE ||
+           st == SUBLET_ERR_INTERIOR_POINTER;
+}
+
 static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event *e)
 {
-    uint64_t ptr;
-    if (!map_take(&s->addrs, e->addr, &ptr)) {
+    const sublet_trace_event *nx = i + 1 - s->base < s->n ? e + 1 : NULL; /* recorded rows */
+    int now = nx && nx->kind == SUBLET_ACT_FREE_COMPLETED && nx->addr == e->addr;
+    /* Under the identity (replay_addrs.c) the free itself tells whether the
+     * engine holds the address: a lookup the less for most frees. */
+    int asks_free = now && s->addrs.identity && e->addr != 0;
+    uint64_t ptr = e->addr;
+    if (!asks_free && !rf_addrs_take(&s->addrs, s->a, e->addr, &ptr)) {
         row_error(s, i, "free_requested of %llu, which is not allocated",
                   (unsigned long long)e->addr);
         return SUBLET_OK;
     }
-    s->r->frees++;
-    if (ptr == 0)
+    if (ptr == 0) {
+        s->r->frees++;
         return SUBLET_OK; /* its alloc failed: nothing to free */
-    const sublet_trace_event *nx = i + 1 - s->base < s->n ? e + 1 : NULL; /* recorded rows */
-    int now = nx && nx->kind == SUBLET_ACT_FREE_COMPLETED && nx->addr == e->addr;
+    }
     void *p = (void *)(uintptr_t)ptr;
     if (now)
         clock_rows(s, i, 2);
@@ -738,13 +627,19 @@ static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event
         sublet_status st = sublet_record_stream(s->a, p, syn);
         if (st != SUBLET_OK) {
             row_error(s, i, "record_stream: %s", sublet_status_text(st));
-        } else if (!map_put(&s->pending, e->addr, syn)) {
+        } else if (!rf_map_put(&s->pending, e->addr, syn)) {
             return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         } else {
             s->r->deferred_frees++;
         }
     }
     sublet_status st = sublet_free(s->a, p);
+    if (asks_free && not_held(st)) {
+        row_error(s, i, "free_requested of %llu, which is not allocated",
+                  (unsigned long long)e->addr);
+        return SUBLET_OK;
+    }
+    s->r->frees++;
     if (st == SUBLET_ERR_NO_MEMORY)
         return fatal(s, st, "event %zu: free: %s", i, sublet_status_text(st));
     if (st != SUBLET_OK)
@@ -755,7 +650,7 @@ static sublet_status do_free_requested(rp *s, size_t i, const sublet_trace_event
 static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
 {
     uint64_t syn;
-    if (map_take(&s->pending, e->addr, &syn)) {
+    if (rf_map_take(&s->pending, e->addr, &syn)) {
         sublet_sim_stream_complete(s->sim, syn);
         if (s->o->record != SUBLET_RECORD_OFF)
             (void)sublet_process_events(s->a); /* its entry lands here, as the row */
@@ -924,7 +819,10 @@ static sublet_status setup(rp *s)
     st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
     if (st != SUBLET_OK)
         return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
-    if (!map_alloc(&s->addrs, addrs_capacity(s)) || !map_alloc(&s->pending, 64))
+    sublet_settings set;
+    sublet_settings_get(s->a, &set);
+    if (!rf_addrs_init(&s->addrs, addrs_capacity(s), set.policy == SUBLET_POLICY_NATIVE) ||
+        !rf_map_alloc(&s->pending, 64))
         return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
     sublet_trace_set(s->a, on_trace, s);
     if (!o->trace) /* on_trace then needs only what rf_call_event counts */
@@ -946,8 +844,8 @@ static void teardown(rp *s)
         sublet_allocator_destroy(s->a);
     if (s->sim)
         sublet_backend_destroy(s->sim);
-    map_fini(&s->addrs);
-    map_fini(&s->pending);
+    rf_addrs_fini(&s->addrs);
+    rf_map_fini(&s->pending);
     rf_call_fini(&s->pr);
     rf_pools_fini(&s->pools);
 }

@@ -122,6 +122,58 @@ void rf_xcheck_fini(rf_xcheck *x);
 sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
                                        sublet_replay_result *r, char *err, size_t err_cap);
 
+/* ---- the address map (replay_addrs.c) ----------------------------------------------------- */
+
+/* A hash map uint64 -> uint64: linear probing at a load of at most 1/2,
+ * backward-shift deletion.  Key and value side by side, so that a probe
+ * touches one slot; key 0 marks an empty slot, so an entry for key 0 itself
+ * is kept beside the table. */
+typedef struct rf_slot {
+    uint64_t key, val;
+} rf_slot;
+
+typedef struct rf_map {
+    rf_slot *slots;
+    size_t cap, count; /* cap is a power of two; count includes key 0's entry */
+    unsigned shift;    /* 64 - log2(cap): a hash's top bits pick the home slot */
+    int has_zero;
+    uint64_t zero_val;
+} rf_map;
+
+/* An empty map of cap slots (a power of two); 0 when out of memory. */
+int rf_map_alloc(rf_map *m, size_t cap);
+void rf_map_fini(rf_map *m);
+/* Insert or overwrite; 0 when out of memory (the map unchanged). */
+int rf_map_put(rf_map *m, uint64_t key, uint64_t val);
+/* Look key up and remove it: 1 (and *val) when it was there. */
+int rf_map_take(rf_map *m, uint64_t key, uint64_t *val);
+
+/* Where each live recorded allocation is in the engine: recorded address
+ * -> engine address (0: its alloc failed, nothing to free).
+ *
+ * While every allocation so far was placed at its recorded address (a
+ * faithful replay: the identity), no map is kept: the recorded allocations
+ * alive are exactly the blocks the engine holds allocated, so the engine's
+ * own pointer map answers.  The first allocation placed elsewhere (or
+ * failed) builds the map from the engine's allocated blocks, and the map is
+ * kept from then on.  The identity is only tried under the native policy
+ * (policy:stitch's shadow blocks are not all in sublet_segments_walk). */
+typedef struct rf_addrs {
+    rf_map map;   /* unused (no table) while identity */
+    int identity;
+    size_t cap;   /* the table's size when it is built */
+} rf_addrs;
+
+/* identity: try the identity first; cap: the map's size (a power of two).
+ * 0 when out of memory. */
+int rf_addrs_init(rf_addrs *m, size_t cap, int identity);
+void rf_addrs_fini(rf_addrs *m);
+/* The allocation recorded at rec is at eng in the engine (0: not made), as
+ * `a` holds it now.  0 when out of memory. */
+int rf_addrs_put(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng);
+/* The allocation recorded at rec, forgotten: 1 and *eng when there is one. */
+int rf_addrs_take(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t *eng);
+
 /* ---- private pools (replay_pools.c) ------------------------------------------------------ */
 
 /* A pool the trace's rows named (index 0: the default pools). */

@@ -709,8 +709,10 @@ sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     sublet_status st = SUBLET_ERR_INVALID_POINTER;
     sl_lock(a);
-    sl_segment *seg = sl_segment_find(a, addr);
-    for (sl_block *b = seg ? seg->head : NULL; b; b = b->next)
+    /* a block's own address (the pointer malloc gave): the pointer map */
+    sl_block *held = sl_ptrmap_get(&a->ptrs, addr);
+    sl_segment *seg = held ? NULL : sl_segment_find(a, addr);
+    for (sl_block *b = held ? held : seg ? seg->head : NULL; b; b = b->next)
         if (addr >= b->addr && addr < b->addr + b->size) {
             if (b->allocated) {
                 if (base)
