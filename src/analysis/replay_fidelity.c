@@ -35,7 +35,14 @@
 
 void rf_call_begin(rf_call *c, int collect)
 {
-    *c = (rf_call){.rel = c->rel, .rel_cap = c->rel_cap, .collect = collect};
+    /* field by field: a whole-struct assignment compiles to `rep stos`, whose
+     * start-up alone cost this call ~3 % of a replay's time (perf) */
+    c->seg_allocs = c->seg_alloc_addr = c->seg_alloc_size = 0;
+    c->seg_maps = c->seg_map_addr = c->seg_map_bytes = 0;
+    c->seg_frees = c->seg_unmaps = 0;
+    c->collect = collect;
+    c->nrel = 0;
+    c->nomem = 0;
 }
 
 void rf_call_fini(rf_call *c)

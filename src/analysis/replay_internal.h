@@ -20,6 +20,7 @@ typedef struct rf_call {
     sublet_replay_release *rel; /* the releases kept */
     size_t nrel, rel_cap;
     int nomem; /* a release could not be kept */
+    /* (rf_call_begin resets the fields one by one: a new one needs its line there) */
 } rf_call;
 
 /* Start a call: counters zeroed, the kept releases dropped. */
