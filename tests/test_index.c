@@ -279,6 +279,60 @@ static void test_equal_sizes(void **state)
     fx_free(f);
 }
 
+/* The size classes' edges (index.c, "the bins"): sizes below the first
+ * class (under 512 bytes), at each boundary of a class and of an octave, and
+ * above the last (2^49 and up, to 2^56 - 512: the sums of squares stay
+ * within their 128 bits), every query at each of them and
+ * one byte around, as the blocks come and go; lookups that must cross empty
+ * classes to find the next or previous block. */
+static void test_class_edges(void **state)
+{
+    (void)state;
+    fx *f = fx_new(21);
+    uint64_t sizes[] = {1, 511, 512, 527, 528, 543, 544, 1023, 1024, 1056, 1088,
+                        (UINT64_C(1) << 20) - 1, UINT64_C(1) << 20,
+                        (UINT64_C(1) << 20) + (UINT64_C(1) << 15) - 1,
+                        (UINT64_C(1) << 20) + (UINT64_C(1) << 15),
+                        (UINT64_C(1) << 20) + (UINT64_C(1) << 16),
+                        (UINT64_C(1) << 49) - 1, UINT64_C(1) << 49, UINT64_C(1) << 55,
+                        (UINT64_C(1) << 56) - 512};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    sl_block *b[NS][2];
+    sublet_stream s0 = 0;
+    for (size_t i = 0; i < NS; i++)
+        for (int k = 0; k < 2; k++) {
+            b[i][k] = blk(f, 0, sizes[i], (UINT64_C(1) << 40) + (2 * i + (size_t)k) * 4096);
+            put(f, b[i][k]);
+        }
+    for (size_t round = 0; round < 3; round++) {
+        for (size_t i = 0; i < NS; i++) {
+            uint64_t w[] = {sizes[i] - 1, sizes[i], sizes[i] + 1};
+            for (int k = 0; k < 3; k++)
+                for (int a = 0; a < 3; a++)
+                    check_at(f, 0, w[k], (UINT64_C(1) << 40) + (2 * i + (size_t)a) * 4096 - 1);
+        }
+        check_all(f, &s0, 1);
+        /* empty every other class, then every class but the ends */
+        for (size_t i = round % 2; i < NS; i += 2)
+            for (int k = 0; k < 2; k++)
+                if (b[i][k]->in_free)
+                    take(f, b[i][k]);
+        if (round == 1)
+            for (size_t i = 1; i + 1 < NS; i++)
+                for (int k = 0; k < 2; k++)
+                    if (b[i][k]->in_free)
+                        take(f, b[i][k]);
+    }
+    for (size_t i = 0; i < NS; i++) /* and back */
+        for (int k = 0; k < 2; k++)
+            if (!b[i][k]->in_free)
+                put(f, b[i][k]);
+    check_all(f, &s0, 1);
+    for (size_t i = 0; i < NS; i++)
+        check_at(f, 0, sizes[i], 0);
+    fx_free(f);
+}
+
 /* Best fit at the edges: exact sizes, one byte over and under, nothing big
  * enough, and want = 0. */
 static void test_lower_bound_boundaries(void **state)
@@ -395,16 +449,19 @@ static void test_remove_shapes(void **state)
     fx *f = fx_new(4);
     enum { N = 127 };
     sl_block *b[N];
+    /* sizes of one size class (1 MiB + less than 32 KiB): one tree of 127 */
     for (int i = 0; i < N; i++) {
-        b[i] = blk(f, 0, 512 * (uint64_t)(1 + i / 4), 4096 * (uint64_t)(N - i));
+        b[i] = blk(f, 0, (1 << 20) + 512 * (uint64_t)(i / 4), 4096 * (uint64_t)(N - i));
         put(f, b[i]);
     }
     sl_tree *t = sl_pool_tree(&f->pool, 0, false);
     for (int k = 0; k < 40; k++) {
-        sl_block *root = t->root;
+        sl_block *root = sl_free_bin_root(t, 1 << 20);
+        assert_non_null(root);
         take(f, root);
         put(f, root); /* back in, now a leaf */
-        sl_block *inner = t->root->left && t->root->left->right ? t->root->left : t->root;
+        root = sl_free_bin_root(t, 1 << 20);
+        sl_block *inner = root->left && root->left->right ? root->left : root;
         take(f, inner);
         assert_ptr_equal(sl_free_lower_bound(&f->pool, 0, inner->size),
                          ref_lower_bound(&f->r, 0, inner->size));
@@ -709,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_equal_sizes),
         cmocka_unit_test(test_lower_bound_boundaries),
+        cmocka_unit_test(test_class_edges),
         cmocka_unit_test(test_random_one_stream),
         cmocka_unit_test(test_random_many_streams),
         cmocka_unit_test(test_remove_shapes),

@@ -94,11 +94,13 @@ typedef struct sl_size_slot {
     sl_block *min;
 } sl_size_slot;
 
-/* Free blocks of one stream inside one pool, ordered by (size, addr): an
- * red-black tree plus a map from each size present to its lowest block (index.c). */
+/* Free blocks of one stream inside one pool, ordered by (size, addr): a
+ * red-black tree per size class plus a map from each size present to its
+ * lowest block (index.c). */
+typedef struct sl_bins sl_bins;
 typedef struct sl_tree {
     sublet_stream stream;
-    sl_block *root;
+    sl_bins *bins; /* the classes' trees and the bitmap of those with blocks */
     size_t count;
     uint64_t bytes;        /* sum of the free blocks' sizes */
     uint64_t sq_hi, sq_lo; /* exact sum of their squared sizes (128-bit) */
@@ -200,6 +202,8 @@ sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64
 sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
 /* Largest free block of `stream`. */
 sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
+/* The root of the tree of size's class (tests), or NULL. */
+sl_block *sl_free_bin_root(const sl_tree *t, uint64_t size);
 /* All free blocks of the pool in PyTorch's (stream, size, addr) order.
  * Returns a malloc'd array (caller frees) or NULL when empty/out of memory;
  * *n receives the count, *oom is set on allocation failure. */
