@@ -30,15 +30,22 @@ static uint64_t rng(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static void row(sublet_trace *t, uint32_t kind, uint64_t addr, uint64_t size)
+static void row_on(sublet_trace *t, uint32_t kind, uint64_t addr, uint64_t size,
+                   sublet_stream stream)
 {
     sublet_trace_event e;
     memset(&e, 0, sizeof e);
     e.kind = kind;
     e.addr = addr;
     e.size = size;
+    e.stream = stream;
     e.line = sublet_trace_count(t) + 1;
     assert_int_equal(sublet_trace_append(t, &e), SUBLET_OK);
+}
+
+static void row(sublet_trace *t, uint32_t kind, uint64_t addr, uint64_t size)
+{
+    row_on(t, kind, addr, size, 0);
 }
 
 typedef struct expect {
@@ -147,15 +154,7 @@ static void test_grows_past_its_estimate(void **state)
 static void record_row(void *user, sublet_action act, uint64_t addr, uint64_t size,
                        sublet_stream stream)
 {
-    sublet_trace *t = user;
-    sublet_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = act;
-    e.addr = addr;
-    e.size = size;
-    e.stream = stream;
-    e.line = sublet_trace_count(t) + 1;
-    assert_int_equal(sublet_trace_append(t, &e), SUBLET_OK);
+    row_on(user, act, addr, size, stream);
 }
 
 typedef struct watch {
