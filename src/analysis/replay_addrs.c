@@ -187,7 +187,7 @@ static int leave_identity(rf_addrs *m, sublet_allocator *a)
     return 1;
 }
 
-int rf_addrs_put(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng)
+int rf_addrs_put_table(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng)
 {
     if (m->identity) {
         if (eng == rec && eng != 0)

@@ -170,8 +170,15 @@ typedef struct rf_addrs {
 int rf_addrs_init(rf_addrs *m, size_t cap, int identity);
 void rf_addrs_fini(rf_addrs *m);
 /* The allocation recorded at rec is at eng in the engine (0: not made), as
- * `a` holds it now.  0 when out of memory. */
-int rf_addrs_put(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng);
+ * `a` holds it now.  0 when out of memory.  (Inline: the identity's case,
+ * every alloc of a faithful replay, is one comparison.) */
+int rf_addrs_put_table(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng);
+static inline int rf_addrs_put(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t eng)
+{
+    if (m->identity && eng == rec && eng != 0)
+        return 1;
+    return rf_addrs_put_table(m, a, rec, eng);
+}
 /* The allocation recorded at rec, forgotten: 1 and *eng when there is one. */
 int rf_addrs_take(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t *eng);
 
@@ -193,7 +200,11 @@ typedef struct rf_pools {
 
 /* The pool of row e (an index into p->v; 0: the default pools), added (and
  * given its row in r->pools) when first met; -1 when out of memory. */
-long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e);
+long rf_pools_of_private(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e);
+static inline long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e)
+{
+    return e->pool_id[0] || e->pool_id[1] ? rf_pools_of_private(p, r, e) : 0;
+}
 
 /* The alloc at row i in pool k: what its judgement added to r->fidelity
  * (j, its address's match included), counted in the pool's row of r->pools. */

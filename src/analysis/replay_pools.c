@@ -36,12 +36,8 @@
 #include "analysis/replay_internal.h"
 #include "sublet/pool.h"
 
-static int private_row(const sublet_trace_event *e) { return e->pool_id[0] || e->pool_id[1]; }
-
-long rf_pools_of(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e)
+long rf_pools_of_private(rf_pools *p, sublet_replay_result *r, const sublet_trace_event *e)
 {
-    if (!private_row(e))
-        return 0;
     for (size_t k = 1; k < p->n; k++)
         if (p->v[k].id[0] == e->pool_id[0] && p->v[k].id[1] == e->pool_id[1])
             return (long)k;
