@@ -60,7 +60,8 @@ typedef struct sl_block {
     /* streams recorded with record_stream (other than `stream`) */
     uint32_t nuses, uses_cap;
     sublet_stream uses_inline[2];
-    sublet_stream *uses;    /* == uses_inline or heap */
+    sublet_stream *uses;    /* == uses_inline or heap; the last field: a new
+                             * one goes above it and into sl_block_new */
 } sl_block;
 _Static_assert(offsetof(sl_block, kid[1]) == offsetof(sl_block, right) &&
                    offsetof(sl_block, kid[0]) == offsetof(sl_block, left),

@@ -1133,7 +1133,9 @@ sl_block *sl_block_new(sl_slab *s)
     return b;
 }
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(sl_block) == 192, "sl_block changed: sl_block_new sets every field");
+/* (uses stays the last field, engine.h: a field added before it moves it) */
+_Static_assert(offsetof(sl_block, uses) == 144 && sizeof(sl_block) == 192,
+               "sl_block changed: sl_block_new sets every field");
 #endif
 
 void sl_block_delete(sl_slab *s, sl_block *b)
