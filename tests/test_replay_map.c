@@ -52,20 +52,27 @@ typedef struct expect {
     uint64_t allocs, frees, errors, deferred, live;
 } expect;
 
+/* Replay t under o (the invariant checker on) and check the counts. */
+static void replay_expecting(const sublet_trace *t, sublet_replay_options *o, const expect *x,
+                             sublet_replay_result *r)
+{
+    o->check = 1;
+    char err[256];
+    assert_int_equal(sublet_replay_run(t, o, r, err, sizeof err), SUBLET_OK);
+    assert_int_equal(r->allocs, x->allocs);
+    assert_int_equal(r->frees, x->frees);
+    assert_int_equal(r->errors, x->errors);
+    assert_int_equal(r->deferred_frees, x->deferred);
+    assert_int_equal(r->stats_end.allocation[SUBLET_POOL_ALL].current, (int64_t)x->live);
+}
+
 static void replay_and_check(const sublet_trace *t, const expect *x)
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o);
     o.placement_hints = 0;
-    o.check = 1;
     sublet_replay_result r;
-    char err[256];
-    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_OK);
-    assert_int_equal(r.allocs, x->allocs);
-    assert_int_equal(r.frees, x->frees);
-    assert_int_equal(r.errors, x->errors);
-    assert_int_equal(r.deferred_frees, x->deferred);
-    assert_int_equal(r.stats_end.allocation[SUBLET_POOL_ALL].current, (int64_t)x->live);
+    replay_expecting(t, &o, x, &r);
     sublet_replay_result_free(&r);
 }
 
@@ -189,19 +196,12 @@ static uint64_t replay_hinted(const sublet_trace *t, const expect *x, uint64_t m
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o); /* placement hints on */
-    o.check = 1;
     watch w = {row_index, 0, 0};
     o.before_event = watch_before;
     o.trace = watch_trace;
     o.observer_user = &w;
     sublet_replay_result r;
-    char err[256];
-    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_OK);
-    assert_int_equal(r.allocs, x->allocs);
-    assert_int_equal(r.frees, x->frees);
-    assert_int_equal(r.errors, x->errors);
-    assert_int_equal(r.deferred_frees, x->deferred);
-    assert_int_equal(r.stats_end.allocation[SUBLET_POOL_ALL].current, (int64_t)x->live);
+    replay_expecting(t, &o, x, &r);
     assert_int_equal(r.fidelity.addresses_matched, matched);
     sublet_replay_result_free(&r);
     return w.addr;

@@ -386,21 +386,32 @@ static sl_block *tree_last(sl_block *n)
     return n;
 }
 
+/* The first block of the first class after c with blocks, or NULL. */
+static sl_block *first_after(const sl_tree *t, unsigned c)
+{
+    int d = bin_after(t->bins, c);
+    return d < 0 ? NULL : tree_first(t->bins->root[d]);
+}
+
+/* The last block of the last class before c with blocks (c == NBINS: of all
+ * classes), or NULL. */
+static sl_block *last_before(const sl_tree *t, unsigned c)
+{
+    int d = bin_before(t->bins, c);
+    return d < 0 ? NULL : tree_last(t->bins->root[d]);
+}
+
 /* The whole tree in (size, address) order: its first block, and the block
  * after n. */
 static sl_block *all_first(const sl_tree *t)
 {
-    int c = t->bins->root[0] ? 0 : bin_after(t->bins, 0);
-    return c < 0 ? NULL : tree_first(t->bins->root[c]);
+    return t->bins->root[0] ? tree_first(t->bins->root[0]) : first_after(t, 0);
 }
 
 static sl_block *all_next(const sl_tree *t, sl_block *n)
 {
     sl_block *x = tree_next(n);
-    if (x)
-        return x;
-    int c = bin_after(t->bins, bin_of(n->size));
-    return c < 0 ? NULL : tree_first(t->bins->root[c]);
+    return x ? x : first_after(t, bin_of(n->size));
 }
 
 sl_block *sl_free_bin_root(const sl_tree *t, uint64_t size)
@@ -731,10 +742,8 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
             best = ge ? n : best;
             n = n->kid[!ge];
         }
-        if (!best) { /* every block of want's class is smaller: the next class's first */
-            int d = bin_after(t->bins, c);
-            best = d < 0 ? NULL : tree_first(t->bins->root[d]);
-        }
+        if (!best) /* every block of want's class is smaller: the next class's first */
+            best = first_after(t, c);
     }
     t->hits += best && best->size == want;
     if (++t->probes >= SMAP_WINDOW)
@@ -754,11 +763,7 @@ sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64
         best = lt ? n : best;
         n = n->kid[lt];
     }
-    if (!best) {
-        int d = bin_before(t->bins, c);
-        best = d < 0 ? NULL : tree_last(t->bins->root[d]);
-    }
-    return best;
+    return best ? best : last_before(t, c);
 }
 
 sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
@@ -773,18 +778,13 @@ sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_
         best = gt ? n : best;
         n = n->kid[!gt];
     }
-    if (!best) {
-        int d = bin_after(t->bins, c);
-        best = d < 0 ? NULL : tree_first(t->bins->root[d]);
-    }
-    return best;
+    return best ? best : first_after(t, c);
 }
 
 sl_block *sl_free_max(sl_pool *p, sublet_stream stream)
 {
     sl_tree *t = tree_of(p, stream);
-    int c = t ? bin_before(t->bins, NBINS) : -1;
-    return c < 0 ? NULL : tree_last(t->bins->root[c]);
+    return t ? last_before(t, NBINS) : NULL;
 }
 
 sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom)
