@@ -384,7 +384,7 @@ static void run_random(fx *f, int ops, uint64_t nsizes, const sublet_stream *str
             sl_block *b = nfree ? pool_of_blocks[--nfree] : sl_block_new(&f->slab);
             assert_non_null(b);
             *b = (sl_block){.stream = s, .size = size, .addr = addr, .pool = &f->pool,
-                            .mapped = true, .uses = b->uses_inline, .uses_cap = 2};
+                            .mapped = true, .uses_cap = 1};
             put(f, b);
         } else {
             sl_block *b = f->r.v[rnd(f) % f->r.n];
@@ -589,10 +589,10 @@ static void test_size_map_off_and_on(void **state)
 static void rekey_to(fx *f, sl_block *b, uint64_t size, uint64_t addr)
 {
     ref_remove(&f->r, b);
-    uint64_t os = b->size, oa = b->addr;
+    uint64_t os = b->size;
     b->size = size;
     b->addr = addr;
-    sl_free_rekey(&f->pool, b, os, oa);
+    sl_free_rekey(&f->pool, b, os);
     assert_true(b->in_free);
     ref_insert(&f->r, b);
     verify(f);
@@ -640,7 +640,7 @@ static void test_rekey_replace(void **state)
                 uint64_t grow = 512 * (rnd(f) % 4);
                 nw->addr = rnd(f) % 2 && oa - window >= grow ? oa - grow : oa;
                 nw->size = os + grow;
-                sl_free_rekey(&f->pool, nw, os, oa);
+                sl_free_rekey(&f->pool, nw, os);
                 ref_insert(&f->r, nw);
                 verify(f);
                 sl_block_delete(&f->slab, b);
@@ -746,7 +746,7 @@ static void test_slab(void **state)
     for (int i = 0; i < N; i++) {
         b[i] = sl_block_new(&s);
         assert_non_null(b[i]);
-        assert_true(b[i]->mapped && b[i]->uses == b[i]->uses_inline && b[i]->uses_cap == 2);
+        assert_true(b[i]->mapped && b[i]->nuses == 0 && b[i]->uses_cap == 1 && b[i]->use1 == 0);
         assert_null(b[i]->parent);
         assert_false(b[i]->in_free);
         b[i]->size = 512;

@@ -131,8 +131,7 @@ void sublet_allocator_destroy(sublet_allocator *a)
             a->backend->ops->segment_free(a->backend, seg->addr, seg->size);
         for (sl_block *b = seg->head; b;) {
             sl_block *n = b->next;
-            if (b->uses != b->uses_inline)
-                free(b->uses);
+            sl_uses_free(b);
             b = n;
         }
         free(seg);

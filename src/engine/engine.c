@@ -260,9 +260,10 @@ void sl_free_block(sublet_allocator *a, sl_block *b)
     b->stack = 0;
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
-    /* b takes the index node of a free neighbour it absorbs (the first one;
-     * the other, if any, leaves the index first), then moves to its merged
-     * key: in place when nothing lies between (sl_free_rekey) */
+    /* b absorbs its free neighbours.  When the merged key keeps the place of
+     * the first one in the index (the same size class, nothing between),
+     * b takes that node and no link changes (sl_free_rekey); otherwise that
+     * neighbour leaves the index, as the other one does, and b enters it. */
     sl_block *cand[2] = {b->prev, b->next};
     int keep = -1;
     for (int i = 0; i < 2; i++) {
@@ -277,11 +278,16 @@ void sl_free_block(sublet_allocator *a, sl_block *b)
     }
     if (keep >= 0) {
         sl_block *src = cand[keep];
-        uint64_t old_size = src->size, old_addr = src->addr;
-        sl_free_replace(pool, src, b);
+        uint64_t old_size = src->size;
         net_n -= 1;
-        net_bytes -= (int64_t)absorb(a, b, src);
-        sl_free_rekey(pool, b, old_size, old_addr);
+        if (sl_free_fits(src, b->size + src->size, b->addr < src->addr ? b->addr : src->addr)) {
+            sl_free_replace(pool, src, b);
+            net_bytes -= (int64_t)absorb(a, b, src);
+            sl_free_rekey(pool, b, old_size);
+        } else { /* the merged key goes elsewhere: src leaves, b enters */
+            net_bytes -= (int64_t)sl_try_merge(a, b, src);
+            sl_free_insert(pool, b);
+        }
     } else {
         sl_free_insert(pool, b);
     }
@@ -401,7 +407,7 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, bool in
         sl_block *nb = sl_block_new(&a->slab);
         if (!nb)
             return SUBLET_ERR_NO_MEMORY;
-        uint64_t old_size = b->size, old_addr = b->addr;
+        uint64_t old_size = b->size;
         nb->addr = b->addr;
         nb->size = size;
         nb->stream = stream;
@@ -417,7 +423,7 @@ static sublet_status alloc_found_block(sublet_allocator *a, sl_block *b, bool in
         b->addr += size;
         b->size -= size;
         if (indexed)
-            sl_free_rekey(pool, b, old_size, old_addr);
+            sl_free_rekey(pool, b, old_size);
         else
             sl_free_insert(pool, b);
         if (!exp && already_split) {
@@ -647,8 +653,9 @@ sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream
     }
     if (stream == b->stream)
         goto out;
+    sublet_stream *uses = sl_uses(b);
     for (uint32_t i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream) {
+        if (uses[i] == stream) {
             if (a->nredirects && !sl_capture_use_add(a, b, stream))
                 st = SUBLET_ERR_NO_MEMORY;
             goto out;
@@ -660,17 +667,17 @@ sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream
             st = SUBLET_ERR_NO_MEMORY;
             goto out;
         }
-        memcpy(n, b->uses, b->nuses * sizeof *n);
-        if (b->uses != b->uses_inline)
-            free(b->uses);
-        b->uses = n;
+        memcpy(n, uses, b->nuses * sizeof *n);
+        if (b->uses_cap > 1)
+            free(b->uses_heap);
+        b->uses_heap = n;
         b->uses_cap = nc;
     }
     if (a->nredirects && !sl_capture_use_add(a, b, stream)) {
         st = SUBLET_ERR_NO_MEMORY;
         goto out;
     }
-    b->uses[b->nuses++] = stream;
+    sl_uses(b)[b->nuses++] = stream;
 out:
     sl_unlock(a);
     return st;

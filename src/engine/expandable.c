@@ -313,7 +313,7 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b)
     if (bf) {
         *bf = (sl_block){.addr = b->addr, .size = before, .stream = b->stream, .seg = seg,
                          .pool = pool, .mapped = true, .prev = b->prev, .next = b,
-                         .uses = bf->uses_inline, .uses_cap = 2};
+                         .uses_cap = 1};
         if (bf->prev)
             bf->prev->next = bf;
         else
@@ -324,7 +324,7 @@ sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b)
     if (af) {
         *af = (sl_block){.addr = end, .size = after, .stream = b->stream, .seg = seg,
                          .pool = pool, .mapped = true, .prev = b, .next = b->next,
-                         .uses = af->uses_inline, .uses_cap = 2};
+                         .uses_cap = 1};
         if (af->next)
             af->next->prev = af;
         b->next = af;

@@ -589,12 +589,10 @@ static inline sl_tree *tree_of(sl_pool *p, sublet_stream stream)
     return sl_pool_tree(p, stream, false);
 }
 
-void sl_free_insert(sl_pool *p, sl_block *b)
+/* b (out of the index, its key set) into class c of t: the tree, the size
+ * map, the bitmap and the sum of squares; not the count or bytes. */
+static void put(sl_tree *t, sl_block *b, unsigned c)
 {
-    /* The tree for the stream exists: the engine creates it (and handles the
-     * out-of-memory case) before any state changes; see sl_pool_tree. */
-    sl_tree *t = tree_of(p, b->stream);
-    unsigned c = bin_of(b->size);
     sl_block **root = &t->bins->root[c];
     sl_size_slot *s = smap_find(t, b->size);
     if (s) {
@@ -615,6 +613,37 @@ void sl_free_insert(sl_pool *p, sl_block *b)
     square128(b->size, &qh, &ql);
     t->sq_lo += ql;
     t->sq_hi += qh + (t->sq_lo < ql);
+}
+
+/* b, of size `size` in class c, out of t: put's reverse.  next: b's
+ * in-order successor in its class when the caller has it, else b itself
+ * (looked up only when the size map needs it). */
+static void take(sl_tree *t, sl_block *b, uint64_t size, unsigned c, sl_block *next)
+{
+    sl_size_slot *s = smap_find(t, size);
+    if (s && s->min == b) {
+        if (next == b)
+            next = tree_next(b);
+        if (next && next->size == size)
+            s->min = next;
+        else
+            smap_del(t, s);
+    }
+    tree_remove(&t->bins->root[c], b);
+    bin_settle(t->bins, c);
+    uint64_t qh, ql;
+    square128(size, &qh, &ql);
+    uint64_t borrow = t->sq_lo < ql;
+    t->sq_lo -= ql;
+    t->sq_hi -= qh + borrow;
+}
+
+void sl_free_insert(sl_pool *p, sl_block *b)
+{
+    /* The tree for the stream exists: the engine creates it (and handles the
+     * out-of-memory case) before any state changes; see sl_pool_tree. */
+    sl_tree *t = tree_of(p, b->stream);
+    put(t, b, bin_of(b->size));
     t->count++;
     t->bytes += b->size;
     b->in_free = true;
@@ -624,22 +653,7 @@ void sl_free_insert(sl_pool *p, sl_block *b)
 void sl_free_remove(sl_pool *p, sl_block *b)
 {
     sl_tree *t = tree_of(p, b->stream);
-    sl_size_slot *s = smap_find(t, b->size);
-    if (s && s->min == b) {
-        sl_block *n = tree_next(b);
-        if (n && n->size == b->size)
-            s->min = n;
-        else
-            smap_del(t, s);
-    }
-    unsigned c = bin_of(b->size);
-    tree_remove(&t->bins->root[c], b);
-    bin_settle(t->bins, c);
-    uint64_t qh, ql;
-    square128(b->size, &qh, &ql);
-    uint64_t borrow = t->sq_lo < ql;
-    t->sq_lo -= ql;
-    t->sq_hi -= qh + borrow;
+    take(t, b, b->size, bin_of(b->size), b);
     t->count--;
     t->bytes -= b->size;
     if (t->count == 0)
@@ -647,30 +661,38 @@ void sl_free_remove(sl_pool *p, sl_block *b)
     b->in_free = false;
 }
 
-/* b's key changed from (old_size, old_addr) to (b->size, b->addr) while b
+bool sl_free_fits(const sl_block *b, uint64_t size, uint64_t addr)
+{
+    if (bin_of(size) != bin_of(b->size))
+        return false;
+    const sl_block *prev = tree_prev((sl_block *)b), *next = tree_next((sl_block *)b);
+    return (!prev || key_less(prev->size, prev->addr, size, addr)) &&
+           (!next || key_less(size, addr, next->size, next->addr));
+}
+
+/* b's key changed from (old_size, its old address) to (b->size, b->addr) while b
  * stayed in the index: a split's remainder (the block a malloc took from the
  * index keeps its node), a free block whose node a merged block took over
  * (sl_free_replace).  When the new key still lies between b's in-order
- * neighbours, which is the common case (what a pair splits off and merges
- * back returns to the same place), the tree stays as it is and only the size
- * map and the counters change; otherwise b is removed under its old key and
- * inserted under the new one. */
-void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size, uint64_t old_addr)
+ * neighbours in its class, the tree stays as it is and only the size map
+ * and the counters change; otherwise b moves: out of its old class's tree
+ * and into its new class's, the stream tree looked up once. */
+void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size)
 {
     sl_tree *t = tree_of(p, b->stream);
     uint64_t ns = b->size;
+    unsigned oc = bin_of(old_size), nc = ns == old_size ? oc : bin_of(ns);
     /* (neighbours within b's class: the key may only move inside it) */
     sl_block *prev = tree_prev(b), *next = tree_next(b);
-    if ((ns != old_size && bin_of(ns) != bin_of(old_size)) ||
-        (prev && !key_less(prev->size, prev->addr, ns, b->addr)) ||
+    if (nc != oc || (prev && !key_less(prev->size, prev->addr, ns, b->addr)) ||
         (next && !key_less(ns, b->addr, next->size, next->addr))) {
-        uint64_t na = b->addr;
-        b->size = old_size;
-        b->addr = old_addr;
-        sl_free_remove(p, b);
-        b->size = ns;
-        b->addr = na;
-        sl_free_insert(p, b);
+        /* (take() needs the old size only: the tree unlinks by node) */
+        take(t, b, old_size, oc, next);
+        if (t->count == 1)
+            t->sizes_partial = false; /* the map is empty, hence complete again */
+        put(t, b, nc);
+        t->bytes += ns - old_size;
+        b->gc_count_base = p->clock;
         return;
     }
     if (ns != old_size) {
@@ -1127,21 +1149,19 @@ sl_block *sl_block_new(sl_slab *s)
     b->requested = b->gc_count_base = 0;
     b->stack = 0;
     b->nuses = 0;
-    b->uses_cap = 2;
-    b->uses_inline[0] = b->uses_inline[1] = 0;
-    b->uses = b->uses_inline;
+    b->uses_cap = 1;
+    b->use1 = 0;
     return b;
 }
 #if UINTPTR_MAX == UINT64_MAX
-/* (uses stays the last field, engine.h: a field added before it moves it) */
-_Static_assert(offsetof(sl_block, uses) == 144 && sizeof(sl_block) == 192,
+/* (use1 stays the last field, engine.h: a field added before it moves it) */
+_Static_assert(offsetof(sl_block, use1) == 120 && sizeof(sl_block) == 128,
                "sl_block changed: sl_block_new sets every field");
 #endif
 
 void sl_block_delete(sl_slab *s, sl_block *b)
 {
-    if (b->uses != b->uses_inline)
-        free(b->uses);
+    sl_uses_free(b);
     b->next = s->free_list;
     s->free_list = b;
 }
