@@ -118,7 +118,12 @@ static inline const sublet_trace_event *row(const rp *s, size_t i)
     return i < s->npre ? &s->pre[i] : &s->ev[i - s->base];
 }
 
-#define WINDOW_CHUNK 4096 /* rows read from a stream at a time */
+/* Rows read from a stream at a time.  Few, so that the window the engine
+ * works beside stays a few KiB that the cache keeps: at 4,096 (320 KiB of
+ * rows a read, and as much of the reader's ring copied) each read swept a
+ * 512 KiB L2 of the blocks and trees the engine comes back to (random log,
+ * 10^6 events, cachegrind LL 512 KiB: 4.81 -> 1.87 M misses). */
+#define WINDOW_CHUNK 256
 
 static int fill_to(rp *s, size_t i);
 
@@ -159,7 +164,7 @@ static int fill_to(rp *s, size_t i)
             s->ev = nb;
         }
         size_t got = 0;
-        s->rd_st = sublet_trace_stream_next(s->ts, s->own + s->n, s->own_cap - s->n, &got,
+        s->rd_st = sublet_trace_stream_next(s->ts, s->own + s->n, WINDOW_CHUNK, &got,
                                             s->rd_err, sizeof s->rd_err);
         if (s->rd_st != SUBLET_OK)
             return 0;

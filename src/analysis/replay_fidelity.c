@@ -151,11 +151,6 @@ rf_judged rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *r
 
 /* ---- releases --------------------------------------------------------------------------- */
 
-int rf_is_release(uint32_t kind)
-{
-    return kind == SUBLET_ACT_SEGMENT_FREE || kind == SUBLET_ACT_SEGMENT_UNMAP;
-}
-
 size_t rf_release_run(const sublet_trace_event *ev, size_t n, size_t i)
 {
     size_t run = 0;

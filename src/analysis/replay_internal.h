@@ -62,8 +62,12 @@ typedef struct rf_judged {
 rf_judged rf_judge_alloc(sublet_replay_fidelity *f, size_t i, const rf_oracle *rec,
                          const rf_call *c);
 
-/* Is kind a release row (segment_free / segment_unmap)? */
-int rf_is_release(uint32_t kind);
+/* Is kind a release row (segment_free / segment_unmap)?  (Inline: the
+ * driver asks it of every row.) */
+static inline int rf_is_release(uint32_t kind)
+{
+    return kind == SUBLET_ACT_SEGMENT_FREE || kind == SUBLET_ACT_SEGMENT_UNMAP;
+}
 /* Number of consecutive release rows from row i on. */
 size_t rf_release_run(const sublet_trace_event *ev, size_t n, size_t i);
 /* Compare the releases kept in *c with the run of `run` rows at `rows`
