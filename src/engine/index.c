@@ -1133,9 +1133,9 @@ sl_block *sl_block_new(sl_slab *s)
     }
     sl_block *b = s->free_list;
     s->free_list = b->next;
-    /* Field by field, not memset: gcc's generic tuning zeroes a 192-byte
-     * struct with `rep stos`, whose start-up showed in a replay's profile
-     * (perf: ~80 % of this function's time).  A new field needs its line
+    /* Field by field, not memset: gcc's generic tuning zeroed the block
+     * (192 bytes then) with `rep stos`, whose start-up showed in a replay's
+     * profile (perf: ~80 % of this function's time).  A new field needs its line
      * here; the assertion below is the reminder. */
     b->addr = b->size = 0;
     b->parent = b->left = b->right = NULL;
