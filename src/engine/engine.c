@@ -261,9 +261,10 @@ void sl_free_block(sublet_allocator *a, sl_block *b)
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
     /* b absorbs its free neighbours.  When the merged key keeps the place of
-     * the first one in the index (the same size class, nothing between),
-     * b takes that node and no link changes (sl_free_rekey); otherwise that
-     * neighbour leaves the index, as the other one does, and b enters it. */
+     * the first of them that is in the index (the same size class, nothing
+     * between), b takes that node and no link changes (sl_free_rekey);
+     * otherwise that neighbour leaves the index, as the other one does, and
+     * b enters it. */
     sl_block *cand[2] = {b->prev, b->next};
     int keep = -1;
     for (int i = 0; i < 2; i++) {

@@ -61,8 +61,7 @@ typedef struct sl_block {
     /* streams recorded with record_stream (other than `stream`), sl_uses():
      * the first in the block, more in a heap array.  The last fields: a new
      * one goes above them and into sl_block_new.  The block is two cache
-     * lines, 128 bytes: a replay's ~4,000 blocks then sit in a 512 KiB L2
-     * where at 192 bytes they did not. */
+     * lines, 128 bytes: a replay's ~4,000 blocks take 500 KiB, not 750. */
     uint32_t nuses, uses_cap; /* uses_cap 1: the one in use1 */
     union {
         sublet_stream use1;        /* uses_cap == 1 */

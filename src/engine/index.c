@@ -675,8 +675,9 @@ bool sl_free_fits(const sl_block *b, uint64_t size, uint64_t addr)
  * index keeps its node), a free block whose node a merged block took over
  * (sl_free_replace).  When the new key still lies between b's in-order
  * neighbours in its class, the tree stays as it is and only the size map
- * and the counters change; otherwise b moves: out of its old class's tree
- * and into its new class's, the stream tree looked up once. */
+ * and the counters change; otherwise b leaves its class's tree and enters
+ * the tree of its new key's class (the same one or another), the stream
+ * tree looked up once. */
 void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size)
 {
     sl_tree *t = tree_of(p, b->stream);
