@@ -120,10 +120,10 @@ static inline const sublet_trace_event *row(const rp *s, size_t i)
 
 /* Rows read from a stream at a time.  Few, so that the window the engine
  * works beside stays small enough for the cache to keep (20 KiB a read, a
- * buffer of 512 rows, 40 KiB): at 4,096 (320 KiB of
- * rows a read, and as much of the reader's ring copied) each read swept a
- * 512 KiB L2 of the blocks and trees the engine comes back to (random log,
- * 10^6 events, cachegrind LL 512 KiB: 4.81 -> 1.87 M misses). */
+ * buffer of 512 rows, 40 KiB): at 4,096 (320 KiB of rows a read, and as
+ * much of the reader's ring copied) each read swept a 512 KiB L2 of the
+ * blocks and trees the engine comes back to (random log, 10^6 events,
+ * cachegrind LL 512 KiB: 4.81 -> 1.87 M misses). */
 #define WINDOW_CHUNK 256
 
 static int fill_to(rp *s, size_t i);

@@ -260,11 +260,10 @@ void sl_free_block(sublet_allocator *a, sl_block *b)
     b->stack = 0;
     uint64_t orig = b->size, req = b->requested;
     int64_t net_n = 0, net_bytes = 0;
-    /* b absorbs its free neighbours.  When the merged key keeps the place of
-     * the first of them that is in the index (the same size class, nothing
-     * between), b takes that node and no link changes (sl_free_rekey);
-     * otherwise that neighbour leaves the index, as the other one does, and
-     * b enters it. */
+    /* b takes the index node of a free neighbour it absorbs (the first one
+     * in the index; the other, if any, leaves the index first), then moves
+     * to its merged key: in place when nothing lies between, else straight
+     * to its class's tree (sl_free_rekey) */
     sl_block *cand[2] = {b->prev, b->next};
     int keep = -1;
     for (int i = 0; i < 2; i++) {
@@ -280,15 +279,10 @@ void sl_free_block(sublet_allocator *a, sl_block *b)
     if (keep >= 0) {
         sl_block *src = cand[keep];
         uint64_t old_size = src->size;
+        sl_free_replace(pool, src, b);
         net_n -= 1;
-        if (sl_free_fits(src, b->size + src->size, b->addr < src->addr ? b->addr : src->addr)) {
-            sl_free_replace(pool, src, b);
-            net_bytes -= (int64_t)absorb(a, b, src);
-            sl_free_rekey(pool, b, old_size);
-        } else { /* the merged key goes elsewhere: src leaves, b enters */
-            net_bytes -= (int64_t)sl_try_merge(a, b, src);
-            sl_free_insert(pool, b);
-        }
+        net_bytes -= (int64_t)absorb(a, b, src);
+        sl_free_rekey(pool, b, old_size);
     } else {
         sl_free_insert(pool, b);
     }

@@ -211,10 +211,6 @@ void sl_free_remove(sl_pool *p, sl_block *b);
  * one, of size old_size: kept in place when its neighbours allow, else moved
  * to where the new key goes. */
 void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size);
-/* Would b, in the index, keep its place under the key (size, addr): the
- * same size class, between the same neighbours?  (sl_free_rekey then
- * changes no link.) */
-bool sl_free_fits(const sl_block *b, uint64_t size, uint64_t addr);
 /* nw takes old's place in the index (same stream and pool); old leaves it.
  * Until the sl_free_rekey(p, nw, old->size) that must follow,
  * only nw's fields may change and nothing may search the index. */

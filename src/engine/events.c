@@ -206,25 +206,26 @@ sublet_status sl_insert_events(sublet_allocator *a, sl_block *b)
     if (b->nuses > 8 && !(evs = malloc(b->nuses * sizeof *evs)))
         return SUBLET_ERR_NO_MEMORY;
     sublet_status st = SUBLET_OK;
+    const sublet_stream *uses = sl_uses(b);
     uint32_t got = 0;
     for (; got < b->nuses; got++) {
         if ((st = event_get(a, &evs[got])) != SUBLET_OK)
             break;
-        if ((st = a->backend->ops->event_record(a->backend, evs[got], sl_uses(b)[got])) != SUBLET_OK) {
+        if ((st = a->backend->ops->event_record(a->backend, evs[got], uses[got])) != SUBLET_OK) {
             event_put(a, evs[got]);
             break;
         }
-        if (!evq_get(a, sl_uses(b)[got])) {
+        if (!evq_get(a, uses[got])) {
             event_put(a, evs[got]);
             st = SUBLET_ERR_NO_MEMORY;
             break;
         }
     }
     for (uint32_t i = 0; st == SUBLET_OK && i < b->nuses; i++)
-        if (!evq_push(evq_find(a, sl_uses(b)[i]), evs[i], b)) {
+        if (!evq_push(evq_find(a, uses[i]), evs[i], b)) {
             /* undo the pushes already made */
             for (uint32_t j = 0; j < i; j++)
-                evq_find(a, sl_uses(b)[j])->count--;
+                evq_find(a, uses[j])->count--;
             st = SUBLET_ERR_NO_MEMORY;
         }
     if (st != SUBLET_OK) {
@@ -287,9 +288,10 @@ static void drop_capture_uses(sublet_allocator *a, sl_block *b)
             i++;
             continue;
         }
+        sublet_stream *uses = sl_uses(b);
         for (uint32_t k = 0; k < b->nuses; k++)
-            if (sl_uses(b)[k] == a->capture_uses[i].stream) {
-                sl_uses(b)[k] = sl_uses(b)[--b->nuses];
+            if (uses[k] == a->capture_uses[i].stream) {
+                uses[k] = uses[--b->nuses];
                 break;
             }
         a->capture_uses[i] = a->capture_uses[--a->ncapture_uses];

@@ -661,15 +661,6 @@ void sl_free_remove(sl_pool *p, sl_block *b)
     b->in_free = false;
 }
 
-bool sl_free_fits(const sl_block *b, uint64_t size, uint64_t addr)
-{
-    if (bin_of(size) != bin_of(b->size))
-        return false;
-    const sl_block *prev = tree_prev((sl_block *)b), *next = tree_next((sl_block *)b);
-    return (!prev || key_less(prev->size, prev->addr, size, addr)) &&
-           (!next || key_less(size, addr, next->size, next->addr));
-}
-
 /* b's key changed from (old_size, its old address) to (b->size, b->addr) while b
  * stayed in the index: a split's remainder (the block a malloc took from the
  * index keeps its node), a free block whose node a merged block took over

@@ -239,14 +239,15 @@ static bool mark_add(sublet_allocator *a, sl_cap_mark m)
 
 void sl_capture_mark(sublet_allocator *a, sl_block *b)
 {
+    const sublet_stream *uses = sl_uses(b);
     bool all = capturing(a, b->stream);
     for (uint32_t i = 0; all && i < b->nuses; i++)
-        all = capturing(a, sl_uses(b)[i]);
+        all = capturing(a, uses[i]);
     if (!all) /* no markers: the block waits for the end of the captures */
         return;
     size_t first = a->ncap_marks;
     for (uint32_t i = 0; i <= b->nuses; i++) {
-        sublet_stream s = i < b->nuses ? sl_uses(b)[i] : b->stream;
+        sublet_stream s = i < b->nuses ? uses[i] : b->stream;
         sl_cap_stream *c = cap_stream(a, s, true);
         if (!c || !mark_add(a, (sl_cap_mark){.block = b, .stream = s, .at = ++c->count})) {
             a->ncap_marks = first; /* no markers: it waits for the end */
