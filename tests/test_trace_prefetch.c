@@ -4,7 +4,9 @@
  * loaded whole: over chunk boundaries (4,096 events), with stacks recorded
  * mid-stream, a malformed CSV row or a corrupt log block after thousands of
  * good events (the events before it first, then the error), a torn tail (the
- * notice), gzip'd input; and a stream closed or rewound while the thread is
+ * notice), gzip'd input; the same through the reads the replay makes, which
+ * borrow the rows where the thread decoded them (sl_trace_stream_borrow, rows
+ * kept in front of them); and a stream closed or rewound while the thread is
  * ahead.  Inputs are built here (a CSV by printf, a log with the log's own
  * block framing), so each case is exact and fast. */
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 #include <cmocka.h>
 
 #include "formats/event_log_format.h"
+#include "formats/trace_readers.h" /* sl_trace_stream_borrow */
 #include "sublet/replay.h"
 #include "sublet/trace_stream.h"
 
@@ -272,6 +275,61 @@ static void assert_runs_equal(const run *a, const run *b)
     assert_int_equal(a->stacks, b->stacks);
 }
 
+/* Stream path to its end (or error) by borrowing (sl_trace_stream_borrow,
+ * the replay's reads), keeping 0, 1, 5 or SL_STREAM_KEEP of the rows last
+ * lent in front of the next ones, each time checked to be those rows. */
+static run read_borrowed(const char *path, int thread)
+{
+    set_thread(thread);
+    run r = {0};
+    sublet_trace_stream *ts = NULL;
+    r.open_st = sublet_trace_stream_open(path, NULL, &ts, r.err, sizeof r.err);
+    if (r.open_st != SUBLET_OK)
+        return r;
+    static const size_t keeps[] = {0, 1, 5, SL_STREAM_KEEP};
+    const sublet_trace_event *p = NULL;
+    size_t got = 0, front = 0, evcap = 0, nk = 0;
+    for (size_t call = 0;; call++) {
+        nk = keeps[call % 4] < front + got ? keeps[call % 4] : front + got;
+        const sublet_trace_event *keep = nk ? p + got - nk : NULL;
+        r.st = sl_trace_stream_borrow(ts, keep, nk, &p, &got, r.err, sizeof r.err);
+        if (r.st != SUBLET_OK)
+            break;
+        for (size_t k = 0; k < nk; k++)
+            assert_memory_equal(p - nk + k, r.ev + r.n - nk + k, sizeof *p);
+        if (!got)
+            break;
+        if (r.n + got > evcap) {
+            evcap = (r.n + got) * 2;
+            r.ev = realloc(r.ev, evcap * sizeof *r.ev);
+            assert_non_null(r.ev);
+        }
+        memcpy(r.ev + r.n, p, got * sizeof *p);
+        r.n += got;
+        front = nk;
+    }
+    if (r.st != SUBLET_OK) { /* sticky */
+        char again[600];
+        assert_int_equal(sl_trace_stream_borrow(ts, NULL, 0, &p, &got, again, sizeof again),
+                         r.st);
+        assert_int_equal(got, 0);
+        assert_null(p);
+        assert_string_equal(again, r.err);
+    } else { /* at the end: nothing more, the kept rows still in front */
+        assert_int_equal(sl_trace_stream_borrow(ts, nk ? p - nk : NULL, nk, &p, &got, NULL, 0),
+                         SUBLET_OK);
+        assert_int_equal(got, 0);
+        for (size_t k = 0; k < nk; k++)
+            assert_memory_equal(p - nk + k, r.ev + r.n - nk + k, sizeof *p);
+    }
+    r.rows = sublet_trace_stream_rows(ts);
+    const char *note = sublet_trace_stream_notice(ts);
+    r.notice = note ? strdup(note) : NULL;
+    r.stacks = sublet_trace_stream_stack_count(ts);
+    sublet_trace_stream_close(ts);
+    return r;
+}
+
 /* The stream with and without the thread at several caps against the trace
  * loaded whole: its events (all of them when it loads; else as many as the
  * stream gave, then the whole load's error text), rows and notice. */
@@ -305,6 +363,23 @@ static void check_file(const char *path, size_t want_events)
         run_free(&off);
         run_free(&on);
     }
+    /* borrowed: the same rows, every one before an error, with the thread and without */
+    run off = read_borrowed(path, 0), on = read_borrowed(path, 1);
+    assert_runs_equal(&off, &on);
+    assert_int_equal(on.st, sw);
+    assert_int_equal(on.n, want_events);
+    if (sw == SUBLET_OK) {
+        size_t npre = sublet_trace_prelude_count(t);
+        assert_memory_equal(on.ev, sublet_trace_events(t) + npre, on.n * sizeof *on.ev);
+        assert_int_equal(on.rows, sublet_trace_count(t));
+        const char *nw = sublet_trace_notice(t);
+        assert_true((!nw && !on.notice) || (nw && on.notice && !strcmp(nw, on.notice)));
+        assert_int_equal(on.stacks, sublet_trace_stack_count(t));
+    } else {
+        assert_string_equal(on.err, ew);
+    }
+    run_free(&off);
+    run_free(&on);
     sublet_trace_free(t);
     unsetenv("SUBLET_STREAM_THREAD");
 }

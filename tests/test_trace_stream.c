@@ -277,6 +277,76 @@ static void test_rewind_and_memory_trace(void **state)
     assert_non_null(strstr(err, "/nonexistent: cannot open"));
 }
 
+/* Runs of releases longer than the rows a borrow keeps in front
+ * (SL_STREAM_KEEP, 64) across the stream's chunks (4,096 rows with the
+ * thread, 256 without): cycles of `segs` segments of 20 MiB, each made by
+ * its alloc, all freed, then an empty_cache (a run of `segs` segment_free
+ * rows).  The replay streamed, with the thread and without, equals the
+ * replay of the trace loaded whole, which matches every decision and every
+ * empty_cache. */
+static void test_long_release_runs_across_chunks(void **state)
+{
+    (void)state;
+    const size_t cycles = 24, segs = 150 + 7; /* 5 x 157 rows a cycle: boundaries fall all over */
+    const uint64_t seg = (uint64_t)20 << 20, base = (uint64_t)1 << 40;
+    size_t cap = 80 * cycles * segs * 5 + 128, len = 0, row = 0;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    len += (size_t)snprintf(b + len, cap - len, "seq,action,addr,size,stream,time_us\n");
+    for (size_t c = 0; c < cycles; c++) {
+        for (size_t k = 0; k < segs; k++) {
+            unsigned long long a = base + (c % 2 * segs + k) * (seg + ((uint64_t)2 << 20));
+            len += (size_t)snprintf(b + len, cap - len, "%zu,segment_alloc,%llu,%llu,0,\n", row++,
+                                    a, (unsigned long long)seg);
+            len += (size_t)snprintf(b + len, cap - len, "%zu,alloc,%llu,%llu,0,\n", row++, a,
+                                    (unsigned long long)seg);
+        }
+        for (size_t k = 0; k < segs; k++) {
+            unsigned long long a = base + (c % 2 * segs + k) * (seg + ((uint64_t)2 << 20));
+            len += (size_t)snprintf(b + len, cap - len, "%zu,free_requested,%llu,%llu,0,\n",
+                                    row++, a, (unsigned long long)seg);
+            len += (size_t)snprintf(b + len, cap - len, "%zu,free_completed,%llu,%llu,0,\n",
+                                    row++, a, (unsigned long long)seg);
+        }
+        for (size_t k = 0; k < segs; k++) {
+            unsigned long long a = base + (c % 2 * segs + k) * (seg + ((uint64_t)2 << 20));
+            len += (size_t)snprintf(b + len, cap - len, "%zu,segment_free,%llu,%llu,0,\n", row++,
+                                    a, (unsigned long long)seg);
+        }
+    }
+    assert_true(len < cap);
+    b[len] = '\0';
+    const char *path = write_tmp(b);
+    free(b);
+    sublet_trace *t = NULL;
+    char err[512];
+    assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.capture_summary = 1;
+    sublet_replay_result rw;
+    assert_int_equal(sublet_replay_run(t, &o, &rw, err, sizeof err), SUBLET_OK);
+    assert_int_equal(rw.events, cycles * segs * 5);
+    assert_int_equal(rw.fidelity.allocs_compared, cycles * segs);
+    assert_int_equal(rw.fidelity.decisions_matched, cycles * segs);
+    assert_int_equal(rw.fidelity.empty_caches_compared, cycles);
+    assert_int_equal(rw.fidelity.empty_cache_sets_matched, cycles);
+    for (int thread = 0; thread < 2; thread++) {
+        setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+        sublet_trace_stream *ts = NULL;
+        assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+        sublet_replay_result rs;
+        assert_int_equal(sublet_replay_stream(ts, &o, &rs, err, sizeof err), SUBLET_OK);
+        assert_results_equal(&rs, &rw);
+        sublet_replay_result_free(&rs);
+        sublet_trace_stream_close(ts);
+    }
+    unsetenv("SUBLET_STREAM_THREAD");
+    sublet_replay_result_free(&rw);
+    sublet_trace_free(t);
+    unlink(path);
+}
+
 /* sublet_trace_stream_info gives sublet_trace_info_get's figures (after a
  * partial read too: it rewinds), a binary copy gives the same rows and
  * extras, and the min-capacity search over a stream gives the whole trace's
@@ -357,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_malformed_same_error),
         cmocka_unit_test(test_rewind_and_memory_trace),
         cmocka_unit_test(test_info_and_mincap),
+        cmocka_unit_test(test_long_release_runs_across_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

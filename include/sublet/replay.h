@@ -277,8 +277,9 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
  * bounded chunks: the same result, byte for byte, as sublet_replay_run on
  * the trace loaded whole (sublet_replay_run is this driver over the
  * in-memory array).  Memory: the prelude, the engine's state, the address
- * map (the live allocations) and a window of rows (a few hundred, more
- * only while one release run or segment_map run is longer), whatever the
+ * map (the live allocations) and a window of rows (those the stream's
+ * reader holds: a few thousand, more only while one release run or
+ * segment_map run is longer), whatever the
  * length of the trace.  Rows are read up to the last one driven (and the
  * ones it looks ahead at: the row after a free_requested, the rest of a
  * release run): the caller may read the rest (sublet_trace_stream_next) to

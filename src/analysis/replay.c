@@ -41,6 +41,7 @@
 
 #include "engine/history_internal.h" /* the snapshot marker */
 #include "analysis/replay_internal.h"
+#include "formats/trace_readers.h" /* sl_trace_stream_borrow */
 #include "sublet/replay.h"
 
 #define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
@@ -54,7 +55,7 @@ typedef struct rp {
     /* The rows: the prelude pre[0, npre) and a window of recorded rows,
      * ev[0, n) being rows [base, base + n).  Over an in-memory trace the
      * window is the whole array (base 0, prelude included); over a stream it
-     * holds the rows from keep_from on and is refilled by chunks, so that the
+     * is the rows the stream lends, from keep_from on (fill_to), so that the
      * rows an event looks at (the segment_alloc or segment_map run before an
      * alloc, the free_completed after a free_requested, a run of releases)
      * are there and nothing older is kept. */
@@ -64,7 +65,7 @@ typedef struct rp {
     size_t base, n;
     int in_place;               /* ev is the trace's own array */
     int eof;                    /* the stream has no more rows */
-    sublet_trace_event *own;    /* the window's buffer (streams) */
+    sublet_trace_event *own;    /* the window's own buffer (streams: a long run, fill_to) */
     size_t own_cap;
     size_t keep_from;           /* the oldest row still needed */
     size_t map_run;             /* first row of the run of segment_map rows ending at the last row driven */
@@ -118,14 +119,6 @@ static inline const sublet_trace_event *row(const rp *s, size_t i)
     return i < s->npre ? &s->pre[i] : &s->ev[i - s->base];
 }
 
-/* Rows read from a stream at a time.  Few, so that the window the engine
- * works beside stays small enough for the cache to keep (20 KiB a read, a
- * buffer of 512 rows, 40 KiB): at 4,096 (320 KiB of rows a read, and as
- * much of the reader's ring copied) each read swept a 512 KiB L2 of the
- * blocks and trees the engine comes back to (random log, 10^6 events,
- * cachegrind LL 512 KiB: 4.81 -> 1.87 M misses). */
-#define WINDOW_CHUNK 256
-
 static int fill_to(rp *s, size_t i);
 
 /* Is row i (a recorded row) in the window, or can it be read into it? */
@@ -134,9 +127,38 @@ static inline int have(rp *s, size_t i)
     return i - s->base < s->n || fill_to(s, i);
 }
 
+/* Make room in the window's own buffer for `more` rows after its n. */
+static int own_room(rp *s, size_t more)
+{
+    if (s->own_cap - s->n >= more)
+        return 1;
+    size_t nc = s->own_cap ? s->own_cap * 2 : 256;
+    while (nc - s->n < more)
+        nc *= 2;
+    sublet_trace_event *nb = realloc(s->own, nc * sizeof *nb);
+    if (!nb) {
+        s->rd_st = SUBLET_ERR_NO_MEMORY;
+        snprintf(s->rd_err, sizeof s->rd_err, "out of memory");
+        return 0;
+    }
+    if (s->ev == s->own)
+        s->ev = nb;
+    s->own = nb;
+    s->own_cap = nc;
+    return 1;
+}
+
 /* Make row i (a recorded row) part of the window, reading from the stream
  * as needed; rows before keep_from are dropped.  0 when the trace ends
- * before it, or on a read error (rd_st).  have() is the inline test. */
+ * before it, or on a read error (rd_st).  have() is the inline test.
+ *
+ * The window is the rows the stream lends (sl_trace_stream_borrow: where
+ * its reader thread decoded them, not copied), with the few rows still
+ * needed of the ones before (keep_from on: the row just driven, a run of
+ * segment_map rows, a release run read ahead) put in front of them by the
+ * borrow.  A longer run of rows still needed (more than SL_STREAM_KEEP)
+ * goes into the window's own buffer with the rows after it, until the rows
+ * still needed are few again. */
 static int fill_to(rp *s, size_t i)
 {
     while (i - s->base >= s->n) {
@@ -145,33 +167,46 @@ static int fill_to(rp *s, size_t i)
         size_t drop = s->keep_from > s->base ? s->keep_from - s->base : 0;
         if (drop > s->n)
             drop = s->n;
-        if (drop) {
-            memmove(s->own, s->own + drop, (s->n - drop) * sizeof *s->own);
-            s->n -= drop;
-            s->base += drop;
-        }
-        if (s->own_cap - s->n < WINDOW_CHUNK) {
-            size_t nc = s->own_cap ? s->own_cap * 2 : WINDOW_CHUNK;
-            while (nc - s->n < WINDOW_CHUNK)
-                nc *= 2;
-            sublet_trace_event *nb = realloc(s->own, nc * sizeof *nb);
-            if (!nb) {
-                s->rd_st = SUBLET_ERR_NO_MEMORY;
-                snprintf(s->rd_err, sizeof s->rd_err, "out of memory");
-                return 0;
-            }
-            s->own = nb;
-            s->own_cap = nc;
-            s->ev = nb;
-        }
+        size_t nk = s->n - drop; /* rows still needed */
+        const sublet_trace_event *p = NULL;
         size_t got = 0;
-        s->rd_st = sublet_trace_stream_next(s->ts, s->own + s->n, WINDOW_CHUNK, &got,
-                                            s->rd_err, sizeof s->rd_err);
+        if (nk <= SL_STREAM_KEEP) {
+            s->rd_st = sl_trace_stream_borrow(s->ts, nk ? s->ev + drop : NULL, nk, &p, &got,
+                                              s->rd_err, sizeof s->rd_err);
+            if (s->rd_st != SUBLET_OK)
+                return 0;
+            s->ev = nk ? p - nk : p;
+            s->base += drop;
+            s->n = nk + got;
+            if (!got)
+                s->eof = 1;
+            continue;
+        }
+        /* into the own buffer: the rows still needed (before the borrow,
+         * which may take back the memory they are in), then what it lends */
+        if (s->ev == s->own) {
+            memmove(s->own, s->own + drop, nk * sizeof *s->own);
+        } else {
+            const sublet_trace_event *from = s->ev + drop;
+            s->n = 0;
+            if (!own_room(s, nk))
+                return 0;
+            memcpy(s->own, from, nk * sizeof *s->own);
+            s->ev = s->own;
+        }
+        s->n = nk;
+        s->base += drop;
+        s->rd_st = sl_trace_stream_borrow(s->ts, NULL, 0, &p, &got, s->rd_err, sizeof s->rd_err);
         if (s->rd_st != SUBLET_OK)
             return 0;
-        if (!got)
+        if (!got) {
             s->eof = 1;
-        s->n += got;
+        } else {
+            if (!own_room(s, got))
+                return 0;
+            memcpy(s->own + s->n, p, got * sizeof *p);
+            s->n += got;
+        }
     }
     return 1;
 }

@@ -18,6 +18,7 @@
 #include "base/errmsg.h"
 #include "formats/pyval.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 /* Quote at most 40 bytes of p for a message, escaping what is not printable. */
 void trace_show(const void *p, size_t n, char *out, size_t cap);
@@ -177,6 +178,22 @@ const uint8_t *sl_log_stream_journal(const sl_log_stream *ls, size_t *len);
 void sl_log_stream_journal_clear(sl_log_stream *ls);
 sublet_status sl_log_journal_apply(trace_extras *x, const uint8_t *p, size_t n, char *err,
                                    size_t cap);
+
+/* trace_stream.c: the rows a borrow can keep in front of the ones it hands
+ * out. */
+#define SL_STREAM_KEEP 64
+/* The stream's next rows without a copy where a reader thread decoded them
+ * (otherwise through sublet_trace_stream_next, into the stream's buffer):
+ * *ev points at *n rows, 0 at the end, valid until the next borrow or
+ * _next, a rewind or the close.  The nkeep rows at keep (nkeep <=
+ * SL_STREAM_KEEP: rows the caller still needs, of the last borrow or of its
+ * own) are put right before them, so that (*ev)[-nkeep, 0) are those rows,
+ * at the end too: the caller's window stays one array.  Errors as _next's
+ * (sticky), returned by the borrow after the one that handed out the rows
+ * before them; with the error, *ev and *n say nothing. */
+sublet_status sl_trace_stream_borrow(sublet_trace_stream *s, const sublet_trace_event *keep,
+                                     size_t nkeep, const sublet_trace_event **ev, size_t *n,
+                                     char *err, size_t err_cap);
 
 /* trace.c: one row of sublet_trace_info_get's pass (row i; reserved and
  * requested bytes so far in *reserved_io, *requested_io); the streams are

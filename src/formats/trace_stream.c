@@ -111,6 +111,7 @@ struct sublet_trace_stream {
      * it runs, src, log, lineno and tx are its own */
     prefetch *pf;
     trace_extras *tx; /* K_LOG with the thread: the extras the log applies its records to */
+    sublet_trace_event *bb; /* a borrow without the thread: SL_STREAM_KEEP + BORROW_ROWS */
 };
 
 /* The source as messages name it (standard input: "stdin", as loading does). */
@@ -312,7 +313,9 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
 #define CHUNK_EVENTS 4096
 
 typedef struct chunk {
-    sublet_trace_event ev[CHUNK_EVENTS];
+    /* the events, at rows + SL_STREAM_KEEP: a borrow puts the rows its
+     * caller keeps right before them (sl_trace_stream_borrow) */
+    sublet_trace_event rows[SL_STREAM_KEEP + CHUNK_EVENTS];
     size_t n;
     serr e;         /* e.st != OK: the error after ev[0, n) */
     int end;        /* the source ended after ev[0, n) */
@@ -320,6 +323,8 @@ typedef struct chunk {
     size_t side_len, side_cap;
     char *notice;   /* end: the log's notice */
 } chunk;
+
+static sublet_trace_event *cev(chunk *c) { return c->rows + SL_STREAM_KEEP; }
 
 struct prefetch {
     sublet_trace_stream *s;
@@ -344,7 +349,7 @@ static void fill_chunk(sublet_trace_stream *s, chunk *c)
     c->side_len = 0;
     free(c->notice);
     c->notice = NULL;
-    sublet_status st = produce(s, c->ev, CHUNK_EVENTS, &c->n, &c->e);
+    sublet_status st = produce(s, cev(c), CHUNK_EVENTS, &c->n, &c->e);
     if (st == SUBLET_OK && c->n < CHUNK_EVENTS)
         c->end = 1;
     if (s->kind != K_LOG)
@@ -489,7 +494,7 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
         }
         chunk *c = p->cur;
         size_t m = c->n - p->at < cap - n ? c->n - p->at : cap - n;
-        memcpy(ev + n, c->ev + p->at, m * sizeof *ev);
+        memcpy(ev + n, cev(c) + p->at, m * sizeof *ev);
         n += m;
         p->at += m;
         if (n == cap)
@@ -514,6 +519,75 @@ static sublet_status prefetch_next(sublet_trace_stream *s, sublet_trace_event *e
     }
     *k = n;
     return s->e.st;
+}
+
+/* A borrow with the thread (sl_trace_stream_borrow): the rest of the
+ * current chunk, or the next chunk, the kept rows copied into the room
+ * before its events; a chunk goes back to the thread only once the next
+ * one holds the kept rows (they may be its own). */
+static sublet_status prefetch_borrow(sublet_trace_stream *s, const sublet_trace_event *keep,
+                                     size_t nkeep, const sublet_trace_event **ev, size_t *n)
+{
+    prefetch *p = s->pf;
+    for (;;) {
+        chunk *c = p->cur;
+        if (p->over) {
+            /* nothing is given back any more: the kept rows stay where they are */
+            *ev = nkeep ? keep + nkeep : c ? cev(c) + p->at : NULL;
+            *n = 0;
+            return s->e.st;
+        }
+        if (c && p->at < c->n) {
+            sublet_trace_event *dst = cev(c) + p->at;
+            if (nkeep && keep != dst - nkeep)
+                memmove(dst - nkeep, keep, nkeep * sizeof *keep);
+            *ev = dst;
+            *n = c->n - p->at;
+            p->at = c->n;
+            return SUBLET_OK;
+        }
+        if (c && c->e.st != SUBLET_OK) { /* what follows its rows */
+            s->e = c->e;
+            p->over = 1;
+            continue;
+        }
+        if (c && c->end) {
+            p->over = 1;
+            if (c->notice && trace_extras_set_notice(s->x, c->notice) != SUBLET_OK)
+                fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+            continue;
+        }
+        uint64_t want = c ? 2 : 1; /* chunks filled from tail on: the current one and the next */
+        pthread_mutex_lock(&p->mu);
+        if (p->head - p->tail < want) /* sleep until half of the rest is filled, or the last */
+            while (p->head - p->tail < want - 1 + NCHUNK / 2 && !p->finished)
+                pthread_cond_wait(&p->filled, &p->mu);
+        int none = p->head - p->tail < want; /* the thread stopped */
+        pthread_mutex_unlock(&p->mu);
+        if (none) {
+            p->over = 1;
+            continue;
+        }
+        chunk *nx = &p->ring[(p->tail + want - 1) % NCHUNK];
+        if (apply_journal(s, nx->side, nx->side_len) != SUBLET_OK) {
+            p->over = 1;
+            continue;
+        }
+        sublet_trace_event *dst = cev(nx);
+        if (nkeep) {
+            memmove(dst - nkeep, keep, nkeep * sizeof *keep);
+            keep = dst - nkeep;
+        }
+        if (c) {
+            pthread_mutex_lock(&p->mu);
+            p->tail++;
+            if (p->head - p->tail <= NCHUNK / 2)
+                pthread_cond_signal(&p->freed);
+            pthread_mutex_unlock(&p->mu);
+        }
+        p->cur = nx;
+        p->at = 0;
+    }
 }
 
 /* Whether to read with a thread: SUBLET_STREAM_THREAD (see above); unset: for
@@ -685,6 +759,7 @@ void sublet_trace_stream_close(sublet_trace_stream *s)
     free(s->retired);
     if (s->raw)
         fclose(s->raw);
+    free(s->bb);
     if (s->owned) {
         sublet_trace_extras_release(s->owned);
         sublet_trace_free(s->owned);
@@ -769,6 +844,64 @@ sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_even
     s->rows += k;
     *n = k;
     return SUBLET_OK;
+}
+
+/* Rows a borrow reads at a time without the thread. */
+#define BORROW_ROWS 256
+
+sublet_status sl_trace_stream_borrow(sublet_trace_stream *s, const sublet_trace_event *keep,
+                                     size_t nkeep, const sublet_trace_event **ev, size_t *n,
+                                     char *err, size_t err_cap)
+{
+    if (n)
+        *n = 0;
+    if (ev)
+        *ev = NULL;
+    if (!s || !ev || !n || nkeep > SL_STREAM_KEEP || (nkeep && !keep))
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    if (s->e.st != SUBLET_OK) {
+        sl_msg(err, err_cap, "%s", s->e.msg);
+        return s->e.st;
+    }
+    if (s->pf && !s->has_pend) {
+        sublet_status st = prefetch_borrow(s, keep, nkeep, ev, n);
+        s->rows += *n;
+        if (st != SUBLET_OK) {
+            *ev = NULL;
+            *n = 0;
+            sl_msg(err, err_cap, "%s", s->e.msg);
+        }
+        return st;
+    }
+    /* the others: into the stream's buffer, after the kept rows */
+    if (!s->bb && !(s->bb = malloc((SL_STREAM_KEEP + BORROW_ROWS) * sizeof *s->bb))) {
+        fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        sl_msg(err, err_cap, "%s", s->e.msg);
+        return s->e.st;
+    }
+    sublet_trace_event *dst = s->bb + SL_STREAM_KEEP;
+    if (nkeep)
+        memmove(dst - nkeep, keep, nkeep * sizeof *keep);
+    sublet_status st = SUBLET_OK;
+    if (s->has_pend) { /* the first recorded row, alone (the thread's chunks follow) */
+        dst[0] = s->pend;
+        s->has_pend = 0;
+        *n = 1;
+        s->rows++;
+    } else if (s->kind == K_CSV || s->kind == K_LOG) {
+        /* as the thread: the rows before an error, then (next borrow) the error */
+        produce(s, dst, BORROW_ROWS, n, &s->e);
+        s->rows += *n;
+        if (!*n)
+            st = s->e.st;
+    } else {
+        st = sublet_trace_stream_next(s, dst, BORROW_ROWS, n, err, err_cap);
+    }
+    if (st == SUBLET_OK)
+        *ev = dst;
+    else
+        sl_msg(err, err_cap, "%s", s->e.msg);
+    return st;
 }
 
 /* A copy's prelude and extras are its origin's. */
