@@ -110,7 +110,7 @@ sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
                               sublet_snapshot **snap, char *err, size_t cap);
 
 /* An input that `frag`, `diagnose` and `report` read several times: an
- * events CSV or an event log (cli_stream_wanted) read once into its binary
+ * events CSV, an event log or an RMM log (cli_stream_wanted) read once into its binary
  * copy (sublet_trace_stream_copy) and streamed from it; any other input (and
  * "-") loaded whole (cli_load_input) and streamed from memory.  ts is what
  * to read either way; the notice (an event log's torn tail) is told as
@@ -122,8 +122,12 @@ typedef struct cli_input {
     sublet_trace_stream *file;    /* streamed: the file */
     sublet_trace_stream *ts;      /* the copy, or a stream over t */
 } cli_input;
-/* 1 when `path` streams: an events CSV or an event log, and
- * SUBLET_REPLAY_WHOLE (=1: load every input whole) not set. */
+/* 1 when a file of format f at `path` streams (sublet/trace_stream.h reads
+ * it in bounded memory): an events CSV, an event log, or an RMM log that is
+ * not standard input (its prelude takes a first pass over the file). */
+int cli_format_streams(sublet_trace_format f, const char *path);
+/* 1 when `path` streams (cli_format_streams) and SUBLET_REPLAY_WHOLE (=1:
+ * load every input whole) is not set. */
 int cli_stream_wanted(const char *path);
 /* CLI_OK, or CLI_ERROR with the message printed (prefixed with prog);
  * may_stream 0: loaded whole whatever the format. */

@@ -314,13 +314,18 @@ const char *cli_conf_for_settings(const char *rec, const char *given, int *from_
 
 /* ---- an input read several times, loaded whole or streamed ---------------------------- */
 
+int cli_format_streams(sublet_trace_format f, const char *path)
+{
+    return f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
+           (f == SUBLET_FORMAT_RMM_CSV && strcmp(path, "-") != 0);
+}
+
 int cli_stream_wanted(const char *path)
 {
     const char *whole = getenv("SUBLET_REPLAY_WHOLE");
     if (whole && *whole && strcmp(whole, "0") != 0)
         return 0;
-    sublet_trace_format f = sublet_trace_detect_path(path);
-    return f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG;
+    return cli_format_streams(sublet_trace_detect_path(path), path);
 }
 
 int cli_input_open(const char *prog, const char *path, const sublet_trace_load_options *lo,

@@ -326,12 +326,12 @@ int cli_convert(int argc, char **argv)
         }
     }
 
-    /* an events CSV or an event log to an events CSV: streamed, in memory
-     * for a chunk of rows (SUBLET_REPLAY_WHOLE=1: loaded whole) */
+    /* an events CSV, an event log or an RMM log to an events CSV: streamed,
+     * in memory for a chunk of rows (SUBLET_REPLAY_WHOLE=1: loaded whole) */
     const char *whole = getenv("SUBLET_REPLAY_WHOLE");
     if (to_csv && strcmp(in, "-") != 0 && !(whole && *whole && strcmp(whole, "0") != 0)) {
         sublet_trace_format f = sublet_trace_detect_path(in);
-        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG)
+        if (cli_format_streams(f, in))
             return convert_streamed(in, out, &lo);
     }
     /* ... or to a snapshot (replayed): read from a stream, not loaded */

@@ -168,7 +168,7 @@ int cli_min_capacity_streamed(const char *prog, const char *path, const char *co
     if (whole && *whole && strcmp(whole, "0") != 0)
         return -1;
     sublet_trace_format f = sublet_trace_detect_path(path);
-    if (f != SUBLET_FORMAT_EVENTS_CSV && f != SUBLET_FORMAT_EVENT_LOG)
+    if (!cli_format_streams(f, path))
         return -1;
     char err[1024];
     sublet_trace_stream *ts = NULL;

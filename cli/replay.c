@@ -621,12 +621,12 @@ int cli_replay(int argc, char **argv)
         return CLI_USAGE;
     }
 
-    /* an events CSV or an event log streams (SUBLET_REPLAY_WHOLE=1: loaded
-     * whole, as every other format is) */
+    /* an events CSV, an event log or an RMM log streams (SUBLET_REPLAY_WHOLE=1:
+     * loaded whole, as every other format is) */
     const char *whole = getenv("SUBLET_REPLAY_WHOLE");
     if (!snap_out && !min_capacity && !(whole && *whole && strcmp(whole, "0") != 0)) {
         sublet_trace_format f = sublet_trace_detect_path(path);
-        if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG || !strcmp(path, "-"))
+        if (cli_format_streams(f, path) || !strcmp(path, "-"))
             return replay_streamed(path, conf, o, json);
     }
     if (min_capacity) { /* before the load: a streamable file streams */

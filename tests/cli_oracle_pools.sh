@@ -78,9 +78,9 @@ for seed in $(seq 1 "$seeds"); do
         # events; those outputs are sublet's).  sublet forgets the entry (docs/pools.md "Where
         # sublet differs").  So a difference is checked against five more runs of PyTorch's
         # driver: equal to one, it is that flake (counted and shown); different from all, a
-        # real mismatch.  (Two were not always enough: a CI run on 2026-12-02 met three
-        # different outputs of seed 26 in a row, where 400 runs of it gave 10 first
-        # differences and no second.)
+        # real mismatch.  (Two were not always enough: in a CI run on 2026-12-02 three runs
+        # of seed 26 in a row did not give sublet's output, where 400 runs of it gave 10
+        # first differences and no second.)
         rerun_ok=0
         for again in 1 2 3 4 5; do
             PYTORCH_CUDA_ALLOC_CONF=$conf "$torch" "$work/s.txt" >"$work/torch.again" 2>/dev/null &&

@@ -36,6 +36,9 @@ same() { # same TRACE OPTIONS...
 traces=("$data"/*.events.csv "$here"/../fuzz/seeds/fuzz_trace_log/*.slog)
 gzip -c "$data/nonmonotone.events.csv" >"$tmp/nonmonotone.events.csv.gz"
 traces+=("$tmp/nonmonotone.events.csv.gz")
+# RMM logs: streamed in two passes (the prelude, then the rows), plain and gzip'd
+gzip -c "$data/rmm_synthetic.rmm.csv" >"$tmp/rmm_synthetic.rmm.csv.gz"
+traces+=("$data"/*.rmm.csv "$tmp/rmm_synthetic.rmm.csv.gz")
 if [ -d "$shared/traces/pytorch_snapshot" ]; then
     traces+=("$shared"/traces/pytorch_snapshot/*.events.csv)
 else
@@ -69,7 +72,7 @@ same_stdin() { # same_stdin TRACE OPTIONS...
     fi
 }
 for f in "$data"/*.events.csv "$data"/*.pickle.gz "$here"/../fuzz/seeds/fuzz_trace_log/*.slog \
-    "$tmp/nonmonotone.events.csv.gz"; do
+    "$tmp/nonmonotone.events.csv.gz" "$data"/*.rmm.csv; do
     same_stdin "$f"
     same_stdin "$f" --json --device-memory 1GiB
     same_stdin "$f" --at 30
@@ -92,6 +95,22 @@ for f in cut bad empty pre last; do
         same_stdin "$tmp/$f.events.csv" $opts
         grep -q "^sublet replay: stdin: line [0-9]*: " "$tmp/s.err" ||
             fail "stdin < $f $opts: no line in the error: $(cat "$tmp/s.err")"
+    done
+done
+
+# the same for an RMM log: a bad row after frees that imply prelude rows, a cut row
+rmm=$data/rmm_synthetic.rmm.csv
+{ head -n 50 "$rmm"; echo "1,00:00:01.000000,allocate,0xzz,512,0x0"; tail -n +51 "$rmm"; } \
+    >"$tmp/bad.rmm.csv"
+head -c 5000 "$rmm" >"$tmp/cut.rmm.csv"
+for f in bad cut; do
+    for opts in "" "--json --at 10"; do
+        # shellcheck disable=SC2086
+        same "$tmp/$f.rmm.csv" $opts
+        [ "$f" = cut ] && continue # a cut row is a row with fewer columns, or a shorter one
+        grep -q ": line 51: " "$tmp/s.err" || fail "$f.rmm.csv $opts: not line 51: $(cat "$tmp/s.err")"
+        # shellcheck disable=SC2086
+        same_stdin "$tmp/$f.rmm.csv" $opts
     done
 done
 

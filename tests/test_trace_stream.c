@@ -32,6 +32,7 @@ static const char *k_traces[] = {
     "../../fuzz/seeds/fuzz_trace_log/stacks.slog",
     "../../fuzz/seeds/fuzz_trace_log/plain.slog",
     "../../fuzz/seeds/fuzz_trace_log/torn.slog",
+    "rmm_synthetic.rmm.csv",
 };
 
 static int same_str(const char *a, const char *b)
@@ -214,6 +215,14 @@ static void test_malformed_same_error(void **state)
         "seq,action,addr,size,stream,time_us\n0,alloc,0,512,0,\n1,free_requested,0,512,0,\n"
         "2,free_completed,0,512",
         "seq,action,addr,size,stream,time_us\r\n0,alloc,0,512,0,1\r\n1,bogus,0,512,0,\r\n",
+        /* RMM logs (read twice: the prelude first): a bad first row, a bad row after a
+         * free that implies a prelude row, a bad row after the last free */
+        "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:01.5,allocate,0x100,x,0x0\n",
+        "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:01.5,free,0x900,512,0x0\n"
+        "1,00:00:01.6,allocate,0x100,512,0x0\n1,00:00:01.7,allocate,zz,512,0x0\n",
+        "Thread,Time,Action,Pointer,Size,Stream\r\n1,1.5,allocate,0x100,512,0x0\r\n"
+        "1,1.6,free,0x100,512,0x0\r\n\r\n1,1.7,reallocate,0x100,512,0x0\r\n",
+        "Thread,Time,Action,Pointer,Size\n1,1.5,allocate,0x100,512\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *path = write_tmp(bad[i]);

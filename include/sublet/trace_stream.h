@@ -10,8 +10,13 @@
  *   - the events CSV: its prelude (the pre_segment / pre_alloc rows at the
  *     start) is read ahead at open, the only state read ahead; then rows;
  *   - sublet's event log: block by block (a block's payload is at most
- *     64 MiB), records decoded as they are handed out.
- * The CSV and the log are decoded ahead by a reader thread the stream
+ *     64 MiB), records decoded as they are handed out;
+ *   - the RMM log (a file, not standard input): a free of an address never
+ *     allocated before it is an allocation made before the log began, a
+ *     prelude row, so open reads the file once for the prelude (the live
+ *     pointers and the prelude in memory, not the rows), then reads it
+ *     again from the start, the rows as they are handed out.
+ * The CSV, the log and the RMM log are decoded ahead by a reader thread the stream
  * starts at open (a ring of 4 chunks of 4,096 events; none for a source of
  * at most 64 KiB, for a plain, not gzip'd, log on a machine with one CPU
  * online, nor with SUBLET_STREAM_THREAD=0 in the environment; =1: for a
@@ -21,9 +26,8 @@
  * used from one thread at a time, as before.
  * What does not: snapshot pickles and JSON (a value tree, with the prelude
  * rebuilt from the final segments), Kineto JSON (one JSON document, sorted
- * by ts when read) and the RMM log (a free of an address never allocated
- * anywhere in the file becomes a prelude row, so the prelude is known only
- * at the end).  sublet_trace_stream_open reads those whole, as
+ * by ts when read) and an RMM log on standard input (which cannot be read
+ * twice).  sublet_trace_stream_open reads those whole, as
  * sublet_trace_load does, and streams the in-memory trace:
  * sublet_trace_stream_bounded() says which case holds.
  *

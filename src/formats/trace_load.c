@@ -300,7 +300,7 @@ static int cmp_pre(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static void sort_pre(trace_vec *v, uint32_t kind)
+void trace_sort_pre(trace_vec *v, uint32_t kind)
 {
     for (size_t i = 0; i < v->n; i++)
         v->v[i].line = i;
@@ -316,9 +316,9 @@ sublet_status trace_assemble(trace_vec *pre_seg, trace_vec *pre_alloc, const tra
 {
     *out = NULL;
     if (pre_seg->n)
-        sort_pre(pre_seg, SUBLET_TRACE_PRE_SEGMENT);
+        trace_sort_pre(pre_seg, SUBLET_TRACE_PRE_SEGMENT);
     if (pre_alloc->n)
-        sort_pre(pre_alloc, SUBLET_TRACE_PRE_ALLOC);
+        trace_sort_pre(pre_alloc, SUBLET_TRACE_PRE_ALLOC);
     sublet_trace *t = NULL;
     sublet_status st = sublet_trace_create(&t);
     const trace_vec *parts[3] = {pre_seg, pre_alloc, events};

@@ -121,6 +121,9 @@ sublet_status trace_vec_push(trace_vec *v, const sublet_trace_event *e);
  * are set here), then the events. */
 sublet_status trace_assemble(trace_vec *pre_seg, trace_vec *pre_alloc, const trace_vec *events,
                              sublet_trace **out);
+/* Sort prelude rows stably by address and set their kind (as trace_assemble
+ * does; a stream's prelude). */
+void trace_sort_pre(trace_vec *v, uint32_t kind);
 
 /* ---- reading a file in bounded chunks (trace_stream.c) ----------------------------
  * A buffered byte source over a file or standard input, plain or gzip'd
@@ -140,6 +143,12 @@ typedef struct sl_src {
 int sl_src_fill(sl_src *s, size_t want);
 /* Consume n bytes (n <= end - beg). */
 void sl_src_take(sl_src *s, size_t n);
+/* The next line (without its line end, "\n" or "\r\n"): 1, 0 at the end, -1
+ * on a read error (ioerr) or no memory.  *lp points into the buffer until
+ * the next read. */
+int sl_src_line(sl_src *s, const char **lp, size_t *ln);
+/* Back to the start of the file (not of standard input): 0, or -1 (ioerr). */
+int sl_src_rewind(sl_src *s);
 
 /* ---- streaming readers ---------------------------------------------------------------- */
 /* trace_csv.c: the events CSV's header (line 1 without its line end, the
@@ -178,6 +187,34 @@ const uint8_t *sl_log_stream_journal(const sl_log_stream *ls, size_t *len);
 void sl_log_stream_journal_clear(sl_log_stream *ls);
 sublet_status sl_log_journal_apply(trace_extras *x, const uint8_t *p, size_t n, char *err,
                                    size_t cap);
+
+/* trace_rmm.c: an RMM log row by row (the whole parse and the stream share
+ * it).  header: line 1 (p NULL: the input is empty).  row: one data row
+ * (line `lineno`, without its line end; blank lines, sl_rmm_blank, are the
+ * caller's to skip) gives its events in ev[0, *nev): an alloc, an oom, or a
+ * free's free_requested and free_completed; a free of a pointer not live
+ * also gives the pre_alloc row it implies (*has_pre; its kind is set by
+ * trace_sort_pre).  The state: the live pointers and the time of day's
+ * days.  Texts as sublet_trace_parse_rmm's. */
+typedef struct sl_rmm sl_rmm;
+sl_rmm *sl_rmm_new(void);
+void sl_rmm_free(sl_rmm *s);
+void sl_rmm_reset(sl_rmm *s); /* as new */
+bool sl_rmm_blank(const char *p, size_t n);
+sublet_status sl_rmm_header(const char *p, size_t n, char *err, size_t cap);
+sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
+                         sublet_trace_event ev[2], size_t *nev, sublet_trace_event *pre,
+                         bool *has_pre, char *err, size_t cap);
+/* The stream (trace_stream.c): open reads the whole file from its start
+ * once for the prelude (into pre, sorted: the rows trace_assemble would
+ * put first; a row it cannot read ends that pass, the second meets it
+ * again), then rewinds it and reads its header again; read gives up to cap
+ * events (*n; fewer only at the end or before an error, which it returns
+ * with the events before it), a free's two rows split across reads as
+ * cap requires.  A read error's text is the source's ioerr. */
+sublet_status sl_rmm_stream_open(sl_rmm *s, sl_src *src, trace_vec *pre, char *err, size_t cap);
+sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev, size_t cap,
+                                 size_t *n, char *err, size_t ecap);
 
 /* trace_stream.c: the rows a borrow can keep in front of the ones it hands
  * out. */

@@ -16,7 +16,11 @@
  * complete at once); allocate failure -> oom (addr 0, size = the request).  A
  * free of a pointer that is not live is an allocation made before logging
  * started: a pre_alloc row (sorted by address).  Blank lines are skipped;
- * anything else malformed gives SUBLET_ERR_PARSE with "line N: reason". */
+ * anything else malformed gives SUBLET_ERR_PARSE with "line N: reason".
+ *
+ * One row parser (sl_rmm_row) serves the whole parse and the stream
+ * (sl_rmm_stream_*, for trace_stream.c: a first pass over the file for the
+ * prelude, then the rows as they are read). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,12 +158,48 @@ static size_t split(const char *p, size_t n, fld *f)
     return count;
 }
 
-typedef struct rmm_state {
-    trace_vec events, pre_seg, pre_alloc;
+struct sl_rmm {
     u64set live;
     uint64_t day_offset, last_tod;
     bool have_tod;
-} rmm_state;
+    /* the stream's */
+    uint64_t lineno;          /* last line read */
+    sublet_trace_event pend;  /* a free's free_completed, for the next read */
+    bool has_pend;
+};
+
+sl_rmm *sl_rmm_new(void) { return calloc(1, sizeof(sl_rmm)); }
+
+void sl_rmm_free(sl_rmm *s)
+{
+    if (!s)
+        return;
+    u64set_free(&s->live);
+    free(s);
+}
+
+void sl_rmm_reset(sl_rmm *s)
+{
+    u64set_free(&s->live);
+    memset(s, 0, sizeof *s);
+}
+
+bool sl_rmm_blank(const char *p, size_t n) { return trim(p, n).n == 0; }
+
+sublet_status sl_rmm_header(const char *p, size_t n, char *err, size_t cap)
+{
+    if (!p) {
+        sl_msg(err, cap, "line 1: empty input; expected the header '" RMM_HEADER "'");
+        return SUBLET_ERR_PARSE;
+    }
+    fld h = trim(p, n);
+    if (is(h, RMM_HEADER))
+        return SUBLET_OK;
+    char shown[200];
+    trace_show(h.p, h.n, shown, sizeof shown);
+    sl_msg(err, cap, "line 1: expected the header '" RMM_HEADER "', found '%s'", shown);
+    return SUBLET_ERR_PARSE;
+}
 
 static sublet_status field_number(fld f, const char *name, bool hex, uint64_t lineno, uint64_t *v,
                                   char *err, size_t cap)
@@ -176,9 +216,12 @@ static sublet_status field_number(fld f, const char *name, bool hex, uint64_t li
     return SUBLET_ERR_PARSE;
 }
 
-static sublet_status row(rmm_state *s, const char *p, size_t n, uint64_t lineno, char *err,
-                         size_t cap)
+sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
+                         sublet_trace_event ev2[2], size_t *nev, sublet_trace_event *pre,
+                         bool *has_pre, char *err, size_t cap)
 {
+    *nev = 0;
+    *has_pre = false;
     fld f[RMM_COLUMNS];
     size_t nf = split(p, n, f);
     if (nf != RMM_COLUMNS) {
@@ -228,15 +271,36 @@ static sublet_status row(rmm_state *s, const char *p, size_t n, uint64_t lineno,
     bool oom = false;
     if (ev.kind == SUBLET_ACT_ALLOC) {
         oom = u64set_add(&s->live, ev.addr) != 0;
-    } else if (is_free) {
-        if (!u64set_remove(&s->live, ev.addr)) {
-            sublet_trace_event pre = {.addr = ev.addr, .size = ev.size, .stream = ev.stream};
-            oom = trace_vec_push(&s->pre_alloc, &pre) != SUBLET_OK;
-        }
-        oom = oom || trace_vec_push(&s->events, &ev) != SUBLET_OK;
-        ev.kind = SUBLET_ACT_FREE_COMPLETED;
+    } else if (is_free && !u64set_remove(&s->live, ev.addr)) {
+        *pre = (sublet_trace_event){.addr = ev.addr, .size = ev.size, .stream = ev.stream};
+        *has_pre = true;
     }
-    if (oom || trace_vec_push(&s->events, &ev) != SUBLET_OK) {
+    if (oom) {
+        sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    ev2[(*nev)++] = ev;
+    if (is_free) {
+        ev.kind = SUBLET_ACT_FREE_COMPLETED;
+        ev2[(*nev)++] = ev;
+    }
+    return SUBLET_OK;
+}
+
+/* One data row of the whole parse: its events and prelude row pushed. */
+static sublet_status row(sl_rmm *s, trace_vec *events, trace_vec *pre_alloc, const char *p,
+                         size_t n, uint64_t lineno, char *err, size_t cap)
+{
+    sublet_trace_event ev[2], pre;
+    size_t nev;
+    bool has_pre;
+    sublet_status st = sl_rmm_row(s, p, n, lineno, ev, &nev, &pre, &has_pre, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    bool oom = has_pre && trace_vec_push(pre_alloc, &pre) != SUBLET_OK;
+    for (size_t i = 0; i < nev && !oom; i++)
+        oom = trace_vec_push(events, &ev[i]) != SUBLET_OK;
+    if (oom) {
         sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
         return SUBLET_ERR_NO_MEMORY;
     }
@@ -252,8 +316,9 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
         return SUBLET_ERR_INVALID_ARGUMENT;
     *out = NULL;
     size_t pos = len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3) ? 3 : 0;
-    rmm_state s;
+    sl_rmm s;
     memset(&s, 0, sizeof s);
+    trace_vec events = {0}, pre_seg = {0}, pre_alloc = {0};
     sublet_status st = SUBLET_OK;
     uint64_t lineno = 0;
     while (st == SUBLET_OK && pos < len) {
@@ -264,30 +329,18 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
         if (ln && lp[ln - 1] == '\r')
             ln--;
         lineno++;
-        if (lineno == 1) {
-            fld h = trim(lp, ln);
-            if (!is(h, RMM_HEADER)) {
-                char shown[200];
-                trace_show(h.p, h.n, shown, sizeof shown);
-                sl_msg(err, cap, "line 1: expected the header '" RMM_HEADER "', found '%s'",
-                          shown);
-                st = SUBLET_ERR_PARSE;
-            }
-            continue;
-        }
-        if (trim(lp, ln).n == 0)
-            continue;
-        st = row(&s, lp, ln, lineno, err, cap);
+        if (lineno == 1)
+            st = sl_rmm_header(lp, ln, err, cap);
+        else if (!sl_rmm_blank(lp, ln))
+            st = row(&s, &events, &pre_alloc, lp, ln, lineno, err, cap);
     }
-    if (st == SUBLET_OK && lineno == 0) {
-        sl_msg(err, cap, "line 1: empty input; expected the header '" RMM_HEADER "'");
-        st = SUBLET_ERR_PARSE;
-    }
-    if (st == SUBLET_OK && (st = trace_assemble(&s.pre_seg, &s.pre_alloc, &s.events, out)))
+    if (st == SUBLET_OK && lineno == 0)
+        st = sl_rmm_header(NULL, 0, err, cap);
+    if (st == SUBLET_OK && (st = trace_assemble(&pre_seg, &pre_alloc, &events, out)))
         sl_msg(err, cap, "out of memory");
-    trace_vec_free(&s.events);
-    trace_vec_free(&s.pre_seg);
-    trace_vec_free(&s.pre_alloc);
+    trace_vec_free(&events);
+    trace_vec_free(&pre_seg);
+    trace_vec_free(&pre_alloc);
     u64set_free(&s.live);
     if (st == SUBLET_OK) {
         trace_extras *x = trace_extras_new();
@@ -300,5 +353,99 @@ sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace *
             sl_msg(err, cap, "out of memory");
         }
     }
+    return st;
+}
+
+/* ---- the stream ------------------------------------------------------------------------------ */
+
+/* A read error of the source, or no memory, as the stream's text. */
+static sublet_status src_error(const sl_src *src, char *err, size_t cap)
+{
+    sl_msg(err, cap, "%s", src->ioerr[0] ? src->ioerr : "out of memory");
+    return src->ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY;
+}
+
+/* The byte-order mark and the header, from the file's start. */
+static sublet_status stream_header(sl_rmm *s, sl_src *src, char *err, size_t cap)
+{
+    if (sl_src_fill(src, 3) != 0)
+        return src_error(src, err, cap);
+    if (src->end - src->beg >= 3 && memcmp(src->buf + src->beg, "\xef\xbb\xbf", 3) == 0)
+        sl_src_take(src, 3);
+    const char *lp;
+    size_t ln;
+    int got = sl_src_line(src, &lp, &ln);
+    if (got < 0)
+        return src_error(src, err, cap);
+    s->lineno = 1;
+    return sl_rmm_header(got ? lp : NULL, got ? ln : 0, err, cap);
+}
+
+sublet_status sl_rmm_stream_open(sl_rmm *s, sl_src *src, trace_vec *pre, char *err, size_t cap)
+{
+    sublet_status st = stream_header(s, src, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    const char *lp;
+    size_t ln;
+    int got;
+    while ((got = sl_src_line(src, &lp, &ln)) > 0) {
+        s->lineno++;
+        if (sl_rmm_blank(lp, ln))
+            continue;
+        sublet_trace_event ev[2], pr;
+        size_t nev;
+        bool has_pre;
+        if (sl_rmm_row(s, lp, ln, s->lineno, ev, &nev, &pr, &has_pre, err, cap) != SUBLET_OK)
+            break; /* the second pass meets it again */
+        if (has_pre && trace_vec_push(pre, &pr) != SUBLET_OK) {
+            sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)s->lineno);
+            return SUBLET_ERR_NO_MEMORY;
+        }
+    }
+    if (got < 0)
+        return src_error(src, err, cap);
+    trace_sort_pre(pre, SUBLET_TRACE_PRE_ALLOC);
+    sl_rmm_reset(s);
+    if (sl_src_rewind(src) != 0)
+        return src_error(src, err, cap);
+    return stream_header(s, src, err, cap);
+}
+
+sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev, size_t cap,
+                                 size_t *n, char *err, size_t ecap)
+{
+    size_t k = 0;
+    if (s->has_pend && cap) {
+        ev[k++] = s->pend;
+        s->has_pend = false;
+    }
+    sublet_status st = SUBLET_OK;
+    while (k < cap) {
+        const char *lp;
+        size_t ln;
+        int got = sl_src_line(src, &lp, &ln);
+        if (got <= 0) {
+            if (got < 0)
+                st = src_error(src, err, ecap);
+            break;
+        }
+        s->lineno++;
+        if (sl_rmm_blank(lp, ln))
+            continue;
+        sublet_trace_event two[2], pr;
+        size_t m;
+        bool has_pre;
+        if ((st = sl_rmm_row(s, lp, ln, s->lineno, two, &m, &pr, &has_pre, err, ecap)))
+            break;
+        ev[k++] = two[0];
+        if (m == 2 && k < cap) {
+            ev[k++] = two[1];
+        } else if (m == 2) {
+            s->pend = two[1];
+            s->has_pend = true;
+        }
+    }
+    *n = k;
     return st;
 }

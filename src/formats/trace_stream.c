@@ -72,9 +72,45 @@ void sl_src_take(sl_src *s, size_t n)
     s->off += n;
 }
 
+int sl_src_line(sl_src *src, const char **lp, size_t *ln)
+{
+    size_t scanned = 0;
+    for (;;) {
+        const uint8_t *b = src->buf + src->beg;
+        size_t avail = src->end - src->beg;
+        const uint8_t *nl = avail > scanned ? memchr(b + scanned, '\n', avail - scanned) : NULL;
+        if (nl || src->eof) {
+            if (!nl && avail == 0)
+                return 0;
+            size_t n = nl ? (size_t)(nl - b) : avail;
+            sl_src_take(src, nl ? n + 1 : n);
+            if (n && b[n - 1] == '\r')
+                n--;
+            *lp = (const char *)b;
+            *ln = n;
+            return 1;
+        }
+        scanned = avail;
+        if (sl_src_fill(src, avail + src->chunk) != 0)
+            return -1;
+    }
+}
+
+int sl_src_rewind(sl_src *s)
+{
+    if (gzrewind((gzFile)s->gz) != 0) {
+        snprintf(s->ioerr, sizeof s->ioerr, "cannot read it a second time");
+        return -1;
+    }
+    s->beg = s->end = 0;
+    s->off = 0;
+    s->eof = 0;
+    return 0;
+}
+
 /* ---- the stream ------------------------------------------------------------------------------ */
 
-enum { K_TRACE, K_CSV, K_LOG, K_RAW };
+enum { K_TRACE, K_CSV, K_LOG, K_RAW, K_RMM };
 
 /* An error and its text ("PATH: reason"). */
 typedef struct serr {
@@ -92,13 +128,14 @@ struct sublet_trace_stream {
     char *path;            /* NULL: from_trace */
     sublet_trace_load_options opt;
     sl_src src;
-    trace_vec pre;            /* the prelude (K_CSV) */
+    trace_vec pre;            /* the prelude (K_CSV, K_RMM) */
     sublet_trace_event pend;  /* the first recorded row, read with the prelude */
     int has_pend;
     uint64_t lineno;          /* K_CSV: last line read */
     int csv_cols;             /* K_CSV: 6, or 7 with the pool column */
     sl_log_stream *log;
-    trace_extras *x; /* K_CSV, K_LOG */
+    sl_rmm *rmm;              /* K_RMM: the reader's state */
+    trace_extras *x; /* K_CSV, K_LOG, K_RMM */
     /* the extras of earlier passes (sublet_trace_stream_rewind): what the
      * accessors handed out (settings, stacks) stays valid until close */
     trace_extras **retired;
@@ -107,7 +144,7 @@ struct sublet_trace_stream {
     sublet_trace_stream *origin; /* K_RAW: the stream copied (prelude, extras) */
     uint64_t rows;   /* handed out, prelude included */
     serr e;          /* sticky error */
-    /* the reader thread (K_CSV, K_LOG; see "the reader thread" below): while
+    /* the reader thread (K_CSV, K_LOG, K_RMM; see "the reader thread" below): while
      * it runs, src, log, lineno and tx are its own */
     prefetch *pf;
     trace_extras *tx; /* K_LOG with the thread: the extras the log applies its records to */
@@ -139,33 +176,13 @@ static sublet_status src_fail(const sublet_trace_stream *s, serr *e)
                  s->src.ioerr[0] ? s->src.ioerr : "out of memory");
 }
 
-/* The next CSV line (without its line end): 1, 0 at the end, -1 on error.
- * *lp points into the source's buffer until the next read. */
+/* The next CSV line: sl_src_line, its error in *e. */
 static int csv_line(sublet_trace_stream *s, const char **lp, size_t *ln, serr *e)
 {
-    sl_src *src = &s->src;
-    size_t scanned = 0;
-    for (;;) {
-        const uint8_t *b = src->buf + src->beg;
-        size_t avail = src->end - src->beg;
-        const uint8_t *nl = avail > scanned ? memchr(b + scanned, '\n', avail - scanned) : NULL;
-        if (nl || src->eof) {
-            if (!nl && avail == 0)
-                return 0;
-            size_t n = nl ? (size_t)(nl - b) : avail;
-            sl_src_take(src, nl ? n + 1 : n);
-            if (n && b[n - 1] == '\r')
-                n--;
-            *lp = (const char *)b;
-            *ln = n;
-            return 1;
-        }
-        scanned = avail;
-        if (sl_src_fill(src, avail + src->chunk) != 0) {
-            src_fail(s, e);
-            return -1;
-        }
-    }
+    int got = sl_src_line(&s->src, lp, ln);
+    if (got < 0)
+        src_fail(s, e);
+    return got;
 }
 
 /* The next CSV row into *ev: 1, 0 at the end, -1 on error (in *e). */
@@ -263,7 +280,7 @@ static sublet_status log_first(sublet_trace_stream *s, int journal)
     return SUBLET_OK;
 }
 
-/* Up to cap recorded events from the source (K_CSV, K_LOG) into ev, *k of
+/* Up to cap recorded events from the source (K_CSV, K_LOG, K_RMM) into ev, *k of
  * them (fewer only at the end or before an error); an error, with its text,
  * into *e.  The reader thread's work, or _next's without one. */
 static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
@@ -276,6 +293,11 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
         return st == SUBLET_OK ? st : efail(s, e, st, why);
     }
     size_t n = 0;
+    if (s->kind == K_RMM) {
+        char why[400];
+        sublet_status st = sl_rmm_stream_read(s->rmm, &s->src, ev, cap, k, why, sizeof why);
+        return st == SUBLET_OK ? st : efail(s, e, st, why);
+    }
     while (n < cap) {
         int got = csv_row(s, &ev[n], e);
         if (got < 0) {
@@ -297,8 +319,25 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
     return SUBLET_OK;
 }
 
+/* An RMM log: its prelude by a first pass (sl_rmm_stream_open), then its
+ * first event (kept in pend). */
+static sublet_status rmm_start(sublet_trace_stream *s)
+{
+    char why[400];
+    if (!(s->rmm = sl_rmm_new()))
+        return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    sublet_status st = sl_rmm_stream_open(s->rmm, &s->src, &s->pre, why, sizeof why);
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    size_t k;
+    if (produce(s, &s->pend, 1, &k, &s->e) != SUBLET_OK)
+        return s->e.st;
+    s->has_pend = k == 1;
+    return SUBLET_OK;
+}
+
 /* ---- the reader thread ----------------------------------------------------------------------
- * For K_CSV and K_LOG, a thread decodes ahead into a ring of NCHUNK chunks of
+ * For K_CSV, K_LOG and K_RMM, a thread decodes ahead into a ring of NCHUNK chunks of
  * CHUNK_EVENTS events while the caller consumes them (memory: the ring, not
  * the trace).  Each chunk carries what the caller must apply before handing
  * out its events (the log's STACK and INFO records, as bytes: the caller's
@@ -621,6 +660,8 @@ static void close_source(sublet_trace_stream *s, int keep)
     memset(&s->src, 0, sizeof s->src);
     sl_log_stream_free(s->log);
     s->log = NULL;
+    sl_rmm_free(s->rmm);
+    s->rmm = NULL;
     trace_vec_free(&s->pre);
     if (keep && s->x) {
         trace_extras **r = realloc(s->retired, (s->nretired + 1) * sizeof *r);
@@ -657,13 +698,16 @@ static sublet_status start(sublet_trace_stream *s)
     if (sl_src_fill(&s->src, DETECT_BYTES) != 0)
         return src_fail(s, &s->e);
     sublet_trace_format f = sublet_trace_detect(s->src.buf + s->src.beg, s->src.end - s->src.beg);
-    if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG) {
+    if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
+        (f == SUBLET_FORMAT_RMM_CSV && !is_stdin)) { /* (an RMM log is read twice) */
         if (!(s->x = trace_extras_new()))
             return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         trace_extras_set_format(s->x, f);
-        s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV : K_LOG;
+        s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV : f == SUBLET_FORMAT_RMM_CSV ? K_RMM : K_LOG;
         int thread = use_thread(s);
-        sublet_status st = s->kind == K_CSV ? csv_start(s) : log_first(s, thread);
+        sublet_status st = s->kind == K_CSV   ? csv_start(s)
+                           : s->kind == K_RMM ? rmm_start(s)
+                                              : log_first(s, thread);
         if (st != SUBLET_OK)
             return st;
         s->rows = s->pre.n;
@@ -888,7 +932,7 @@ sublet_status sl_trace_stream_borrow(sublet_trace_stream *s, const sublet_trace_
         s->has_pend = 0;
         *n = 1;
         s->rows++;
-    } else if (s->kind == K_CSV || s->kind == K_LOG) {
+    } else if (s->kind == K_CSV || s->kind == K_LOG || s->kind == K_RMM) {
         /* as the thread: the rows before an error, then (next borrow) the error */
         produce(s, dst, BORROW_ROWS, n, &s->e);
         s->rows += *n;
