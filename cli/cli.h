@@ -123,8 +123,9 @@ typedef struct cli_input {
     sublet_trace_stream *ts;      /* the copy, or a stream over t */
 } cli_input;
 /* 1 when a file of format f at `path` streams (sublet/trace_stream.h reads
- * it in bounded memory): an events CSV, an event log, or an RMM log that is
- * not standard input (its prelude takes a first pass over the file). */
+ * it in bounded memory): an events CSV, an event log, or an RMM log or a
+ * Kineto trace that is not standard input (read twice: a first pass finds
+ * the prelude; a Kineto trace the stream cannot follow is read whole). */
 int cli_format_streams(sublet_trace_format f, const char *path);
 /* 1 when `path` streams (cli_format_streams) and SUBLET_REPLAY_WHOLE (=1:
  * load every input whole) is not set. */

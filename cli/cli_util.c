@@ -317,7 +317,8 @@ const char *cli_conf_for_settings(const char *rec, const char *given, int *from_
 int cli_format_streams(sublet_trace_format f, const char *path)
 {
     return f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
-           (f == SUBLET_FORMAT_RMM_CSV && strcmp(path, "-") != 0);
+           ((f == SUBLET_FORMAT_RMM_CSV || f == SUBLET_FORMAT_KINETO_JSON) &&
+            strcmp(path, "-") != 0);
 }
 
 int cli_stream_wanted(const char *path)

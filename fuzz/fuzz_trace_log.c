@@ -52,65 +52,6 @@ static size_t reframe(const uint8_t *data, size_t size, size_t chunk, uint8_t *o
     return o;
 }
 
-static char g_path[64];
-
-static void remove_file(void) { unlink(g_path); }
-
-/* 4: the log streamed from a file against the whole read (st, t, err). */
-static void check_streamed(const uint8_t *log, size_t len, uint8_t b0, uint8_t b1,
-                           sublet_status st, const sublet_trace *t, const char *err)
-{
-    if (!g_path[0]) {
-        snprintf(g_path, sizeof g_path, "/tmp/fuzz_trace_log_XXXXXX");
-        int fd = mkstemp(g_path);
-        if (fd < 0) {
-            g_path[0] = '\0';
-            return;
-        }
-        close(fd);
-        atexit(remove_file);
-    }
-    FILE *f = fopen(g_path, "wb");
-    if (!f)
-        return;
-    int ok = fwrite(log, 1, len, f) == len;
-    if (fclose(f) != 0 || !ok)
-        return;
-    setenv("SUBLET_STREAM_THREAD", b0 & 1 ? "1" : "0", 1);
-    sublet_trace_load_options lo = {0};
-    lo.read_chunk = 1 + b1 % 97;
-    size_t cap = 1 + (size_t)(b0 >> 1) % 13;
-    char serr[700], want[700];
-    snprintf(want, sizeof want, "%s: %s", g_path, err);
-    sublet_trace_stream *ts = NULL;
-    sublet_status ss = sublet_trace_stream_open(g_path, &lo, &ts, serr, sizeof serr);
-    size_t i = 0, got = 0;
-    sublet_trace_event ev[13];
-    while (ss == SUBLET_OK && (ss = sublet_trace_stream_next(ts, ev, cap, &got, serr,
-                                                            sizeof serr)) == SUBLET_OK &&
-           got) {
-        for (size_t k = 0; k < got; k++, i++)
-            if (st == SUBLET_OK &&
-                (i >= sublet_trace_count(t) || memcmp(&ev[k], sublet_trace_at(t, i), sizeof *ev)))
-                FZ_FAIL("streamed (thread %d, read %zu, cap %zu): event %zu differs", b0 & 1,
-                        lo.read_chunk, cap, i);
-    }
-    if (st != SUBLET_ERR_NO_MEMORY && ss != SUBLET_ERR_NO_MEMORY) {
-        if (ss != st)
-            FZ_FAIL("streamed: %s, read whole: %s (%s)", sublet_status_name(ss),
-                    sublet_status_name(st), st == SUBLET_OK ? serr : err);
-        if (st != SUBLET_OK && strcmp(serr, want) != 0)
-            FZ_FAIL("streamed: '%s', read whole: '%s'", serr, want);
-        if (st == SUBLET_OK) {
-            const char *a = sublet_trace_stream_notice(ts), *b = sublet_trace_notice(t);
-            if (i != sublet_trace_count(t) || (!a) != (!b) || (a && strcmp(a, b) != 0))
-                FZ_FAIL("streamed: %zu events, notice '%s'; whole: %zu, '%s'", i,
-                        a ? a : "(none)", sublet_trace_count(t), b ? b : "(none)");
-        }
-    }
-    sublet_trace_stream_close(ts);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
@@ -148,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     st = sublet_trace_parse_log(log, len, &t, err, sizeof err);
     if (st == SUBLET_OK && sublet_trace_notice(t) && strstr(sublet_trace_notice(t), "torn"))
         FZ_FAIL("a whole log reported a torn tail: %s", sublet_trace_notice(t));
-    check_streamed(log, len, data[0], data[1], st, t, err);
+    fz_check_streamed(log, len, data[0], data[1], NULL, st, t, err);
 
     /* 3. cut short: a prefix of the whole log's events, the tail reported */
     if (st == SUBLET_OK) {

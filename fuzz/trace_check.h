@@ -9,7 +9,10 @@
  *   fz_csv_round_trip  the trace written as `.events.csv` and read back by
  *                   sublet_trace_parse_csv gives the same events;
  *   fz_replay       the trace replayed through the engine (sim backend) with
- *                   sublet_check() after every event: no violated invariant. */
+ *                   sublet_check() after every event: no violated invariant;
+ *   fz_check_streamed  the bytes written to a file and read as a stream
+ *                   (sublet/trace_stream.h) give what the whole read gave:
+ *                   prelude, events, status, error text, notice. */
 #ifndef SUBLET_FUZZ_TRACE_CHECK_H
 #define SUBLET_FUZZ_TRACE_CHECK_H
 
@@ -17,10 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sublet/replay.h"
 #include "sublet/snapshot.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 #ifndef FZ_NAME
 #define FZ_NAME "fuzz"
@@ -311,6 +316,81 @@ static inline void fz_check_loaded(sublet_status st, sublet_trace *t, const char
     fz_replay(t, conf, sublet_trace_device_memory(t), 5000);
     sublet_trace_extras_release(t);
     sublet_trace_free(t);
+}
+
+static char fz_stream_path[64];
+
+static void fz_stream_unlink(void) { unlink(fz_stream_path); }
+
+/* bytes (len) written to a file and streamed, against the whole read of
+ * them (st, t, err: what the reader gave, with lo_in's options when not
+ * NULL): b0 picks the reader thread (bit 0) and the events a call, b1 the
+ * bytes a read.  The stream's error text is the whole one after the path. */
+static inline void fz_check_streamed(const uint8_t *bytes, size_t len, uint8_t b0, uint8_t b1,
+                                     const sublet_trace_load_options *lo_in, sublet_status st,
+                                     const sublet_trace *t, const char *err)
+{
+    if (!fz_stream_path[0]) {
+        snprintf(fz_stream_path, sizeof fz_stream_path, "/tmp/" FZ_NAME "_XXXXXX");
+        int fd = mkstemp(fz_stream_path);
+        if (fd < 0) {
+            fz_stream_path[0] = '\0';
+            return;
+        }
+        close(fd);
+        atexit(fz_stream_unlink);
+    }
+    FILE *f = fopen(fz_stream_path, "wb");
+    if (!f)
+        return;
+    int ok = fwrite(bytes, 1, len, f) == len;
+    if (fclose(f) != 0 || !ok)
+        return;
+    setenv("SUBLET_STREAM_THREAD", b0 & 1 ? "1" : "0", 1);
+    sublet_trace_load_options lo;
+    memset(&lo, 0, sizeof lo);
+    if (lo_in)
+        lo = *lo_in;
+    lo.read_chunk = 1 + b1 % 97;
+    size_t cap = 1 + (size_t)(b0 >> 1) % 13;
+    char serr[700], want[700];
+    snprintf(want, sizeof want, "%s: %s", fz_stream_path, err);
+    sublet_trace_stream *ts = NULL;
+    sublet_status ss = sublet_trace_stream_open(fz_stream_path, &lo, &ts, serr, sizeof serr);
+    size_t i = 0, got = 0;
+    if (ss == SUBLET_OK) {
+        const sublet_trace_event *pre;
+        i = sublet_trace_stream_prelude(ts, &pre);
+        if (st == SUBLET_OK && (i != sublet_trace_prelude_count(t) ||
+                                (i && memcmp(pre, sublet_trace_events(t), i * sizeof *pre))))
+            FZ_FAIL("streamed: a prelude of %zu rows differs from the whole read's %zu", i,
+                    sublet_trace_prelude_count(t));
+    }
+    sublet_trace_event ev[13];
+    while (ss == SUBLET_OK && (ss = sublet_trace_stream_next(ts, ev, cap, &got, serr,
+                                                            sizeof serr)) == SUBLET_OK &&
+           got) {
+        for (size_t k = 0; k < got; k++, i++)
+            if (st == SUBLET_OK &&
+                (i >= sublet_trace_count(t) || memcmp(&ev[k], sublet_trace_at(t, i), sizeof *ev)))
+                FZ_FAIL("streamed (thread %d, read %zu, cap %zu): event %zu differs", b0 & 1,
+                        lo.read_chunk, cap, i);
+    }
+    if (st != SUBLET_ERR_NO_MEMORY && ss != SUBLET_ERR_NO_MEMORY) {
+        if (ss != st)
+            FZ_FAIL("streamed: %s, read whole: %s (%s)", sublet_status_name(ss),
+                    sublet_status_name(st), st == SUBLET_OK ? serr : err);
+        if (st != SUBLET_OK && strcmp(serr, want) != 0)
+            FZ_FAIL("streamed: '%s', read whole: '%s'", serr, want);
+        if (st == SUBLET_OK) {
+            const char *a = sublet_trace_stream_notice(ts), *b = sublet_trace_notice(t);
+            if (i != sublet_trace_count(t) || (!a) != (!b) || (a && strcmp(a, b) != 0))
+                FZ_FAIL("streamed: %zu events, notice '%s'; whole: %zu, '%s'", i,
+                        a ? a : "(none)", sublet_trace_count(t), b ? b : "(none)");
+        }
+    }
+    sublet_trace_stream_close(ts);
+    unsetenv("SUBLET_STREAM_THREAD");
 }
 
 #endif

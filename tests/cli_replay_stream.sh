@@ -36,11 +36,15 @@ same() { # same TRACE OPTIONS...
 traces=("$data"/*.events.csv "$here"/../fuzz/seeds/fuzz_trace_log/*.slog)
 gzip -c "$data/nonmonotone.events.csv" >"$tmp/nonmonotone.events.csv.gz"
 traces+=("$tmp/nonmonotone.events.csv.gz")
-# RMM logs: streamed in two passes (the prelude, then the rows), plain and gzip'd
+# RMM logs and Kineto traces: streamed in two passes (the prelude, then the rows), plain
+# and gzip'd
 gzip -c "$data/rmm_synthetic.rmm.csv" >"$tmp/rmm_synthetic.rmm.csv.gz"
-traces+=("$data"/*.rmm.csv "$tmp/rmm_synthetic.rmm.csv.gz")
+gzip -c "$data/kineto_synthetic.trace.json" >"$tmp/kineto_synthetic.trace.json.gz"
+traces+=("$data"/*.rmm.csv "$tmp/rmm_synthetic.rmm.csv.gz" "$data"/*.trace.json
+    "$tmp/kineto_synthetic.trace.json.gz")
 if [ -d "$shared/traces/pytorch_snapshot" ]; then
     traces+=("$shared"/traces/pytorch_snapshot/*.events.csv)
+    kineto=("$shared"/traces/kineto/*.json.gz) # (larger: fewer options below)
 else
     echo "no shared traces at $shared: the committed ones only"
 fi
@@ -54,6 +58,11 @@ for f in "${traces[@]}"; do
     same "$f" --no-placement-hints --prelude allocate --json
 done
 same "$data/nonmonotone.events.csv" --check
+for f in ${kineto[@]+"${kineto[@]}"}; do
+    [ -f "$f" ] || continue
+    same "$f" --json
+    same "$f" --device-memory 1GiB --stop-on-oom --json
+done
 
 # standard input ('-'): streamed through its binary copy (any format; those
 # that do not stream are read whole by the stream), against loaded whole
@@ -72,7 +81,7 @@ same_stdin() { # same_stdin TRACE OPTIONS...
     fi
 }
 for f in "$data"/*.events.csv "$data"/*.pickle.gz "$here"/../fuzz/seeds/fuzz_trace_log/*.slog \
-    "$tmp/nonmonotone.events.csv.gz" "$data"/*.rmm.csv; do
+    "$tmp/nonmonotone.events.csv.gz" "$data"/*.rmm.csv "$data"/*.trace.json; do
     same_stdin "$f"
     same_stdin "$f" --json --device-memory 1GiB
     same_stdin "$f" --at 30

@@ -33,6 +33,7 @@ static const char *k_traces[] = {
     "../../fuzz/seeds/fuzz_trace_log/plain.slog",
     "../../fuzz/seeds/fuzz_trace_log/torn.slog",
     "rmm_synthetic.rmm.csv",
+    "kineto_synthetic.trace.json",
 };
 
 static int same_str(const char *a, const char *b)
@@ -223,6 +224,14 @@ static void test_malformed_same_error(void **state)
         "Thread,Time,Action,Pointer,Size,Stream\r\n1,1.5,allocate,0x100,512,0x0\r\n"
         "1,1.6,free,0x100,512,0x0\r\n\r\n1,1.7,reallocate,0x100,512,0x0\r\n",
         "Thread,Time,Action,Pointer,Size\n1,1.5,allocate,0x100,512\n",
+        /* Kineto traces the stream cannot follow are read whole: a syntax error after
+         * memory events, a memory event the reader refuses, a second traceEvents */
+        "{\"traceEvents\":[{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":1,\"args\":{\"Device "
+        "Type\":1,\"Device Id\":0,\"Addr\":4096,\"Bytes\":512}},{\"ph\":\"X\",\"name\":]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":1,\"args\":{\"Device "
+        "Type\":1,\"Device Id\":0,\"Addr\":4096}}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":1,\"args\":{\"Device "
+        "Type\":1,\"Device Id\":0,\"Addr\":4096,\"Bytes\":512}}],\"traceEvents\":[]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *path = write_tmp(bad[i]);
@@ -356,6 +365,59 @@ static void test_long_release_runs_across_chunks(void **state)
     unlink(path);
 }
 
+/* A Kineto trace whose memory events are in time order but for one that
+ * comes `late` events after its place: within the stream's window (65,536
+ * events) it streams, beyond it the stream reads the file whole; the events
+ * are the whole reader's either way. */
+static void check_kineto_order(size_t late, int want_bounded)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sublet_kineto_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("{\"traceEvents\":[", f);
+    for (size_t i = 0; i <= late; i++) /* the last one sorts first */
+        fprintf(f, "%s{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":%zu,\"args\":{\"Device Type\":1,"
+                   "\"Device Id\":0,\"Addr\":%zu,\"Bytes\":512}}",
+                i ? "," : "", i < late ? 1000 + i : (size_t)1, 4096 * (i + 1));
+    fputs("]}\n", f);
+    assert_int_equal(fclose(f), 0);
+    sublet_trace *t = NULL;
+    char err[512];
+    assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+    for (int thread = 0; thread < 2; thread++) {
+        setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+        sublet_trace_stream *ts = NULL;
+        assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_bounded(ts), want_bounded);
+        assert_int_equal(sublet_trace_stream_format(ts), SUBLET_FORMAT_KINETO_JSON);
+        sublet_trace_event ev[1000];
+        size_t n, at = sublet_trace_stream_prelude(ts, NULL);
+        assert_int_equal(at, sublet_trace_prelude_count(t));
+        while (sublet_trace_stream_next(ts, ev, 1000, &n, err, sizeof err) == SUBLET_OK && n) {
+            assert_true(at + n <= sublet_trace_count(t));
+            assert_memory_equal(ev, sublet_trace_at(t, at), n * sizeof *ev);
+            at += n;
+        }
+        assert_int_equal(at, sublet_trace_count(t));
+        assert_int_equal(sublet_trace_count(t), late + 1);
+        assert_int_equal(sublet_trace_at(t, 0)->time_us, 1); /* the late one, first */
+        sublet_trace_stream_close(ts);
+    }
+    unsetenv("SUBLET_STREAM_THREAD");
+    sublet_trace_free(t);
+    unlink(path);
+}
+
+static void test_kineto_order_window(void **state)
+{
+    (void)state;
+    check_kineto_order(3000, 1);
+    check_kineto_order(70000, 0);
+}
+
 /* sublet_trace_stream_info gives sublet_trace_info_get's figures (after a
  * partial read too: it rewinds), a binary copy gives the same rows and
  * extras, and the min-capacity search over a stream gives the whole trace's
@@ -437,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_rewind_and_memory_trace),
         cmocka_unit_test(test_info_and_mincap),
         cmocka_unit_test(test_long_release_runs_across_chunks),
+        cmocka_unit_test(test_kineto_order_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

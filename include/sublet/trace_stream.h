@@ -15,8 +15,12 @@
  *     allocated before it is an allocation made before the log began, a
  *     prelude row, so open reads the file once for the prelude (the live
  *     pointers and the prelude in memory, not the rows), then reads it
- *     again from the start, the rows as they are handed out.
- * The CSV, the log and the RMM log are decoded ahead by a reader thread the stream
+ *     again from the start, the rows as they are handed out;
+ *   - the Kineto trace (a file): read twice as well, one element of
+ *     traceEvents at a time, its memory events put in time order by a
+ *     window of 65,536 events a device; one whose events are further out
+ *     of order, or that the first pass cannot follow, is read whole.
+ * These formats are decoded ahead by a reader thread the stream
  * starts at open (a ring of 4 chunks of 4,096 events; none for a source of
  * at most 64 KiB, for a plain, not gzip'd, log on a machine with one CPU
  * online, nor with SUBLET_STREAM_THREAD=0 in the environment; =1: for a
@@ -25,9 +29,9 @@
  * accessors below read only what the caller's thread wrote.  A stream is
  * used from one thread at a time, as before.
  * What does not: snapshot pickles and JSON (a value tree, with the prelude
- * rebuilt from the final segments), Kineto JSON (one JSON document, sorted
- * by ts when read) and an RMM log on standard input (which cannot be read
- * twice).  sublet_trace_stream_open reads those whole, as
+ * rebuilt from the final segments), an RMM log or a Kineto trace on
+ * standard input (which cannot be read twice) and the Kineto traces above.
+ * sublet_trace_stream_open reads those whole, as
  * sublet_trace_load does, and streams the in-memory trace:
  * sublet_trace_stream_bounded() says which case holds.
  *

@@ -1,7 +1,12 @@
-/* sublet — gzip detection and bounded in-memory inflation (zlib).  See gz.h. */
+/* sublet — gzip detection and bounded in-memory inflation (zlib), see gz.h;
+ * and the buffered source the streamed readers read a file or standard
+ * input through, plain or gzip'd (zlib's gzread inflates as it reads; sl_src
+ * in formats/trace_readers.h). */
 #include "formats/gz.h"
 #include "base/errmsg.h"
+#include "formats/trace_readers.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -169,3 +174,86 @@ sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const
     return sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, data, data_len, owned,
                                    err, err_cap);
 }
+
+/* ---- the buffered source (sl_src) ------------------------------------------------------------ */
+
+int sl_src_fill(sl_src *s, size_t want)
+{
+    if (s->end - s->beg >= want || s->eof)
+        return 0;
+    if (s->beg) {
+        memmove(s->buf, s->buf + s->beg, s->end - s->beg);
+        s->end -= s->beg;
+        s->beg = 0;
+    }
+    size_t need = want > s->chunk ? want : s->chunk;
+    if (need > s->cap) {
+        size_t nc = s->cap ? s->cap : s->chunk;
+        while (nc < need)
+            nc = nc > SIZE_MAX / 2 ? need : nc * 2;
+        uint8_t *nb = realloc(s->buf, nc);
+        if (!nb)
+            return -1;
+        s->buf = nb;
+        s->cap = nc;
+    }
+    while (s->end < want && !s->eof) {
+        size_t room = s->cap - s->end;
+        unsigned ask = room > (1u << 30) ? (1u << 30) : (unsigned)room;
+        int got = gzread((gzFile)s->gz, s->buf + s->end, ask);
+        if (got < 0) {
+            int zerr;
+            const char *m = gzerror((gzFile)s->gz, &zerr);
+            snprintf(s->ioerr, sizeof s->ioerr, "%s: %s",
+                     zerr == Z_ERRNO ? "read error" : "gzip", zerr == Z_ERRNO ? strerror(errno) : m);
+            return -1;
+        }
+        if (got == 0)
+            s->eof = 1;
+        s->end += (size_t)got;
+    }
+    return 0;
+}
+
+void sl_src_take(sl_src *s, size_t n)
+{
+    s->beg += n;
+    s->off += n;
+}
+
+int sl_src_line(sl_src *src, const char **lp, size_t *ln)
+{
+    size_t scanned = 0;
+    for (;;) {
+        const uint8_t *b = src->buf + src->beg;
+        size_t avail = src->end - src->beg;
+        const uint8_t *nl = avail > scanned ? memchr(b + scanned, '\n', avail - scanned) : NULL;
+        if (nl || src->eof) {
+            if (!nl && avail == 0)
+                return 0;
+            size_t n = nl ? (size_t)(nl - b) : avail;
+            sl_src_take(src, nl ? n + 1 : n);
+            if (n && b[n - 1] == '\r')
+                n--;
+            *lp = (const char *)b;
+            *ln = n;
+            return 1;
+        }
+        scanned = avail;
+        if (sl_src_fill(src, avail + src->chunk) != 0)
+            return -1;
+    }
+}
+
+int sl_src_rewind(sl_src *s)
+{
+    if (gzrewind((gzFile)s->gz) != 0) {
+        snprintf(s->ioerr, sizeof s->ioerr, "cannot read it a second time");
+        return -1;
+    }
+    s->beg = s->end = 0;
+    s->off = 0;
+    s->eof = 0;
+    return 0;
+}
+

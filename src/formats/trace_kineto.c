@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/json_codec.h"
 #include "formats/trace_readers.h"
 
 #define CUDA_DEVICE_TYPE 1
@@ -122,9 +123,49 @@ static int64_t most_frequent(const kmem *m, size_t n)
     return best;
 }
 
-static uint64_t total_memory(const pyval *root, int64_t dev)
+/* The rows of memory event m: an alloc, or a free's free_requested and
+ * free_completed (*n of them). */
+static void kmem_rows(const kmem *m, sublet_trace_event ev[2], size_t *n)
 {
-    const pyval *props = pv_dict_get(root, "deviceProperties");
+    memset(ev, 0, 2 * sizeof *ev); /* padding included: rows are compared as bytes */
+    ev[0].addr = m->addr;
+    ev[0].line = m->pos + 1;
+    if (m->has_ts && m->ts >= 0 && m->ts < 1.8e19) {
+        ev[0].time_us = (uint64_t)m->ts;
+        ev[0].flags = SUBLET_TRACE_HAS_TIME;
+    }
+    if (m->bytes >= 0) {
+        ev[0].kind = SUBLET_ACT_ALLOC;
+        ev[0].size = (uint64_t)m->bytes;
+        *n = 1;
+        return;
+    }
+    ev[0].size = (uint64_t)(-m->bytes);
+    ev[0].kind = SUBLET_ACT_FREE_REQUESTED;
+    memcpy(&ev[1], &ev[0], sizeof *ev);
+    ev[1].kind = SUBLET_ACT_FREE_COMPLETED;
+    *n = 2;
+}
+
+/* The live addresses after memory event m (in sorted order); a free of an
+ * address not live is an allocation made before the window: its pre_alloc
+ * row into pre.  0, or -1 when out of memory. */
+static int kmem_live(u64set *live, const kmem *m, trace_vec *pre)
+{
+    if (m->bytes >= 0)
+        return u64set_add(live, m->addr) ? -1 : 0;
+    if (u64set_remove(live, m->addr))
+        return 0;
+    sublet_trace_event p;
+    memset(&p, 0, sizeof p);
+    p.addr = m->addr;
+    p.size = (uint64_t)(-m->bytes);
+    return trace_vec_push(pre, &p) ? -1 : 0;
+}
+
+/* totalGlobalMem of device dev in deviceProperties (a list; 0: not given). */
+static uint64_t total_memory(const pyval *props, int64_t dev)
+{
     for (size_t i = 0; i < pv_list_len(props); i++) {
         const pyval *p = pv_list_at(props, i);
         int64_t id;
@@ -194,30 +235,14 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
     trace_vec events = {0}, pre_seg = {0}, pre_alloc = {0};
     u64set live = {0};
     for (size_t i = 0; i < keep && !st; i++) {
-        sublet_trace_event ev = {.addr = m[i].addr, .line = m[i].pos + 1};
-        if (m[i].has_ts && m[i].ts >= 0 && m[i].ts < 1.8e19) {
-            ev.time_us = (uint64_t)m[i].ts;
-            ev.flags = SUBLET_TRACE_HAS_TIME;
-        }
-        if (m[i].bytes >= 0) {
-            ev.kind = SUBLET_ACT_ALLOC;
-            ev.size = (uint64_t)m[i].bytes;
-            if (u64set_add(&live, ev.addr) || trace_vec_push(&events, &ev))
-                st = SUBLET_ERR_NO_MEMORY;
-            continue;
-        }
-        ev.size = (uint64_t)(-m[i].bytes);
-        if (!u64set_remove(&live, ev.addr)) {
-            sublet_trace_event p = {.addr = ev.addr, .size = ev.size};
-            if (trace_vec_push(&pre_alloc, &p))
-                st = SUBLET_ERR_NO_MEMORY;
-        }
-        ev.kind = SUBLET_ACT_FREE_REQUESTED;
-        if (!st && trace_vec_push(&events, &ev))
+        sublet_trace_event ev[2];
+        size_t nev;
+        kmem_rows(&m[i], ev, &nev);
+        if (kmem_live(&live, &m[i], &pre_alloc) != 0)
             st = SUBLET_ERR_NO_MEMORY;
-        ev.kind = SUBLET_ACT_FREE_COMPLETED;
-        if (!st && trace_vec_push(&events, &ev))
-            st = SUBLET_ERR_NO_MEMORY;
+        for (size_t j = 0; j < nev && !st; j++)
+            if (trace_vec_push(&events, &ev[j]))
+                st = SUBLET_ERR_NO_MEMORY;
     }
     free(m);
     u64set_free(&live);
@@ -231,7 +256,7 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
         if (x) {
             trace_extras_set_format(x, SUBLET_FORMAT_KINETO_JSON);
             trace_extras_set_device(x, dev);
-            trace_extras_set_memory(x, total_memory(root, dev));
+            trace_extras_set_memory(x, total_memory(pv_dict_get(root, "deviceProperties"), dev));
         }
         st = x ? trace_extras_attach(*out, x) : SUBLET_ERR_NO_MEMORY;
         if (st) {
@@ -241,5 +266,529 @@ sublet_status sublet_trace_from_kineto(const pyval *root, const sublet_trace_loa
     }
     if (st)
         sl_msg(err, cap, "out of memory");
+    return st;
+}
+
+/* ---- the stream ------------------------------------------------------------------------------
+ * Two passes over the file (trace_stream.c).  The document is split into its
+ * top-level values and the elements of traceEvents, each parsed alone by the
+ * JSON parser the whole reader uses, and each "[memory]" element read by
+ * read_mem, so that the values are the same; the file is never held whole.
+ * The whole reader sorts the memory events by (ts, Ev Idx, position): here a
+ * heap of up to KWINDOW events per device puts them in that order, which
+ * holds as long as no event comes after one it sorts before by more than
+ * KWINDOW events.  The first pass checks that (for every device), counts the
+ * events of each device, finds the prelude (the frees of addresses not live)
+ * and parses every value; the second hands out the chosen device's events.
+ * Anything the first pass cannot follow (a syntax error anywhere, an element
+ * the whole reader would refuse, events too far out of order, a top-level
+ * list, more than KDEVICES devices) makes open return SUBLET_ERR_UNSUPPORTED:
+ * the stream then reads the file whole, with the whole reader's result or
+ * error. */
+
+#define KWINDOW 65536
+#define KDEVICES 16
+
+enum { J_ROOT, J_MEMBERS_FIRST, J_MEMBERS, J_EVENTS_FIRST, J_EVENTS, J_END };
+
+typedef struct kheap {
+    kmem *v;
+    size_t n, cap;
+} kheap;
+
+typedef struct kdev {
+    int64_t id;
+    uint64_t count;
+    kheap h;
+    kmem last; /* the last event taken out of the heap */
+    bool has_last;
+    u64set live;
+    trace_vec pre;
+} kdev;
+
+struct sl_kineto {
+    int state;
+    bool seen_events;
+    size_t index; /* the next element's index in traceEvents */
+    kdev dev[KDEVICES];
+    size_t ndev;
+    int64_t chosen;
+    bool second; /* the second pass: only the chosen device's events */
+    bool done;   /* the second pass met the document's end */
+    pv_arena *props_arena;
+    const pyval *props;
+    sublet_trace_event pend; /* a free's free_completed, for the next read */
+    bool has_pend;
+};
+
+static int heap_less(const kmem *a, const kmem *b) { return cmp_kmem(a, b) < 0; }
+
+static int heap_push(kheap *h, const kmem *m)
+{
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 64;
+        kmem *g = realloc(h->v, nc * sizeof *g);
+        if (!g)
+            return -1;
+        h->v = g;
+        h->cap = nc;
+    }
+    size_t i = h->n++;
+    while (i && heap_less(m, &h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = *m;
+    return 0;
+}
+
+static kmem heap_pop(kheap *h)
+{
+    kmem top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_less(&h->v[c + 1], &h->v[c]))
+            c++;
+        if (!heap_less(&h->v[c], &last))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+void sl_kineto_free(sl_kineto *k)
+{
+    if (!k)
+        return;
+    for (size_t i = 0; i < k->ndev; i++) {
+        free(k->dev[i].h.v);
+        u64set_free(&k->dev[i].live);
+        trace_vec_free(&k->dev[i].pre);
+    }
+    pv_arena_destroy(k->props_arena);
+    free(k);
+}
+
+/* ---- splitting the document */
+
+static int jfill(sl_src *src, size_t want)
+{
+    return src->end - src->beg >= want ? 0 : sl_src_fill(src, want);
+}
+
+/* The next byte that is not JSON whitespace, not consumed: 1, 0 at the end,
+ * -1 on a read error. */
+static int jpeek(sl_src *src, uint8_t *c)
+{
+    for (;;) {
+        if (jfill(src, 1) != 0)
+            return -1;
+        if (src->end == src->beg)
+            return 0;
+        uint8_t b = src->buf[src->beg];
+        if (b != ' ' && b != '\t' && b != '\n' && b != '\r') {
+            *c = b;
+            return 1;
+        }
+        sl_src_take(src, 1);
+    }
+}
+
+/* The extent of the JSON value at src->beg (not consumed; the buffer grows
+ * to hold it): 1 with *len, 0 when the input ends inside it, -1 on a read
+ * error.  Only its extent: the parser checks the rest. */
+static int jspan(sl_src *src, size_t *len)
+{
+    size_t i = 0, depth = 0;
+    bool str = false, esc = false;
+    uint8_t first = src->buf[src->beg];
+    bool scalar = first != '{' && first != '[' && first != '"';
+    for (;;) {
+        size_t avail = src->end - src->beg;
+        const uint8_t *b = src->buf + src->beg;
+        for (; i < avail; i++) {
+            uint8_t c = b[i];
+            if (scalar) {
+                if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' ||
+                    c == '\r') {
+                    *len = i;
+                    return 1;
+                }
+            } else if (str) {
+                if (esc)
+                    esc = false;
+                else if (c == '\\')
+                    esc = true;
+                else if (c == '"') {
+                    str = false;
+                    if (depth == 0) {
+                        *len = i + 1;
+                        return 1;
+                    }
+                }
+            } else if (c == '"') {
+                str = true;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (depth == 0)
+                    return 0; /* (a closing bracket where a value starts) */
+                if (--depth == 0) {
+                    *len = i + 1;
+                    return 1;
+                }
+            }
+        }
+        if (src->eof)
+            return 0;
+        if (sl_src_fill(src, avail + src->chunk) != 0)
+            return -1;
+    }
+}
+
+/* Parse the value src->buf[beg, beg + len) alone (a is its arena). */
+static sublet_status jparse(sl_src *src, size_t len, pv_arena *a, pyval **out)
+{
+    char why[200];
+    return pv_json_parse(src->buf + src->beg, len, a, out, why, sizeof why);
+}
+
+/* The next element of traceEvents: 1 with its extent (*len bytes at
+ * src->beg; the caller takes them), 0 after the document's end, -1 when it
+ * cannot be followed (why), -2 on a read error. */
+static int next_element(sl_kineto *k, sl_src *src, size_t *len, const char **why)
+{
+    uint8_t c;
+    int r;
+    for (;;) {
+        if ((r = jpeek(src, &c)) < 0)
+            return -2;
+        if (k->state == J_END) {
+            if (r != 0) {
+                *why = "text after the document";
+                return -1;
+            }
+            if (!k->seen_events) {
+                *why = "no traceEvents";
+                return -1;
+            }
+            return 0;
+        }
+        if (r == 0) {
+            *why = "the document ends early";
+            return -1;
+        }
+        switch (k->state) {
+        case J_ROOT:
+            if (c != '{') {
+                *why = "the top-level value is not an object";
+                return -1;
+            }
+            sl_src_take(src, 1);
+            k->state = J_MEMBERS_FIRST;
+            continue;
+        case J_MEMBERS_FIRST:
+        case J_MEMBERS:
+            if (c == '}') {
+                sl_src_take(src, 1);
+                k->state = J_END;
+                continue;
+            }
+            if (k->state == J_MEMBERS) {
+                if (c != ',') {
+                    *why = "no comma between members";
+                    return -1;
+                }
+                sl_src_take(src, 1);
+                if ((r = jpeek(src, &c)) <= 0)
+                    return r < 0 ? -2 : (*why = "the document ends early", -1);
+            }
+            if (c != '"' || (r = jspan(src, len)) <= 0) {
+                *why = "a member name";
+                return r < 0 ? -2 : -1;
+            }
+            {
+                const uint8_t *key = src->buf + src->beg + 1;
+                size_t kn = *len - 2;
+                bool is_events = kn == 11 && !memcmp(key, "traceEvents", 11);
+                bool is_props = kn == 16 && !memcmp(key, "deviceProperties", 16);
+                pv_arena *ka = pv_arena_create();
+                pyval *kv = NULL;
+                int bad = !ka || jparse(src, *len, ka, &kv) != SUBLET_OK; /* (its text checked) */
+                pv_arena_destroy(ka);
+                if (bad || memchr(key, '\\', kn)) {
+                    *why = bad ? "a member name does not parse" : "an escaped member name";
+                    return -1;
+                }
+                sl_src_take(src, *len);
+                if ((r = jpeek(src, &c)) <= 0 || c != ':')
+                    return r < 0 ? -2 : (*why = "no colon after a member name", -1);
+                sl_src_take(src, 1);
+                if ((r = jpeek(src, &c)) <= 0)
+                    return r < 0 ? -2 : (*why = "the document ends early", -1);
+                if (is_events) {
+                    if (k->seen_events || c != '[') {
+                        *why = k->seen_events ? "traceEvents twice" : "traceEvents not a list";
+                        return -1;
+                    }
+                    k->seen_events = true;
+                    sl_src_take(src, 1);
+                    k->state = J_EVENTS_FIRST;
+                    continue;
+                }
+                if ((r = jspan(src, len)) <= 0)
+                    return r < 0 ? -2 : (*why = "a member's value", -1);
+                pv_arena *a = pv_arena_create();
+                pyval *v = NULL;
+                if (!a || jparse(src, *len, a, &v) != SUBLET_OK) {
+                    pv_arena_destroy(a);
+                    *why = "a member's value does not parse";
+                    return -1;
+                }
+                sl_src_take(src, *len);
+                if (is_props && !k->second) { /* (a second one wins, as in a dict) */
+                    pv_arena_destroy(k->props_arena);
+                    k->props_arena = a;
+                    k->props = v;
+                } else {
+                    pv_arena_destroy(a);
+                }
+                k->state = J_MEMBERS;
+                continue;
+            }
+        case J_EVENTS_FIRST:
+        case J_EVENTS:
+            if (c == ']') {
+                sl_src_take(src, 1);
+                k->state = J_MEMBERS;
+                continue;
+            }
+            if (k->state == J_EVENTS) {
+                if (c != ',') {
+                    *why = "no comma between events";
+                    return -1;
+                }
+                sl_src_take(src, 1);
+                if ((r = jpeek(src, &c)) <= 0)
+                    return r < 0 ? -2 : (*why = "the document ends early", -1);
+            }
+            if (c != '{' || (r = jspan(src, len)) <= 0) {
+                *why = "an event that is not an object";
+                return r < 0 ? -2 : -1;
+            }
+            k->state = J_EVENTS;
+            return 1;
+        default:
+            *why = "internal";
+            return -1;
+        }
+    }
+}
+
+/* The memory event of the element at src->beg (its extent len), if it is a
+ * CUDA one: 1 with *m, 0 when it is not, -1 when the whole reader would
+ * refuse it (why). */
+static int element_mem(sl_kineto *k, sl_src *src, size_t len, kmem *m, const char **why)
+{
+    size_t i = k->index++;
+    pv_arena *a = pv_arena_create();
+    pyval *e = NULL;
+    if (!a || jparse(src, len, a, &e) != SUBLET_OK) {
+        pv_arena_destroy(a);
+        *why = "an event does not parse";
+        return -1;
+    }
+    int r = 0;
+    if (pv_str_eq(pv_dict_get(e, "name"), "[memory]")) {
+        bool keep;
+        char err[200];
+        if (read_mem(e, i, m, &keep, err, sizeof err) != SUBLET_OK) {
+            *why = "a memory event the whole reader refuses";
+            r = -1;
+        } else {
+            r = keep;
+        }
+    }
+    pv_arena_destroy(a);
+    return r;
+}
+
+static kdev *device_of(sl_kineto *k, int64_t id)
+{
+    for (size_t i = 0; i < k->ndev; i++)
+        if (k->dev[i].id == id)
+            return &k->dev[i];
+    if (k->ndev == KDEVICES)
+        return NULL;
+    kdev *d = &k->dev[k->ndev++];
+    d->id = id;
+    return d;
+}
+
+/* First pass: an event of device d leaves the heap (in order). */
+static int first_take(kdev *d, const kmem *m)
+{
+    d->last = *m;
+    d->has_last = true;
+    return kmem_live(&d->live, m, &d->pre);
+}
+
+sublet_status sl_kineto_stream_open(sl_src *src, const sublet_trace_load_options *opt,
+                                    trace_vec *pre, int64_t *device, uint64_t *memory,
+                                    sl_kineto **out, char *err, size_t cap)
+{
+    *out = NULL;
+    sl_kineto *k = calloc(1, sizeof *k);
+    if (!k) {
+        sl_msg(err, cap, "out of memory");
+        return SUBLET_ERR_NO_MEMORY;
+    }
+    const char *why = NULL;
+    sublet_status st = SUBLET_OK;
+    size_t len;
+    int r;
+    while (st == SUBLET_OK && (r = next_element(k, src, &len, &why)) == 1) {
+        kmem m;
+        int got = element_mem(k, src, len, &m, &why);
+        sl_src_take(src, len);
+        if (got < 0) {
+            st = SUBLET_ERR_UNSUPPORTED;
+            break;
+        }
+        if (!got)
+            continue;
+        kdev *d = device_of(k, m.device);
+        if (!d || (d->has_last && cmp_kmem(&m, &d->last) < 0)) {
+            why = d ? "memory events out of order by more than the window" : "too many devices";
+            st = SUBLET_ERR_UNSUPPORTED;
+            break;
+        }
+        d->count++;
+        if (heap_push(&d->h, &m) != 0)
+            st = SUBLET_ERR_NO_MEMORY;
+        if (st == SUBLET_OK && d->h.n > KWINDOW) {
+            kmem t = heap_pop(&d->h);
+            if (first_take(d, &t) != 0)
+                st = SUBLET_ERR_NO_MEMORY;
+        }
+    }
+    if (st == SUBLET_OK && r == -2)
+        st = SUBLET_ERR_IO;
+    else if (st == SUBLET_OK && r == -1)
+        st = SUBLET_ERR_UNSUPPORTED;
+    for (size_t i = 0; st == SUBLET_OK && i < k->ndev; i++)
+        while (st == SUBLET_OK && k->dev[i].h.n) {
+            kmem t = heap_pop(&k->dev[i].h);
+            if (first_take(&k->dev[i], &t) != 0)
+                st = SUBLET_ERR_NO_MEMORY;
+        }
+    if (st != SUBLET_OK) {
+        if (st == SUBLET_ERR_IO)
+            sl_msg(err, cap, "%s", src->ioerr[0] ? src->ioerr : "out of memory");
+        else
+            sl_msg(err, cap, "%s", st == SUBLET_ERR_NO_MEMORY ? "out of memory" : why);
+        sl_kineto_free(k);
+        return st;
+    }
+    /* the device: the one asked for, else the one with the most events (ties:
+     * the lowest id; none: 0) */
+    int64_t dev = 0;
+    uint64_t best = 0;
+    for (size_t i = 0; i < k->ndev; i++)
+        if (k->dev[i].count > best || (k->dev[i].count == best && best && k->dev[i].id < dev)) {
+            best = k->dev[i].count;
+            dev = k->dev[i].id;
+        }
+    if (opt && opt->pick_device)
+        dev = opt->device;
+    k->chosen = dev;
+    kdev *d = device_of(k, dev);
+    if (d) {
+        trace_sort_pre(&d->pre, SUBLET_TRACE_PRE_ALLOC);
+        *pre = d->pre;
+        d->pre = (trace_vec){0};
+    }
+    *device = dev;
+    *memory = k->props ? total_memory(k->props, dev) : 0;
+    /* the second pass, from the start */
+    for (size_t i = 0; i < k->ndev; i++) {
+        k->dev[i].h.n = 0;
+        k->dev[i].has_last = false;
+        u64set_free(&k->dev[i].live);
+        k->dev[i].live = (u64set){0};
+    }
+    k->state = J_ROOT;
+    k->seen_events = false;
+    k->index = 0;
+    k->second = true;
+    if (sl_src_rewind(src) != 0) {
+        sl_msg(err, cap, "%s", src->ioerr);
+        sl_kineto_free(k);
+        return SUBLET_ERR_IO;
+    }
+    *out = k;
+    return SUBLET_OK;
+}
+
+sublet_status sl_kineto_stream_read(sl_kineto *k, sl_src *src, sublet_trace_event *ev, size_t cap,
+                                    size_t *n, char *err, size_t ecap)
+{
+    size_t got = 0;
+    if (k->has_pend && cap) {
+        ev[got++] = k->pend;
+        k->has_pend = false;
+    }
+    kdev *d = device_of(k, k->chosen);
+    sublet_status st = SUBLET_OK;
+    while (got < cap && st == SUBLET_OK) {
+        kmem t;
+        if (d && (d->h.n > KWINDOW || (k->done && d->h.n))) {
+            t = heap_pop(&d->h);
+        } else if (k->done) {
+            break; /* the end */
+        } else {
+            size_t len;
+            const char *why = NULL;
+            int r = next_element(k, src, &len, &why);
+            if (r == 1) {
+                kmem m;
+                int mem = element_mem(k, src, len, &m, &why);
+                sl_src_take(src, len);
+                if (mem < 0) {
+                    sl_msg(err, ecap, "the file changed between its two readings: %s", why);
+                    st = SUBLET_ERR_PARSE;
+                } else if (mem && d && m.device == k->chosen && heap_push(&d->h, &m) != 0) {
+                    sl_msg(err, ecap, "out of memory");
+                    st = SUBLET_ERR_NO_MEMORY;
+                }
+            } else if (r == 0) {
+                k->done = true; /* what the heap holds is the rest */
+            } else if (r == -2) {
+                sl_msg(err, ecap, "%s", src->ioerr[0] ? src->ioerr : "out of memory");
+                st = src->ioerr[0] ? SUBLET_ERR_IO : SUBLET_ERR_NO_MEMORY;
+            } else {
+                sl_msg(err, ecap, "the file changed between its two readings: %s", why);
+                st = SUBLET_ERR_PARSE;
+            }
+            continue;
+        }
+        sublet_trace_event two[2];
+        size_t m;
+        kmem_rows(&t, two, &m);
+        ev[got++] = two[0];
+        if (m == 2 && got < cap)
+            ev[got++] = two[1];
+        else if (m == 2) {
+            k->pend = two[1];
+            k->has_pend = true;
+        }
+    }
+    *n = got;
     return st;
 }

@@ -302,6 +302,8 @@ static int cmp_pre(const void *a, const void *b)
 
 void trace_sort_pre(trace_vec *v, uint32_t kind)
 {
+    if (!v->n)
+        return;
     for (size_t i = 0; i < v->n; i++)
         v->v[i].line = i;
     qsort(v->v, v->n, sizeof *v->v, cmp_pre);

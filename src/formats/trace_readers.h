@@ -216,6 +216,23 @@ sublet_status sl_rmm_stream_open(sl_rmm *s, sl_src *src, trace_vec *pre, char *e
 sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev, size_t cap,
                                  size_t *n, char *err, size_t ecap);
 
+/* trace_kineto.c: a Kineto trace as a stream.  open reads the file from
+ * its start once (the document split into its values, each parsed alone, as
+ * the whole reader reads them): the device (opt's, or the one with the most
+ * memory events), its prelude rows into pre (sorted), its totalGlobalMem;
+ * then rewinds it.  SUBLET_ERR_UNSUPPORTED when the file cannot be read so
+ * (a syntax error, an event the whole reader refuses, memory events out of
+ * order by more than a window of 65,536, a top-level list, ...; the reason in
+ * err): the caller then reads it whole.  read gives up to cap events (*n;
+ * fewer only at the end or with an error), in the whole reader's order. */
+typedef struct sl_kineto sl_kineto;
+sublet_status sl_kineto_stream_open(sl_src *src, const sublet_trace_load_options *opt,
+                                    trace_vec *pre, int64_t *device, uint64_t *memory,
+                                    sl_kineto **out, char *err, size_t cap);
+sublet_status sl_kineto_stream_read(sl_kineto *k, sl_src *src, sublet_trace_event *ev, size_t cap,
+                                    size_t *n, char *err, size_t ecap);
+void sl_kineto_free(sl_kineto *k);
+
 /* trace_stream.c: the rows a borrow can keep in front of the ones it hands
  * out. */
 #define SL_STREAM_KEEP 64

@@ -222,6 +222,7 @@ sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
 {
     *nev = 0;
     *has_pre = false;
+    memset(ev2, 0, 2 * sizeof *ev2); /* padding included: rows are compared as bytes */
     fld f[RMM_COLUMNS];
     size_t nf = split(p, n, f);
     if (nf != RMM_COLUMNS) {
@@ -229,7 +230,9 @@ sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
                   (unsigned long long)lineno, RMM_COLUMNS, nf);
         return SUBLET_ERR_PARSE;
     }
-    sublet_trace_event ev = {.line = lineno};
+    sublet_trace_event *evp = &ev2[0], ev;
+    memset(&ev, 0, sizeof ev);
+    ev.line = lineno;
     fld a = f[2];
     bool is_free = is(a, "free") || is(a, "deallocate");
     if (is(a, "allocate")) {
@@ -272,17 +275,22 @@ sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
     if (ev.kind == SUBLET_ACT_ALLOC) {
         oom = u64set_add(&s->live, ev.addr) != 0;
     } else if (is_free && !u64set_remove(&s->live, ev.addr)) {
-        *pre = (sublet_trace_event){.addr = ev.addr, .size = ev.size, .stream = ev.stream};
+        memset(pre, 0, sizeof *pre);
+        pre->addr = ev.addr;
+        pre->size = ev.size;
+        pre->stream = ev.stream;
         *has_pre = true;
     }
     if (oom) {
         sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
         return SUBLET_ERR_NO_MEMORY;
     }
-    ev2[(*nev)++] = ev;
+    memcpy(evp, &ev, sizeof ev);
+    *nev = 1;
     if (is_free) {
-        ev.kind = SUBLET_ACT_FREE_COMPLETED;
-        ev2[(*nev)++] = ev;
+        memcpy(&ev2[1], &ev, sizeof ev);
+        ev2[1].kind = SUBLET_ACT_FREE_COMPLETED;
+        *nev = 2;
     }
     return SUBLET_OK;
 }

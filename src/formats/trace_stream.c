@@ -26,91 +26,9 @@
 #define DEFAULT_CHUNK ((size_t)1 << 20)
 #define DETECT_BYTES ((size_t)1 << 16) /* what sublet_trace_detect looks at */
 
-/* ---- the buffered source -------------------------------------------------------------------- */
-
-int sl_src_fill(sl_src *s, size_t want)
-{
-    if (s->end - s->beg >= want || s->eof)
-        return 0;
-    if (s->beg) {
-        memmove(s->buf, s->buf + s->beg, s->end - s->beg);
-        s->end -= s->beg;
-        s->beg = 0;
-    }
-    size_t need = want > s->chunk ? want : s->chunk;
-    if (need > s->cap) {
-        size_t nc = s->cap ? s->cap : s->chunk;
-        while (nc < need)
-            nc = nc > SIZE_MAX / 2 ? need : nc * 2;
-        uint8_t *nb = realloc(s->buf, nc);
-        if (!nb)
-            return -1;
-        s->buf = nb;
-        s->cap = nc;
-    }
-    while (s->end < want && !s->eof) {
-        size_t room = s->cap - s->end;
-        unsigned ask = room > (1u << 30) ? (1u << 30) : (unsigned)room;
-        int got = gzread((gzFile)s->gz, s->buf + s->end, ask);
-        if (got < 0) {
-            int zerr;
-            const char *m = gzerror((gzFile)s->gz, &zerr);
-            snprintf(s->ioerr, sizeof s->ioerr, "%s: %s",
-                     zerr == Z_ERRNO ? "read error" : "gzip", zerr == Z_ERRNO ? strerror(errno) : m);
-            return -1;
-        }
-        if (got == 0)
-            s->eof = 1;
-        s->end += (size_t)got;
-    }
-    return 0;
-}
-
-void sl_src_take(sl_src *s, size_t n)
-{
-    s->beg += n;
-    s->off += n;
-}
-
-int sl_src_line(sl_src *src, const char **lp, size_t *ln)
-{
-    size_t scanned = 0;
-    for (;;) {
-        const uint8_t *b = src->buf + src->beg;
-        size_t avail = src->end - src->beg;
-        const uint8_t *nl = avail > scanned ? memchr(b + scanned, '\n', avail - scanned) : NULL;
-        if (nl || src->eof) {
-            if (!nl && avail == 0)
-                return 0;
-            size_t n = nl ? (size_t)(nl - b) : avail;
-            sl_src_take(src, nl ? n + 1 : n);
-            if (n && b[n - 1] == '\r')
-                n--;
-            *lp = (const char *)b;
-            *ln = n;
-            return 1;
-        }
-        scanned = avail;
-        if (sl_src_fill(src, avail + src->chunk) != 0)
-            return -1;
-    }
-}
-
-int sl_src_rewind(sl_src *s)
-{
-    if (gzrewind((gzFile)s->gz) != 0) {
-        snprintf(s->ioerr, sizeof s->ioerr, "cannot read it a second time");
-        return -1;
-    }
-    s->beg = s->end = 0;
-    s->off = 0;
-    s->eof = 0;
-    return 0;
-}
-
 /* ---- the stream ------------------------------------------------------------------------------ */
 
-enum { K_TRACE, K_CSV, K_LOG, K_RAW, K_RMM };
+enum { K_TRACE, K_CSV, K_LOG, K_RAW, K_RMM, K_KINETO };
 
 /* An error and its text ("PATH: reason"). */
 typedef struct serr {
@@ -128,14 +46,15 @@ struct sublet_trace_stream {
     char *path;            /* NULL: from_trace */
     sublet_trace_load_options opt;
     sl_src src;
-    trace_vec pre;            /* the prelude (K_CSV, K_RMM) */
+    trace_vec pre;            /* the prelude (K_CSV, K_RMM, K_KINETO) */
     sublet_trace_event pend;  /* the first recorded row, read with the prelude */
     int has_pend;
     uint64_t lineno;          /* K_CSV: last line read */
     int csv_cols;             /* K_CSV: 6, or 7 with the pool column */
     sl_log_stream *log;
     sl_rmm *rmm;              /* K_RMM: the reader's state */
-    trace_extras *x; /* K_CSV, K_LOG, K_RMM */
+    sl_kineto *kin;           /* K_KINETO: the reader's state */
+    trace_extras *x; /* K_CSV, K_LOG, K_RMM, K_KINETO */
     /* the extras of earlier passes (sublet_trace_stream_rewind): what the
      * accessors handed out (settings, stacks) stays valid until close */
     trace_extras **retired;
@@ -144,7 +63,7 @@ struct sublet_trace_stream {
     sublet_trace_stream *origin; /* K_RAW: the stream copied (prelude, extras) */
     uint64_t rows;   /* handed out, prelude included */
     serr e;          /* sticky error */
-    /* the reader thread (K_CSV, K_LOG, K_RMM; see "the reader thread" below): while
+    /* the reader thread (K_CSV, K_LOG, K_RMM, K_KINETO; see "the reader thread" below): while
      * it runs, src, log, lineno and tx are its own */
     prefetch *pf;
     trace_extras *tx; /* K_LOG with the thread: the extras the log applies its records to */
@@ -280,7 +199,7 @@ static sublet_status log_first(sublet_trace_stream *s, int journal)
     return SUBLET_OK;
 }
 
-/* Up to cap recorded events from the source (K_CSV, K_LOG, K_RMM) into ev, *k of
+/* Up to cap recorded events from the source (K_CSV, K_LOG, K_RMM, K_KINETO) into ev, *k of
  * them (fewer only at the end or before an error); an error, with its text,
  * into *e.  The reader thread's work, or _next's without one. */
 static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
@@ -293,9 +212,11 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
         return st == SUBLET_OK ? st : efail(s, e, st, why);
     }
     size_t n = 0;
-    if (s->kind == K_RMM) {
+    if (s->kind == K_RMM || s->kind == K_KINETO) {
         char why[400];
-        sublet_status st = sl_rmm_stream_read(s->rmm, &s->src, ev, cap, k, why, sizeof why);
+        sublet_status st = s->kind == K_RMM
+                               ? sl_rmm_stream_read(s->rmm, &s->src, ev, cap, k, why, sizeof why)
+                               : sl_kineto_stream_read(s->kin, &s->src, ev, cap, k, why, sizeof why);
         return st == SUBLET_OK ? st : efail(s, e, st, why);
     }
     while (n < cap) {
@@ -336,8 +257,30 @@ static sublet_status rmm_start(sublet_trace_stream *s)
     return SUBLET_OK;
 }
 
+/* A Kineto trace: its first pass (sl_kineto_stream_open; SUBLET_ERR_UNSUPPORTED:
+ * the caller reads it whole), then its first event (kept in pend). */
+static sublet_status kineto_start(sublet_trace_stream *s)
+{
+    char why[400];
+    int64_t dev;
+    uint64_t mem;
+    sublet_status st =
+        sl_kineto_stream_open(&s->src, &s->opt, &s->pre, &dev, &mem, &s->kin, why, sizeof why);
+    if (st == SUBLET_ERR_UNSUPPORTED)
+        return st;
+    if (st != SUBLET_OK)
+        return fail(s, st, why);
+    trace_extras_set_device(s->x, dev);
+    trace_extras_set_memory(s->x, mem);
+    size_t k;
+    if (produce(s, &s->pend, 1, &k, &s->e) != SUBLET_OK)
+        return s->e.st;
+    s->has_pend = k == 1;
+    return SUBLET_OK;
+}
+
 /* ---- the reader thread ----------------------------------------------------------------------
- * For K_CSV, K_LOG and K_RMM, a thread decodes ahead into a ring of NCHUNK chunks of
+ * For K_CSV, K_LOG, K_RMM and K_KINETO, a thread decodes ahead into a ring of NCHUNK chunks of
  * CHUNK_EVENTS events while the caller consumes them (memory: the ring, not
  * the trace).  Each chunk carries what the caller must apply before handing
  * out its events (the log's STACK and INFO records, as bytes: the caller's
@@ -662,6 +605,8 @@ static void close_source(sublet_trace_stream *s, int keep)
     s->log = NULL;
     sl_rmm_free(s->rmm);
     s->rmm = NULL;
+    sl_kineto_free(s->kin);
+    s->kin = NULL;
     trace_vec_free(&s->pre);
     if (keep && s->x) {
         trace_extras **r = realloc(s->retired, (s->nretired + 1) * sizeof *r);
@@ -699,15 +644,28 @@ static sublet_status start(sublet_trace_stream *s)
         return src_fail(s, &s->e);
     sublet_trace_format f = sublet_trace_detect(s->src.buf + s->src.beg, s->src.end - s->src.beg);
     if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
-        (f == SUBLET_FORMAT_RMM_CSV && !is_stdin)) { /* (an RMM log is read twice) */
+        ((f == SUBLET_FORMAT_RMM_CSV || f == SUBLET_FORMAT_KINETO_JSON) && !is_stdin)) {
+        /* (an RMM log and a Kineto trace are read twice: not standard input) */
         if (!(s->x = trace_extras_new()))
             return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         trace_extras_set_format(s->x, f);
-        s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV : f == SUBLET_FORMAT_RMM_CSV ? K_RMM : K_LOG;
+        s->kind = f == SUBLET_FORMAT_EVENTS_CSV ? K_CSV
+                  : f == SUBLET_FORMAT_RMM_CSV  ? K_RMM
+                  : f == SUBLET_FORMAT_KINETO_JSON ? K_KINETO
+                                                   : K_LOG;
         int thread = use_thread(s);
-        sublet_status st = s->kind == K_CSV   ? csv_start(s)
-                           : s->kind == K_RMM ? rmm_start(s)
-                                              : log_first(s, thread);
+        sublet_status st = s->kind == K_CSV      ? csv_start(s)
+                           : s->kind == K_RMM    ? rmm_start(s)
+                           : s->kind == K_KINETO ? kineto_start(s)
+                                                 : log_first(s, thread);
+        if (st == SUBLET_ERR_UNSUPPORTED && s->kind == K_KINETO) {
+            /* not a document the stream can follow: read whole, from the start */
+            trace_extras_destroy(s->x);
+            s->x = NULL;
+            if (sl_src_rewind(&s->src) != 0)
+                return src_fail(s, &s->e);
+            goto whole;
+        }
         if (st != SUBLET_OK)
             return st;
         s->rows = s->pre.n;
@@ -720,7 +678,8 @@ static sublet_status start(sublet_trace_stream *s)
         }
         return SUBLET_OK;
     }
-    /* read whole: what is in the buffer, then the rest */
+whole: /* read whole: what is in the buffer, then the rest */
+    s->kind = K_TRACE;
     while (!s->src.eof)
         if (sl_src_fill(&s->src, s->src.end - s->src.beg + s->src.chunk) != 0)
             return src_fail(s, &s->e);
@@ -932,7 +891,7 @@ sublet_status sl_trace_stream_borrow(sublet_trace_stream *s, const sublet_trace_
         s->has_pend = 0;
         *n = 1;
         s->rows++;
-    } else if (s->kind == K_CSV || s->kind == K_LOG || s->kind == K_RMM) {
+    } else if (s->kind != K_TRACE && s->kind != K_RAW) {
         /* as the thread: the rows before an error, then (next borrow) the error */
         produce(s, dst, BORROW_ROWS, n, &s->e);
         s->rows += *n;
