@@ -387,6 +387,15 @@ static inline void fz_check_streamed(const uint8_t *bytes, size_t len, uint8_t b
             if (i != sublet_trace_count(t) || (!a) != (!b) || (a && strcmp(a, b) != 0))
                 FZ_FAIL("streamed: %zu events, notice '%s'; whole: %zu, '%s'", i,
                         a ? a : "(none)", sublet_trace_count(t), b ? b : "(none)");
+            if (sublet_trace_stream_device(ts) != sublet_trace_device(t) ||
+                sublet_trace_stream_device_memory(ts) != sublet_trace_device_memory(t) ||
+                sublet_trace_stream_format(ts) != sublet_trace_source_format(t))
+                FZ_FAIL("streamed: device %lld, memory %llu, format %d; whole: %lld, %llu, %d",
+                        (long long)sublet_trace_stream_device(ts),
+                        (unsigned long long)sublet_trace_stream_device_memory(ts),
+                        (int)sublet_trace_stream_format(ts), (long long)sublet_trace_device(t),
+                        (unsigned long long)sublet_trace_device_memory(t),
+                        (int)sublet_trace_source_format(t));
         }
     }
     sublet_trace_stream_close(ts);

@@ -401,14 +401,20 @@ static int jpeek(sl_src *src, uint8_t *c)
 }
 
 /* The extent of the JSON value at src->beg (not consumed; the buffer grows
- * to hold it): 1 with *len, 0 when the input ends inside it, -1 on a read
- * error.  Only its extent: the parser checks the rest. */
-static int jspan(sl_src *src, size_t *len)
+ * to hold it), nested at `above` levels in the document: 1 with *len, 0 when
+ * the stream cannot follow it (the input ends inside it, a scalar that does
+ * not start as a JSON one: the parser of a lone value would also take a
+ * byte-order mark or a gzip stream there; nesting the whole parse would
+ * refuse, with a margin), -1 on a read error.  Only its extent: the parser
+ * checks the rest. */
+static int jspan(sl_src *src, size_t above, size_t *len)
 {
     size_t i = 0, depth = 0;
     bool str = false, esc = false;
     uint8_t first = src->buf[src->beg];
     bool scalar = first != '{' && first != '[' && first != '"';
+    if (scalar && (!first || !strchr("-0123456789tfnNI", first)))
+        return 0;
     for (;;) {
         size_t avail = src->end - src->beg;
         const uint8_t *b = src->buf + src->beg;
@@ -435,7 +441,8 @@ static int jspan(sl_src *src, size_t *len)
             } else if (c == '"') {
                 str = true;
             } else if (c == '{' || c == '[') {
-                depth++;
+                if (++depth + above + 2 > PV_MAX_DEPTH)
+                    return 0;
             } else if (c == '}' || c == ']') {
                 if (depth == 0)
                     return 0; /* (a closing bracket where a value starts) */
@@ -509,7 +516,7 @@ static int next_element(sl_kineto *k, sl_src *src, size_t *len, const char **why
                 if ((r = jpeek(src, &c)) <= 0)
                     return r < 0 ? -2 : (*why = "the document ends early", -1);
             }
-            if (c != '"' || (r = jspan(src, len)) <= 0) {
+            if (c != '"' || (r = jspan(src, 1, len)) <= 0) {
                 *why = "a member name";
                 return r < 0 ? -2 : -1;
             }
@@ -542,7 +549,7 @@ static int next_element(sl_kineto *k, sl_src *src, size_t *len, const char **why
                     k->state = J_EVENTS_FIRST;
                     continue;
                 }
-                if ((r = jspan(src, len)) <= 0)
+                if ((r = jspan(src, 1, len)) <= 0)
                     return r < 0 ? -2 : (*why = "a member's value", -1);
                 pv_arena *a = pv_arena_create();
                 pyval *v = NULL;
@@ -578,7 +585,7 @@ static int next_element(sl_kineto *k, sl_src *src, size_t *len, const char **why
                 if ((r = jpeek(src, &c)) <= 0)
                     return r < 0 ? -2 : (*why = "the document ends early", -1);
             }
-            if (c != '{' || (r = jspan(src, len)) <= 0) {
+            if (c != '{' || (r = jspan(src, 2, len)) <= 0) {
                 *why = "an event that is not an object";
                 return r < 0 ? -2 : -1;
             }

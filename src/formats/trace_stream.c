@@ -644,8 +644,10 @@ static sublet_status start(sublet_trace_stream *s)
         return src_fail(s, &s->e);
     sublet_trace_format f = sublet_trace_detect(s->src.buf + s->src.beg, s->src.end - s->src.beg);
     if (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
-        ((f == SUBLET_FORMAT_RMM_CSV || f == SUBLET_FORMAT_KINETO_JSON) && !is_stdin)) {
-        /* (an RMM log and a Kineto trace are read twice: not standard input) */
+        (f == SUBLET_FORMAT_RMM_CSV && !is_stdin) ||
+        (f == SUBLET_FORMAT_KINETO_JSON && !is_stdin && !s->opt.max_tree_bytes)) {
+        /* (an RMM log and a Kineto trace are read twice: not standard input; a
+         * limit on the parsed tree asks for the whole read, which has one) */
         if (!(s->x = trace_extras_new()))
             return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
         trace_extras_set_format(s->x, f);
