@@ -330,6 +330,19 @@ static run read_borrowed(const char *path, int thread)
     return r;
 }
 
+/* A run read to its end equals the trace loaded whole (t): its events after
+ * the prelude, rows, notice and stacks. */
+static void assert_run_whole(const run *r, const sublet_trace *t)
+{
+    size_t npre = sublet_trace_prelude_count(t);
+    assert_int_equal(r->n, sublet_trace_count(t) - npre);
+    assert_memory_equal(r->ev, sublet_trace_events(t) + npre, r->n * sizeof *r->ev);
+    assert_int_equal(r->rows, sublet_trace_count(t));
+    const char *nw = sublet_trace_notice(t);
+    assert_true((!nw && !r->notice) || (nw && r->notice && !strcmp(nw, r->notice)));
+    assert_int_equal(r->stacks, sublet_trace_stack_count(t));
+}
+
 /* The stream with and without the thread at several caps against the trace
  * loaded whole: its events (all of them when it loads; else as many as the
  * stream gave, then the whole load's error text), rows and notice. */
@@ -346,14 +359,8 @@ static void check_file(const char *path, size_t want_events)
         assert_runs_equal(&off, &on);
         assert_int_equal(on.st, sw);
         if (sw == SUBLET_OK) {
-            size_t npre = sublet_trace_prelude_count(t);
-            assert_int_equal(on.n, sublet_trace_count(t) - npre);
             assert_int_equal(on.n, want_events);
-            assert_memory_equal(on.ev, sublet_trace_events(t) + npre, on.n * sizeof *on.ev);
-            assert_int_equal(on.rows, sublet_trace_count(t));
-            const char *nw = sublet_trace_notice(t);
-            assert_true((!nw && !on.notice) || (nw && on.notice && !strcmp(nw, on.notice)));
-            assert_int_equal(on.stacks, sublet_trace_stack_count(t));
+            assert_run_whole(&on, t);
         } else {
             assert_string_equal(on.err, ew);
             /* every event before the bad one was handed out (as many as whole calls of
@@ -368,16 +375,10 @@ static void check_file(const char *path, size_t want_events)
     assert_runs_equal(&off, &on);
     assert_int_equal(on.st, sw);
     assert_int_equal(on.n, want_events);
-    if (sw == SUBLET_OK) {
-        size_t npre = sublet_trace_prelude_count(t);
-        assert_memory_equal(on.ev, sublet_trace_events(t) + npre, on.n * sizeof *on.ev);
-        assert_int_equal(on.rows, sublet_trace_count(t));
-        const char *nw = sublet_trace_notice(t);
-        assert_true((!nw && !on.notice) || (nw && on.notice && !strcmp(nw, on.notice)));
-        assert_int_equal(on.stacks, sublet_trace_stack_count(t));
-    } else {
+    if (sw == SUBLET_OK)
+        assert_run_whole(&on, t);
+    else
         assert_string_equal(on.err, ew);
-    }
     run_free(&off);
     run_free(&on);
     sublet_trace_free(t);

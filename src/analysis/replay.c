@@ -127,13 +127,13 @@ static inline int have(rp *s, size_t i)
     return i - s->base < s->n || fill_to(s, i);
 }
 
-/* Make room in the window's own buffer for `more` rows after its n. */
-static int own_room(rp *s, size_t more)
+/* Make the window's own buffer hold at least `rows` rows. */
+static int own_reserve(rp *s, size_t rows)
 {
-    if (s->own_cap - s->n >= more)
+    if (s->own_cap >= rows)
         return 1;
     size_t nc = s->own_cap ? s->own_cap * 2 : 256;
-    while (nc - s->n < more)
+    while (nc < rows)
         nc *= 2;
     sublet_trace_event *nb = realloc(s->own, nc * sizeof *nb);
     if (!nb) {
@@ -188,8 +188,7 @@ static int fill_to(rp *s, size_t i)
             memmove(s->own, s->own + drop, nk * sizeof *s->own);
         } else {
             const sublet_trace_event *from = s->ev + drop;
-            s->n = 0;
-            if (!own_room(s, nk))
+            if (!own_reserve(s, nk))
                 return 0;
             memcpy(s->own, from, nk * sizeof *s->own);
             s->ev = s->own;
@@ -202,7 +201,7 @@ static int fill_to(rp *s, size_t i)
         if (!got) {
             s->eof = 1;
         } else {
-            if (!own_room(s, got))
+            if (!own_reserve(s, s->n + got))
                 return 0;
             memcpy(s->own + s->n, p, got * sizeof *p);
             s->n += got;

@@ -317,8 +317,7 @@ struct sl_kineto {
     bool done;   /* the second pass met the document's end */
     pv_arena *props_arena;
     const pyval *props;
-    sublet_trace_event pend; /* a free's free_completed, for the next read */
-    bool has_pend;
+    sl_held held; /* a free's free_completed, for the next read */
 };
 
 static int heap_less(const kmem *a, const kmem *b) { return cmp_kmem(a, b) < 0; }
@@ -377,17 +376,12 @@ void sl_kineto_free(sl_kineto *k)
 
 /* ---- splitting the document */
 
-static int jfill(sl_src *src, size_t want)
-{
-    return src->end - src->beg >= want ? 0 : sl_src_fill(src, want);
-}
-
 /* The next byte that is not JSON whitespace, not consumed: 1, 0 at the end,
  * -1 on a read error. */
 static int jpeek(sl_src *src, uint8_t *c)
 {
     for (;;) {
-        if (jfill(src, 1) != 0)
+        if (sl_src_fill(src, 1) != 0)
             return -1;
         if (src->end == src->beg)
             return 0;
@@ -746,11 +740,7 @@ sublet_status sl_kineto_stream_open(sl_src *src, const sublet_trace_load_options
 sublet_status sl_kineto_stream_read(sl_kineto *k, sl_src *src, sublet_trace_event *ev, size_t cap,
                                     size_t *n, char *err, size_t ecap)
 {
-    size_t got = 0;
-    if (k->has_pend && cap) {
-        ev[got++] = k->pend;
-        k->has_pend = false;
-    }
+    size_t got = sl_held_out(&k->held, ev, cap);
     kdev *d = device_of(k, k->chosen);
     sublet_status st = SUBLET_OK;
     while (got < cap && st == SUBLET_OK) {
@@ -788,13 +778,7 @@ sublet_status sl_kineto_stream_read(sl_kineto *k, sl_src *src, sublet_trace_even
         sublet_trace_event two[2];
         size_t m;
         kmem_rows(&t, two, &m);
-        ev[got++] = two[0];
-        if (m == 2 && got < cap)
-            ev[got++] = two[1];
-        else if (m == 2) {
-            k->pend = two[1];
-            k->has_pend = true;
-        }
+        sl_rows_out(&k->held, two, m, ev, cap, &got);
     }
     *n = got;
     return st;

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/errmsg.h"
 #include "formats/pyval.h"
@@ -187,6 +188,36 @@ const uint8_t *sl_log_stream_journal(const sl_log_stream *ls, size_t *len);
 void sl_log_stream_journal_clear(sl_log_stream *ls);
 sublet_status sl_log_journal_apply(trace_extras *x, const uint8_t *p, size_t n, char *err,
                                    size_t cap);
+
+/* A streamed reader's rows handed out (trace_rmm.c, trace_kineto.c): a
+ * record may give two rows (a free's free_requested and free_completed);
+ * the second waits here when a read has no room for it. */
+typedef struct sl_held {
+    sublet_trace_event row;
+    bool has;
+} sl_held;
+/* Start a read into ev[0, cap): the row held, if any (returns 0 or 1). */
+static inline size_t sl_held_out(sl_held *h, sublet_trace_event *ev, size_t cap)
+{
+    if (!h->has || !cap)
+        return 0;
+    memcpy(ev, &h->row, sizeof *ev);
+    h->has = false;
+    return 1;
+}
+/* rows[0, m) (m <= 2) into ev[*k, cap) (*k < cap): what does not fit is held. */
+static inline void sl_rows_out(sl_held *h, const sublet_trace_event *rows, size_t m,
+                               sublet_trace_event *ev, size_t cap, size_t *k)
+{
+    for (size_t j = 0; j < m; j++) {
+        if (*k < cap) {
+            memcpy(&ev[(*k)++], &rows[j], sizeof *ev);
+        } else {
+            memcpy(&h->row, &rows[j], sizeof *ev);
+            h->has = true;
+        }
+    }
+}
 
 /* trace_rmm.c: an RMM log row by row (the whole parse and the stream share
  * it).  header: line 1 (p NULL: the input is empty).  row: one data row

@@ -163,9 +163,8 @@ struct sl_rmm {
     uint64_t day_offset, last_tod;
     bool have_tod;
     /* the stream's */
-    uint64_t lineno;          /* last line read */
-    sublet_trace_event pend;  /* a free's free_completed, for the next read */
-    bool has_pend;
+    uint64_t lineno; /* last line read */
+    sl_held held;    /* a free's free_completed, for the next read */
 };
 
 sl_rmm *sl_rmm_new(void) { return calloc(1, sizeof(sl_rmm)); }
@@ -423,11 +422,7 @@ sublet_status sl_rmm_stream_open(sl_rmm *s, sl_src *src, trace_vec *pre, char *e
 sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev, size_t cap,
                                  size_t *n, char *err, size_t ecap)
 {
-    size_t k = 0;
-    if (s->has_pend && cap) {
-        ev[k++] = s->pend;
-        s->has_pend = false;
-    }
+    size_t k = sl_held_out(&s->held, ev, cap);
     sublet_status st = SUBLET_OK;
     while (k < cap) {
         const char *lp;
@@ -446,13 +441,7 @@ sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev,
         bool has_pre;
         if ((st = sl_rmm_row(s, lp, ln, s->lineno, two, &m, &pr, &has_pre, err, ecap)))
             break;
-        ev[k++] = two[0];
-        if (m == 2 && k < cap) {
-            ev[k++] = two[1];
-        } else if (m == 2) {
-            s->pend = two[1];
-            s->has_pend = true;
-        }
+        sl_rows_out(&s->held, two, m, ev, cap, &k);
     }
     *n = k;
     return st;

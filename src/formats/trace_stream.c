@@ -240,16 +240,10 @@ static sublet_status produce(sublet_trace_stream *s, sublet_trace_event *ev, siz
     return SUBLET_OK;
 }
 
-/* An RMM log: its prelude by a first pass (sl_rmm_stream_open), then its
- * first event (kept in pend). */
-static sublet_status rmm_start(sublet_trace_stream *s)
+/* After a first pass (an RMM log, a Kineto trace): the first event, kept in
+ * pend, as csv_start and log_first keep theirs. */
+static sublet_status first_event(sublet_trace_stream *s)
 {
-    char why[400];
-    if (!(s->rmm = sl_rmm_new()))
-        return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
-    sublet_status st = sl_rmm_stream_open(s->rmm, &s->src, &s->pre, why, sizeof why);
-    if (st != SUBLET_OK)
-        return fail(s, st, why);
     size_t k;
     if (produce(s, &s->pend, 1, &k, &s->e) != SUBLET_OK)
         return s->e.st;
@@ -257,8 +251,19 @@ static sublet_status rmm_start(sublet_trace_stream *s)
     return SUBLET_OK;
 }
 
+/* An RMM log: its prelude by a first pass (sl_rmm_stream_open), then its
+ * first event. */
+static sublet_status rmm_start(sublet_trace_stream *s)
+{
+    char why[400];
+    if (!(s->rmm = sl_rmm_new()))
+        return fail(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+    sublet_status st = sl_rmm_stream_open(s->rmm, &s->src, &s->pre, why, sizeof why);
+    return st == SUBLET_OK ? first_event(s) : fail(s, st, why);
+}
+
 /* A Kineto trace: its first pass (sl_kineto_stream_open; SUBLET_ERR_UNSUPPORTED:
- * the caller reads it whole), then its first event (kept in pend). */
+ * the caller reads it whole), then its first event. */
 static sublet_status kineto_start(sublet_trace_stream *s)
 {
     char why[400];
@@ -272,11 +277,7 @@ static sublet_status kineto_start(sublet_trace_stream *s)
         return fail(s, st, why);
     trace_extras_set_device(s->x, dev);
     trace_extras_set_memory(s->x, mem);
-    size_t k;
-    if (produce(s, &s->pend, 1, &k, &s->e) != SUBLET_OK)
-        return s->e.st;
-    s->has_pend = k == 1;
-    return SUBLET_OK;
+    return first_event(s);
 }
 
 /* ---- the reader thread ----------------------------------------------------------------------
