@@ -15,6 +15,9 @@
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
 
+/* `sublet nullgpu [options] -- COMMAND...` (nullgpu.c): COMMAND on the null device. */
+int cli_nullgpu(int argc, char **argv);
+void cli_nullgpu_usage(FILE *out);
 /* `sublet replay ...`: argv[0] is "replay". */
 int cli_replay(int argc, char **argv);
 /* The replay part of `sublet help`. */

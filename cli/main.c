@@ -22,6 +22,8 @@ static void usage(FILE *out)
             "                             fragmentation over time, segment maps\n"
             "  tune TRACE... [options]    the allocator settings that need the smallest\n"
             "                             device and the fewest device calls\n"
+            "  nullgpu [opts] -- COMMAND  run a CUDA program or PyTorch on the null device:\n"
+            "                             a GPU that is not there (no GPU needed)\n"
             "  help [COMMAND]             this text, or a command's options\n"
             "  --version                  print the version\n"
             "Every command that takes --conf, and tune, also take --pytorch-version X: follow\n"
@@ -60,6 +62,8 @@ int main(int argc, char **argv)
             cli_report_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "tune") == 0)
             cli_tune_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "nullgpu") == 0)
+            cli_nullgpu_usage(stdout);
         else if (argc > 2) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
@@ -94,6 +98,8 @@ int main(int argc, char **argv)
         return cli_report(argc - 1, argv + 1);
     if (strcmp(cmd, "tune") == 0)
         return cli_tune(argc - 1, argv + 1);
+    if (strcmp(cmd, "nullgpu") == 0)
+        return cli_nullgpu(argc - 1, argv + 1);
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;

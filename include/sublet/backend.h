@@ -95,6 +95,10 @@ struct sublet_backend {
  * is honoured when the range is free.  Events complete only when the test
  * says so: sublet_sim_stream_complete() or event_synchronize. */
 sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out);
+/* The same with placements first fit from `base` (a multiple of 2 MiB, not
+ * 0) instead of 0x7f0000000000: the null device (plugins/nullgpu) puts its
+ * addresses inside a host range it has reserved. */
+sublet_status sublet_sim_create_at(uint64_t capacity, uint64_t base, sublet_backend **out);
 /* Complete every event recorded so far on `stream`. */
 void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream);
 /* Complete every event recorded so far on every stream. */

@@ -5,7 +5,8 @@
  * which never overlap, kept in one tree by address (src/rtree.c), so
  * an exact lookup, an overlap test, an insert or a remove is O(log n).  A
  * placement honours a non-zero hint when [hint, hint+size) overlaps nothing
- * live; otherwise it is first fit from SIM_BASE: the lowest address with a
+ * live; otherwise it is first fit from the base (SIM_BASE unless created
+ * with sublet_sim_create_at): the lowest address with a
  * start aligned to 2 MiB (as cudaMalloc's large blocks are), or to a
  * reservation's coarser alignment, found in O(log n) through the largest
  * free gap kept in every subtree.  Only the sequence of calls decides the
@@ -550,7 +551,12 @@ static const sublet_backend_ops sim_ops = {
 
 sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
 {
-    if (!out || capacity == 0)
+    return sublet_sim_create_at(capacity, SIM_BASE, out);
+}
+
+sublet_status sublet_sim_create_at(uint64_t capacity, uint64_t base, sublet_backend **out)
+{
+    if (!out || capacity == 0 || base == 0 || base % SIM_SEGMENT_ALIGN != 0)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sim_backend *s = calloc(1, sizeof *s);
     if (!s)
@@ -560,7 +566,7 @@ sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out)
     s->base.name = "sim";
     s->base.device = 0;
     s->capacity = capacity;
-    sl_rtree_init(&s->placed, SIM_BASE, SIM_SEGMENT_ALIGN);
+    sl_rtree_init(&s->placed, base, SIM_SEGMENT_ALIGN);
     atomic_init(&s->next_hint, 0);
     atomic_init(&s->epoch, 0);
     *out = &s->base;
