@@ -203,6 +203,11 @@ typedef struct sublet_replay_fidelity {
     uint64_t empty_cache_sets_matched;
     uint64_t first_empty_cache_mismatch; /* its first row, or SUBLET_REPLAY_NONE */
     sublet_replay_release_diff empty_cache_mismatch; /* what differed there */
+    /* OOMs PyTorch recorded (snapshots' "oom" rows): each request asked
+     * again, in its pool and on its stream; the engine must refuse it too. */
+    uint64_t recorded_ooms;
+    uint64_t ooms_matched;
+    uint64_t first_oom_mismatch; /* event index, or SUBLET_REPLAY_NONE */
 } sublet_replay_fidelity;
 
 /* Fidelity of one pool (a trace whose rows carry pool ids: CUDA graphs'

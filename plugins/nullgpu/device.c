@@ -13,10 +13,13 @@
  *
  * Device memory is a host range reserved with no access (PROT_NONE,
  * MAP_NORESERVE: no resident memory; a host read or write of a device
- * address faults at once).  It is placed at 0x700000000000 when that is
- * free, so that two runs of a program see the same addresses; its span is
- * 16 times the memory (virtual reservations of expandable segments take
- * more address space than memory), at least 256 GiB.  Inside it sublet's
+ * address faults at once).  It is placed at 0x200000000000 (32 TiB, far
+ * below the libraries and above a sanitizer's shadow) when that is free, so
+ * that two runs of a program see the same addresses.  Its span is 256
+ * times the memory, at least 1 TiB and at most 24 TiB: PyTorch's
+ * expandable segments reserve 1.125 times the device's memory for each
+ * stream of each pool, so a program with many private pools takes far more
+ * address space than memory, as a GPU's driver allows.  Inside it sublet's
  * sim backend places segments and reservations and counts the bytes. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -31,7 +34,7 @@
 #include "nullgpu.h"
 #include "sublet/config.h"
 
-#define ND_BASE_HINT UINT64_C(0x700000000000)
+#define ND_BASE_HINT UINT64_C(0x200000000000)
 
 static nd_device the_dev = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -145,11 +148,9 @@ static void start(void)
         d->sms = 1;
     d->total = nd_env_size("SUBLET_NULLGPU_MEMORY", UINT64_C(81559) << 20);
     d->event_polls = nd_env_int("SUBLET_NULLGPU_EVENT_POLLS", 0);
-    d->span = d->total * 16;
-    if (d->span < (UINT64_C(256) << 30))
-        d->span = UINT64_C(256) << 30;
-    if (d->span > (UINT64_C(16) << 40))
-        d->span = UINT64_C(16) << 40;
+    d->span = d->total > (UINT64_C(24) << 40) / 256 ? UINT64_C(24) << 40 : d->total * 256;
+    if (d->span < (UINT64_C(1) << 40))
+        d->span = UINT64_C(1) << 40;
     p = mmap((void *)ND_BASE_HINT, d->span, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == MAP_FAILED)

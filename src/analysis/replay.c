@@ -567,6 +567,49 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
 
 /* ---- one event each --------------------------------------------------------------- */
 
+/* The engine refused row i's request: count it, tell the caller. */
+static void engine_oom(rp *s, size_t i, const sublet_trace_event *e)
+{
+    sublet_replay_result *r = s->r;
+    r->ooms++;
+    if (r->first_oom_event == SUBLET_REPLAY_NONE)
+        r->first_oom_event = i;
+    if (s->o->on_oom) {
+        char msg[2048];
+        sublet_oom_message(s->a, msg, sizeof msg);
+        s->o->on_oom(s->o->oom_user, i, e->line, e->size, e->stream, msg);
+    }
+    if (s->o->stop_on_oom)
+        r->stopped_on_oom = 1;
+}
+
+/* An OOM PyTorch recorded: its request (the rounded size, its stream and
+ * pool) asked of the engine again, which must refuse it as well.  The
+ * releases PyTorch made on the way (its segment_free rows just before) were
+ * replayed as such.  A request the engine serves is a mismatch, and the
+ * block is freed at once (PyTorch holds none). */
+static sublet_status do_oom(rp *s, size_t i, const sublet_trace_event *e)
+{
+    sublet_replay_fidelity *f = &s->r->fidelity;
+    void *p = NULL;
+    long k = 0;
+    f->recorded_ooms++;
+    rf_call_begin(&s->pr, 0);
+    sublet_status st = rf_pool_malloc(&s->pools, s->r, s->a, e, e->size, &k, &p);
+    if (st == SUBLET_ERR_NO_MEMORY && k < 0)
+        return fatal(s, st, "out of memory");
+    if (st == SUBLET_ERR_OOM) {
+        f->ooms_matched++;
+        engine_oom(s, i, e);
+        return SUBLET_OK;
+    }
+    if (f->first_oom_mismatch == SUBLET_REPLAY_NONE)
+        f->first_oom_mismatch = i;
+    if (st == SUBLET_OK && p)
+        (void)sublet_free(s->a, p);
+    return SUBLET_OK;
+}
+
 static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
 {
     sublet_replay_result *r = s->r;
@@ -600,16 +643,7 @@ static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
     rf_judged j = rf_judge_alloc(f, i, &rec, &s->pr);
 
     if (st == SUBLET_ERR_OOM) {
-        r->ooms++;
-        if (r->first_oom_event == SUBLET_REPLAY_NONE)
-            r->first_oom_event = i;
-        if (s->o->on_oom) {
-            char msg[2048];
-            sublet_oom_message(s->a, msg, sizeof msg);
-            s->o->on_oom(s->o->oom_user, i, e->line, e->size, e->stream, msg);
-        }
-        if (s->o->stop_on_oom)
-            r->stopped_on_oom = 1;
+        engine_oom(s, i, e);
     } else if (st == SUBLET_OK && p) {
         j.address = (uint64_t)(uintptr_t)p == e->addr;
         if (j.address)
@@ -759,7 +793,7 @@ static sublet_status do_event(rp *s, size_t i, const sublet_trace_event *e)
             sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
         return SUBLET_OK;
     case SUBLET_ACT_OOM:
-        return SUBLET_OK;
+        return do_oom(s, i, e);
     default:
         return fatal(s, SUBLET_ERR_INVALID_ARGUMENT, "event %zu (line %llu): %s row after the "
                      "prelude", i, (unsigned long long)e->line, kind_of(s, i));
@@ -897,6 +931,7 @@ static void result_init(sublet_replay_result *r)
     r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.first_address_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
+    r->fidelity.first_oom_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.empty_cache_mismatch.first_only_recorded.kind = SUBLET_ACT_COUNT;
     r->fidelity.empty_cache_mismatch.first_only_engine.kind = SUBLET_ACT_COUNT;
     /* the default pools' row of the per-pool table, counted from the start */

@@ -248,6 +248,9 @@ static void print_json(FILE *out, const char *path, const rp_facts *t,
     sl_json_kv_u64(&w, "maps_placed_as_recorded", f->maps_placed_as_recorded);
     sl_json_kv_u64(&w, "recorded_segment_unmaps", f->recorded_segment_unmaps);
     sl_json_kv_u64(&w, "engine_segment_unmaps", f->engine_segment_unmaps);
+    sl_json_kv_u64(&w, "recorded_ooms", f->recorded_ooms);
+    sl_json_kv_u64(&w, "ooms_matched", f->ooms_matched);
+    json_index(&w, "first_oom_mismatch", f->first_oom_mismatch);
     sl_json_kv_u64(&w, "empty_caches_compared", f->empty_caches_compared);
     sl_json_kv_u64(&w, "empty_cache_sets_matched", f->empty_cache_sets_matched);
     sl_json_key(&w, "first_empty_cache_mismatch");
