@@ -30,6 +30,9 @@ void cli_replay_usage(FILE *out)
           "  --json                print one JSON object instead of the text report\n"
           "  --at N                stop after event N (0-based index, prelude rows included)\n"
           "  --stop-on-oom         stop at the first OOM\n"
+          "  --replay-ooms         ask the engine again each request PyTorch recorded as\n"
+          "                        an OOM (a snapshot's oom rows); it must fail too (use\n"
+          "                        the recording's device size and settings)\n"
           "  --min-capacity        find by bisection (2 MiB steps) the smallest simulated\n"
           "                        device that runs the trace without OOM under these\n"
           "                        options (--conf, --prelude, --at, placement), and its\n"
@@ -579,6 +582,8 @@ int cli_replay(int argc, char **argv)
             o.check = 1;
         } else if (strcmp(a, "--stop-on-oom") == 0) {
             o.stop_on_oom = 1;
+        } else if (strcmp(a, "--replay-ooms") == 0) {
+            o.replay_ooms = 1;
         } else if (strcmp(a, "--min-capacity") == 0) {
             min_capacity = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {

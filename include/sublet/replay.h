@@ -150,6 +150,13 @@ typedef struct sublet_replay_options {
                         const sublet_trace_event *ev);
     sublet_trace_fn trace;
     void *observer_user;
+    /* Ask the engine again each request PyTorch recorded as an OOM (the
+     * "oom" rows of a snapshot): it must fail too (fidelity.recorded_ooms,
+     * ooms_matched).  Meaningful at the recording's device size and
+     * settings; a request the engine serves is freed at once, but the
+     * segment it made stays cached and later decisions may differ.  Off by
+     * default: an oom row is then only counted. */
+    int replay_ooms;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */

@@ -793,6 +793,10 @@ static sublet_status do_event(rp *s, size_t i, const sublet_trace_event *e)
             sl_history_snapshot_marker(s->a); /* what taking a snapshot records */
         return SUBLET_OK;
     case SUBLET_ACT_OOM:
+        if (!s->o->replay_ooms) {
+            s->r->fidelity.recorded_ooms++;
+            return SUBLET_OK;
+        }
         return do_oom(s, i, e);
     default:
         return fatal(s, SUBLET_ERR_INVALID_ARGUMENT, "event %zu (line %llu): %s row after the "

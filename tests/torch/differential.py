@@ -105,7 +105,7 @@ def replay_program(a, i, work, code, stderr):
         return {"i": i, "name": name, "size": size, "error": "program failed (%d): %s" % (code, stderr.strip()[-3000:])}
     with open(os.path.join(out, "result.json")) as f:
         res = json.load(f)
-    rc = subprocess.run([a.sublet, "replay", os.path.join(out, "snapshot.pickle"), "--json",
+    rc = subprocess.run([a.sublet, "replay", os.path.join(out, "snapshot.pickle"), "--json", "--replay-ooms",
                          "--device-memory", str(size), "--conf", sublet_conf(a.version, conf, fraction)],
                         capture_output=True, text=True, timeout=600)
     if rc.returncode not in (0, 1) or not rc.stdout.strip():
