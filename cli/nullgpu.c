@@ -4,8 +4,9 @@
  * device whose memory is address space only.  PyTorch's own allocator, and
  * sublet's, run on it unchanged; kernels are accepted and not run.
  *
- * The command is exec'd with libsublet_nullgpu.so first in LD_PRELOAD (it
- * stands for libcudart.so.13), the folder of its other names (libcuda.so.1,
+ * The command is exec'd with libsublet_nullgpu.so last in LD_PRELOAD (it
+ * stands for libcudart.so.13; an interposer preloaded before it, such as
+ * libsublet_preload.so, still comes first and reaches it), the folder of its other names (libcuda.so.1,
  * libnvidia-ml.so.1) first in LD_LIBRARY_PATH, and the device's settings in
  * SUBLET_NULLGPU_* variables.  The library is found next to this program
  * (a build folder), in ../lib or ../lib64 (an install), or at --lib. */
@@ -90,15 +91,16 @@ static int find_lib(const char *given, char *lib, size_t cap)
     return -1;
 }
 
-/* Prepend `value` to the colon-separated variable `var`. */
-static int prepend(const char *var, const char *value)
+/* Add `value` to the colon-separated variable `var`, before (first != 0)
+ * or after what it holds. */
+static int add_to(const char *var, const char *value, int first)
 {
     const char *old = getenv(var);
     char *s;
     int rc;
     if (!old || !*old)
         return setenv(var, value, 1);
-    if (asprintf(&s, "%s:%s", value, old) < 0)
+    if (asprintf(&s, "%s:%s", first ? value : old, first ? old : value) < 0)
         return -1;
     rc = setenv(var, s, 1);
     free(s);
@@ -191,7 +193,7 @@ int cli_nullgpu(int argc, char **argv)
             return CLI_ERROR;
         }
     }
-    if (prepend("LD_PRELOAD", lib) != 0 || prepend("LD_LIBRARY_PATH", dir) != 0) {
+    if (add_to("LD_PRELOAD", lib, 0) != 0 || add_to("LD_LIBRARY_PATH", dir, 1) != 0) {
         fprintf(stderr, "sublet nullgpu: out of memory\n");
         return CLI_ERROR;
     }

@@ -608,6 +608,82 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     return stream_work(s);
 }
 
+/* ---- streams, events and captures: the runtime's, in the driver's words ------------------- */
+
+/* The runtime and the driver number their common errors alike (invalid
+ * value, out of memory, invalid handle, not ready, the capture errors). */
+static CUresult drv_of(cudaError_t e)
+{
+    (void)cudaGetLastError(); /* a driver call leaves the runtime's last error alone */
+    switch ((int)e) {
+    case cudaSuccess: return CUDA_SUCCESS;
+    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
+    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
+    case cudaErrorNoDevice: return CUDA_ERROR_NO_DEVICE;
+    default: return (CUresult)e;
+    }
+}
+
+CUresult cuDeviceGetPCIBusId(char *pci, int len, CUdevice dev)
+{
+    return drv_of(cudaDeviceGetPCIBusId(pci, len, dev));
+}
+
+CUresult cuEventCreate(CUevent *ev, unsigned int flags)
+{
+    return drv_of(cudaEventCreateWithFlags((cudaEvent_t *)ev, flags));
+}
+
+CUresult cuEventDestroy(CUevent ev)
+{
+    return drv_of(cudaEventDestroy((cudaEvent_t)ev));
+}
+
+CUresult cuEventRecord(CUevent ev, CUstream s)
+{
+    return drv_of(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s));
+}
+
+CUresult cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned int flags)
+{
+    return drv_of(cudaEventRecordWithFlags((cudaEvent_t)ev, (cudaStream_t)s, flags));
+}
+
+CUresult cuEventQuery(CUevent ev)
+{
+    return drv_of(cudaEventQuery((cudaEvent_t)ev));
+}
+
+CUresult cuEventSynchronize(CUevent ev)
+{
+    return drv_of(cudaEventSynchronize((cudaEvent_t)ev));
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+    return drv_of(cudaStreamSynchronize((cudaStream_t)s));
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+    return drv_of(cudaStreamQuery((cudaStream_t)s));
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent ev, unsigned int flags)
+{
+    return drv_of(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, flags));
+}
+
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    return drv_of(cudaStreamIsCapturing((cudaStream_t)s, (enum cudaStreamCaptureStatus *)status));
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    return drv_of(cudaThreadExchangeStreamCaptureMode((enum cudaStreamCaptureMode *)mode));
+}
+
 /* ---- driver logs: none are written, so a callback is never called ---------------------------- */
 
 CUresult cuLogsRegisterCallback(CUlogsCallback cb, void *user, CUlogsCallbackHandle *handle)
@@ -643,6 +719,9 @@ static const struct {
     E(cuMemAddressFree), E(cuMemCreate), E(cuMemRelease), E(cuMemMap), E(cuMemUnmap), E(cuMemSetAccess),
     E(cuMemRetainAllocationHandle), E(cuMemGetAllocationPropertiesFromHandle), E(cuStreamWriteValue32),
     E(cuMemsetD32Async), E(cuMemsetD8Async), E(cuLaunchKernel), E(cuGetProcAddress), E(cuLogsRegisterCallback), E(cuLogsUnregisterCallback),
+    E(cuDeviceGetPCIBusId), E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord), E(cuEventRecordWithFlags),
+    E(cuEventQuery), E(cuEventSynchronize), E(cuStreamSynchronize), E(cuStreamQuery), E(cuStreamWaitEvent),
+    E(cuStreamIsCapturing), E(cuThreadExchangeStreamCaptureMode),
 };
 #undef E
 

@@ -51,7 +51,8 @@
 /* ---- the driver ---------------------------------------------------------------------
  * X(field, PFN type, name for cuGetProcAddress, ABI version, exported name, required):
  * required 1: the backend needs it; 0: VMM needs it; 2: va_map_alias needs it;
- * 3: the device view's per-process figure needs it (process_mem) */
+ * 3: the device view's per-process figure needs it (process_mem); 4: used when the
+ * driver has it */
 #define SL_CUDA_FUNCTIONS(X)                                                                    \
     X(GetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, "cuGetErrorName", 1)     \
     X(GetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000,                    \
@@ -99,7 +100,9 @@
     X(MemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity_v10020,                   \
       "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", 0)               \
     X(MemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle_v11000,                       \
-      "cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", 2)
+      "cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", 2)                   \
+    X(ThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010,            \
+      "cuThreadExchangeStreamCaptureMode", 10010, "cuThreadExchangeStreamCaptureMode", 4)
 
 typedef struct cuda_driver {
     void *lib;
@@ -327,6 +330,25 @@ static void ctx_leave(cuda_backend *c, int pushed)
 
 /* ---- segments ------------------------------------------------------------------------ */
 
+/* A graph capture in the global mode forbids "potentially unsafe" calls,
+ * cuMemAlloc among them, from every thread whose own mode is not relaxed:
+ * the call fails and the capture is invalidated.  PyTorch takes memory
+ * during a capture with the calling thread's mode relaxed, and so does the
+ * backend, around the calls that take device memory. */
+static CUstreamCaptureMode capture_relax(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (drv.ThreadExchangeStreamCaptureMode && drv.ThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+        m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return m;
+}
+
+static void capture_restore(CUstreamCaptureMode m)
+{
+    if (drv.ThreadExchangeStreamCaptureMode && m != CU_STREAM_CAPTURE_MODE_RELAXED)
+        (void)drv.ThreadExchangeStreamCaptureMode(&m);
+}
+
 static sublet_status cuda_segment_alloc(sublet_backend *b, uint64_t size, uint64_t hint,
                                         uint64_t *addr_out)
 {
@@ -339,7 +361,9 @@ static sublet_status cuda_segment_alloc(sublet_backend *b, uint64_t size, uint64
     if (st != SUBLET_OK)
         return st;
     CUdeviceptr p = 0;
+    CUstreamCaptureMode mode = capture_relax();
     CUresult r = drv.MemAlloc(&p, (size_t)size);
+    capture_restore(mode);
     ctx_leave(c, pushed);
     if (r != CUDA_SUCCESS)
         return cu_fail(c, r, "cuMemAlloc(%llu)", size, 0);
@@ -738,6 +762,7 @@ static sublet_status cuda_va_map(sublet_backend *b, uint64_t addr, uint64_t size
     CUresult cr = CUDA_SUCCESS;
     char call[96] = "";
     size_t p;
+    CUstreamCaptureMode mode = capture_relax();
     for (p = first; p < last; p++) {
         uint64_t pa = r->addr + (uint64_t)p * g;
         CUmemGenericAllocationHandle h = 0;
@@ -760,6 +785,7 @@ static sublet_status cuda_va_map(sublet_backend *b, uint64_t addr, uint64_t size
     }
     if (cr == CUDA_SUCCESS)
         cr = set_access(c, addr, size, call, sizeof call);
+    capture_restore(mode);
     if (cr != CUDA_SUCCESS) {
         (void)unmap_pages(c, r, first, last); /* undo this call's pages */
         set_err_locked(c, call, cr);          /* the cause, not the undo */
