@@ -466,6 +466,82 @@ static void test_pytorch_version(void **state)
     sublet_trace_free(t);
 }
 
+/* An answer as a release takes it (sublet_tune_conf_adapt): before 2.9 a
+ * PYTORCH_CUDA_ALLOC_CONF string loses per_process_memory_fraction for the
+ * call, wherever the entry stands; a SUBLET_ALLOC_CONF one spells it
+ * memory_fraction; 2.9+ keep it; each result is parsed under its release. */
+static void test_conf_adapt(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *conf, *version;
+        int target;
+        const char *want;
+        double call;
+        uint32_t oldest;
+    } cases[] = {
+        {"max_split_size_mb:1024,roundup_power2_divisions:16,garbage_collection_threshold:0.95,"
+         "per_process_memory_fraction:0.999",
+         "2.6", SUBLET_TUNE_FOR_PYTORCH,
+         "max_split_size_mb:1024,roundup_power2_divisions:16,garbage_collection_threshold:0.95",
+         0.999, SUBLET_PYTORCH_VERSION(2, 6)},
+        {"per_process_memory_fraction:0.5,garbage_collection_threshold:0.6", "2.8",
+         SUBLET_TUNE_FOR_PYTORCH, "garbage_collection_threshold:0.6", 0.5,
+         SUBLET_PYTORCH_VERSION(2, 6)},
+        {"per_process_memory_fraction:0.25", "2.7.1", SUBLET_TUNE_FOR_PYTORCH, "", 0.25,
+         SUBLET_PYTORCH_VERSION(2, 6)},
+        {"garbage_collection_threshold:0.8,per_process_memory_fraction:0.999,"
+         "roundup_power2_divisions:[256:1,>:8]",
+         "2.6", SUBLET_TUNE_FOR_SUBLET,
+         "garbage_collection_threshold:0.8,memory_fraction:0.999,"
+         "roundup_power2_divisions:[256:1,>:8]",
+         0, SUBLET_PYTORCH_VERSION(2, 6)},
+        {"garbage_collection_threshold:0.95,per_process_memory_fraction:0.999", "2.9",
+         SUBLET_TUNE_FOR_PYTORCH, "garbage_collection_threshold:0.95,per_process_memory_fraction:0.999",
+         0, SUBLET_PYTORCH_VERSION(2, 9)},
+        {"garbage_collection_threshold:0.95,per_process_memory_fraction:0.999", NULL,
+         SUBLET_TUNE_FOR_PYTORCH, "garbage_collection_threshold:0.95,per_process_memory_fraction:0.999",
+         0, SUBLET_PYTORCH_VERSION(2, 9)},
+        {"expandable_segments:True,max_split_size_mb:32", "2.6", SUBLET_TUNE_FOR_PYTORCH,
+         "expandable_segments:True,max_split_size_mb:32", 0, SUBLET_PYTORCH_VERSION(2, 6)},
+        {"throw_on_cudamalloc_oom:True", NULL, SUBLET_TUNE_FOR_PYTORCH,
+         "throw_on_cudamalloc_oom:True", 0, SUBLET_PYTORCH_NEWEST_AS},
+        {"", "2.6", SUBLET_TUNE_FOR_SUBLET, "", 0, SUBLET_PYTORCH_VERSION(2, 6)},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sublet_tune_conf_form f;
+        if (sublet_tune_conf_adapt(cases[i].conf, cases[i].target, cases[i].version, &f, err,
+                                   sizeof err) != SUBLET_OK)
+            fail_msg("case %zu: %s", i, err);
+        assert_string_equal(f.conf, cases[i].want);
+        assert_true(f.fraction_call == cases[i].call);
+        assert_int_equal(f.oldest_release, cases[i].oldest);
+        /* the release's own parser takes it */
+        char conf[512];
+        snprintf(conf, sizeof conf, "pytorch_version:%s,%s",
+                 cases[i].version ? cases[i].version : "newest", f.conf);
+        sublet_settings s;
+        sublet_settings_default(&s);
+        assert_int_equal(sublet_settings_parse(&s, conf, err, sizeof err), SUBLET_OK);
+    }
+    /* a string the release refuses for another reason: its text */
+    sublet_tune_conf_form f;
+    assert_int_equal(sublet_tune_conf_adapt("graph_capture_record_stream_reuse:True",
+                                            SUBLET_TUNE_FOR_PYTORCH, "2.6", &f, err, sizeof err),
+                     SUBLET_ERR_CONFIG);
+    assert_string_equal(err,
+                        "Unrecognized CachingAllocator option: graph_capture_record_stream_reuse");
+    assert_string_equal(f.conf, "");
+    assert_int_equal(sublet_tune_conf_adapt("", SUBLET_TUNE_FOR_PYTORCH, "1.0", &f, err,
+                                            sizeof err),
+                     SUBLET_ERR_CONFIG);
+    assert_int_equal(sublet_tune_conf_adapt("", 7, NULL, &f, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sublet_tune_conf_adapt(NULL, 0, NULL, &f, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+}
+
 /* ---- the shared snapshots (skipped without ../shared) ---------------------------------- */
 
 static void test_shared_snapshots(void **state)
@@ -511,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_several_traces),
         cmocka_unit_test(test_small_device_and_errors),
         cmocka_unit_test(test_pytorch_version),
+        cmocka_unit_test(test_conf_adapt),
         cmocka_unit_test(test_shared_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,9 @@ extern "C" {
 #define SUBLET_PYTORCH_VERSION(major, minor) ((uint32_t)(major) * 100u + (uint32_t)(minor))
 #define SUBLET_PYTORCH_NEWEST 0u
 #define SUBLET_PYTORCH_OLDEST SUBLET_PYTORCH_VERSION(2, 6) /* the oldest accepted */
+/* The release SUBLET_PYTORCH_NEWEST is taken as: its rules, and those of every
+ * later release sublet is given, are the newest ones. */
+#define SUBLET_PYTORCH_NEWEST_AS SUBLET_PYTORCH_VERSION(2, 10)
 
 typedef enum sublet_policy {
     SUBLET_POLICY_NATIVE = 0, /* PyTorch's native caching allocator */

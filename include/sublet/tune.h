@@ -218,6 +218,37 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
                                    const sublet_tune_options *o, sublet_tune_eval *out, char *err,
                                    size_t err_cap);
 
+/* ---- an answer as a release takes it ------------------------------------------------
+ * The search space spells the collector's memory fraction
+ * per_process_memory_fraction:F, an option PyTorch 2.9 added
+ * (docs/versions.md): 2.6 to 2.8 refuse the whole string at the first CUDA
+ * allocation ("Unrecognized CachingAllocator option:
+ * per_process_memory_fraction").  For such a release a PYTORCH_CUDA_ALLOC_CONF
+ * answer (SUBLET_TUNE_FOR_PYTORCH) drops the entry, and the fraction becomes
+ * the call torch.cuda.set_per_process_memory_fraction(F) made before the first
+ * allocation; a SUBLET_ALLOC_CONF answer (SUBLET_TUNE_FOR_SUBLET) spells it
+ * sublet's memory_fraction:F, the same call under every release.  A release
+ * that has the option keeps the string as it is. */
+#define SUBLET_TUNE_FOR_PYTORCH 0 /* PYTORCH_CUDA_ALLOC_CONF, read by PyTorch */
+#define SUBLET_TUNE_FOR_SUBLET 1  /* SUBLET_ALLOC_CONF, read by sublet */
+
+typedef struct sublet_tune_conf_form {
+    char conf[SUBLET_TUNE_CONF_MAX]; /* the variable's value for the release */
+    double fraction_call;            /* > 0: also the call, with this fraction */
+    /* the oldest release whose parser takes conf, and every later one's
+     * (SUBLET_PYTORCH_VERSION); SUBLET_PYTORCH_NEWEST: the newest refuses it */
+    uint32_t oldest_release;
+} sublet_tune_conf_form;
+
+/* conf for `target` as release `pytorch_version` ("2.6"; NULL or "": the
+ * newest) takes it, checked by sublet's parser under that release.
+ * SUBLET_ERR_CONFIG with the parser's text (a bad version, or a string the
+ * release refuses for another reason), SUBLET_ERR_INVALID_ARGUMENT for a
+ * NULL argument, an unknown target or a result too long; *out is zeroed
+ * then. */
+sublet_status sublet_tune_conf_adapt(const char *conf, int target, const char *pytorch_version,
+                                     sublet_tune_conf_form *out, char *err, size_t err_cap);
+
 /* ---- the warm-up plan ------------------------------------------------------------
  * The segments to reserve at start (the `warmup` option of SUBLET_ALLOC_CONF,
  * applied with sublet_reserve when the allocator is created) so that the run

@@ -84,7 +84,7 @@ static int since_ver(uint32_t v, uint32_t since)
 #define V29 SUBLET_PYTORCH_VERSION(2, 9)
 /* The newest options (large_segment_size_mb, throw_on_cudamalloc_oom, ...):
  * after 2.9; the release is not verified, taken as 2.10. */
-#define V210 SUBLET_PYTORCH_VERSION(2, 10)
+#define V210 SUBLET_PYTORCH_NEWEST_AS
 
 /* Decimal digits only, the whole string, no overflow. */
 static int parse_u64(const char *p, uint64_t *out)

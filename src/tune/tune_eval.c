@@ -38,22 +38,10 @@ const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t c
         return conf;
     /* A release without the option per_process_memory_fraction (before 2.9)
      * gets the same fraction through the call it stands for,
-     * set_per_process_memory_fraction (sublet's memory_fraction option); the
-     * answer keeps PyTorch's spelling (docs/tune.md says what to do there). */
-    static const char ppmf[] = "per_process_memory_fraction:";
-    const char *at = strstr(conf, ppmf);
-    if (at) {
-        sublet_settings s;
-        sublet_settings_default(&s);
-        char probe[96];
-        snprintf(probe, sizeof probe, "%s%s0.5", buf, ppmf);
-        if (sublet_settings_parse(&s, probe, NULL, 0) != SUBLET_OK) {
-            snprintf(buf + n, cap - (size_t)n, "%.*smemory_fraction:%s", (int)(at - conf), conf,
-                     at + sizeof ppmf - 1);
-            return buf;
-        }
-    }
-    snprintf(buf + n, cap - (size_t)n, "%s", conf);
+     * set_per_process_memory_fraction (sublet's memory_fraction option). */
+    double f;
+    if (tn_conf_release(version, conf, SUBLET_TUNE_FOR_SUBLET, buf + n, cap - (size_t)n, &f) != 0)
+        return conf;
     return buf;
 }
 

@@ -70,6 +70,13 @@ typedef struct tfacts {
 #define TN_CONF_V_MAX (SUBLET_TUNE_CONF_MAX + 48)
 const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap);
 
+/* ---- the answers as the release takes them (tune_release.c) ---------------------- */
+/* conf as release `version` (NULL: the newest) takes it for `target`
+ * (SUBLET_TUNE_FOR_PYTORCH / _SUBLET) into out (cap bytes); *fraction: the
+ * fraction of the call that replaces the entry, or 0.  -1: too long. */
+int tn_conf_release(const char *version, const char *conf, int target, char *out, size_t cap,
+                    double *fraction);
+
 /* What one run on the user's device measured. */
 typedef struct drun {
     int fits;
