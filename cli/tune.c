@@ -40,7 +40,8 @@ void cli_tune_usage(FILE *out)
           "                        without expandable segments, allocate otherwise)\n"
           "  --threads N           parallel replays (default: every online core)\n"
           "  --pytorch-version X   replay every candidate under PyTorch release X's rules\n"
-          "                        (2.6, ...; default the newest; docs/versions.md)\n"
+          "                        and answer with strings X takes (2.6, ...; default the\n"
+          "                        newest; docs/versions.md, docs/tune.md)\n"
           "  --no-warmup           skip the warm-up plan (the segments to reserve at start so\n"
           "                        that the run makes no device allocation: the `warmup`\n"
           "                        option of SUBLET_ALLOC_CONF)\n"
@@ -187,7 +188,7 @@ static void print_cause(const char *cause, size_t trace, size_t n, const sublet_
 static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
                          const sublet_tune_eval *answer)
 {
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], code[96];
     printf("  %s\n", title);
     printf("    ");
     cell("min capacity", 12);
@@ -206,6 +207,8 @@ static void print_pareto(const char *title, const sublet_tune_eval *p, size_t n,
         cell(sl_fmt_us(p[i].cost_us, b2, sizeof b2), 10);
         cell(calls, 6);
         printf("%s", p[i].conf[0] ? p[i].conf : "\"\"");
+        if (sl_view_fraction_code(&p[i], code, sizeof code))
+            printf(" + %s", code);
         if (!is && answer->min_capacity_bytes) {
             if (p[i].min_capacity_bytes < answer->min_capacity_bytes && answer->cost_us > 0)
                 printf("   saves %s for %.1fx the cost",
@@ -340,6 +343,10 @@ static void print_text(char **paths, size_t n, const sublet_tune_result *r,
     printf("\ncurrent:\n  %s\n", show_conf(c->conf));
     print_monotone(c, n);
     printf("\nPYTORCH_CUDA_ALLOC_CONF=%s\n", p->conf);
+    char code[96], note[512];
+    if (sl_view_fraction_code(p, code, sizeof code))
+        printf("  and before the first CUDA allocation: %s\n", code);
+    printf("  %s\n", sl_view_release_note(p, o->pytorch_version, note, sizeof note));
     if (!p->conf[0])
         printf("  (PyTorch's defaults are already the best of the PyTorch knobs here)\n");
     vs_current(p, c);

@@ -149,7 +149,8 @@ typedef struct sublet_tune_options {
     void *progress_user;
     /* The user's PyTorch release ("2.6", ...; NULL: the newest behaviour):
      * every replay runs under pytorch_version:X before the candidate's own
-     * settings (docs/versions.md); the answers' strings do not carry it. */
+     * settings (docs/versions.md); the answers' strings do not carry it, and
+     * are as that release takes them (sublet_tune_conf_adapt). */
     const char *pytorch_version;
 } sublet_tune_options;
 
@@ -207,6 +208,15 @@ typedef struct sublet_tune_eval {
     int monotone;                  /* every trace's min capacity probes were monotone */
     size_t ntraces;
     sublet_tune_trace_eval *per_trace; /* ntraces entries (malloc'd), or NULL */
+    /* An answer or a Pareto point of sublet_tune: conf is as the release of
+     * sublet_tune_options.pytorch_version takes it (sublet_tune_conf_adapt);
+     * fraction_call > 0: also call torch.cuda.set_per_process_memory_fraction
+     * (fraction_call) before the first CUDA allocation (that release has no
+     * per_process_memory_fraction option); oldest_release: the oldest release
+     * that takes conf, with every later one (SUBLET_PYTORCH_VERSION).  The
+     * current settings and sublet_tune_evaluate: conf as given, 0, 0. */
+    double fraction_call;
+    uint32_t oldest_release;
 } sublet_tune_eval;
 
 void sublet_tune_eval_free(sublet_tune_eval *e);
@@ -278,7 +288,8 @@ sublet_status sublet_tune_conf_adapt(const char *conf, int target, const char *p
 typedef struct sublet_tune_plan {
     sublet_status status; /* SUBLET_OK: derived; else why not (see note) */
     char note[512];       /* why not derived, or why allocations remain; "" */
-    char conf[SUBLET_TUNE_CONF_MAX];  /* the setting the plan goes with */
+    char conf[SUBLET_TUNE_CONF_MAX];  /* the setting the plan goes with (after sublet_tune:
+                                        * as the release takes it, sublet_tune_conf_adapt) */
     char option[SUBLET_TUNE_PLAN_MAX]; /* "warmup:[large:512MiB*2,...]" */
     /* conf and option together: the SUBLET_ALLOC_CONF value to use */
     char env[SUBLET_TUNE_PLAN_MAX + SUBLET_TUNE_CONF_MAX];

@@ -403,6 +403,9 @@ nomem:
         snprintf(x.err, sizeof x.err, "out of host memory");
     }
 out:
+    /* 8. the answers as the user's release takes them */
+    if (x.st == SUBLET_OK)
+        tn_release_forms(r, opt.pytorch_version);
     r->replays = x.replays;
     r->status = x.st;
     if (x.st != SUBLET_OK)

@@ -76,6 +76,8 @@ const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t c
  * fraction of the call that replaces the entry, or 0.  -1: too long. */
 int tn_conf_release(const char *version, const char *conf, int target, char *out, size_t cap,
                     double *fraction);
+/* The answers, the Pareto points and the warm-up plan of r, in place. */
+void tn_release_forms(sublet_tune_result *r, const char *version);
 
 /* What one run on the user's device measured. */
 typedef struct drun {

@@ -97,3 +97,32 @@ sublet_status sublet_tune_conf_adapt(const char *conf, int target, const char *p
     }
     return SUBLET_OK;
 }
+
+/* One answer or Pareto point of sublet_tune, in place. */
+static void adapt_eval(sublet_tune_eval *e, int target, const char *version)
+{
+    sublet_tune_conf_form f;
+    if (sublet_tune_conf_adapt(e->conf, target, version, &f, NULL, 0) != SUBLET_OK)
+        return; /* not a string of the space: kept as it is */
+    memcpy(e->conf, f.conf, sizeof e->conf);
+    e->fraction_call = f.fraction_call;
+    e->oldest_release = f.oldest_release;
+}
+
+void tn_release_forms(sublet_tune_result *r, const char *version)
+{
+    adapt_eval(&r->pytorch, SUBLET_TUNE_FOR_PYTORCH, version);
+    adapt_eval(&r->sublet, SUBLET_TUNE_FOR_SUBLET, version);
+    for (size_t i = 0; i < r->npareto_pytorch; i++)
+        adapt_eval(&r->pareto_pytorch[i], SUBLET_TUNE_FOR_PYTORCH, version);
+    for (size_t i = 0; i < r->npareto_sublet; i++)
+        adapt_eval(&r->pareto_sublet[i], SUBLET_TUNE_FOR_SUBLET, version);
+    sublet_tune_plan *p = &r->plan;
+    double f;
+    char conf[SUBLET_TUNE_CONF_MAX];
+    if (tn_conf_release(version, p->conf, SUBLET_TUNE_FOR_SUBLET, conf, sizeof conf, &f) == 0 &&
+        strcmp(conf, p->conf) != 0) {
+        memcpy(p->conf, conf, sizeof p->conf);
+        snprintf(p->env, sizeof p->env, "%s%s%s", p->conf, p->conf[0] ? "," : "", p->option);
+    }
+}

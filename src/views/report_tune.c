@@ -81,15 +81,39 @@ static void evidence(sl_tbuf *b, const sublet_tune_result *r)
     sl_tb_puts(b, "</table>\n");
 }
 
-static void answer(sl_tbuf *b, const char *env, const sublet_tune_eval *a, const char *cause,
-                   const sublet_tune_eval *cur)
+/* conf, and the call beside it where the release has no option for the fraction */
+static void conf_call(sl_tbuf *b, const sublet_tune_eval *e)
 {
-    char b1[32], b2[32];
+    char code[96];
+    conf_code(b, e->conf);
+    if (sl_view_fraction_code(e, code, sizeof code)) {
+        sl_tb_puts(b, " + <code>");
+        sl_tb_html(b, code);
+        sl_tb_puts(b, "</code>");
+    }
+}
+
+/* pytorch: the PYTORCH_CUDA_ALLOC_CONF answer, with its release (version) */
+static void answer(sl_tbuf *b, const char *env, const sublet_tune_eval *a, const char *cause,
+                   const sublet_tune_eval *cur, int pytorch, const char *version)
+{
+    char b1[32], b2[32], note[512];
     sl_tb_puts(b, "<p class=\"answer\"><code>");
     sl_tb_html(b, env);
     sl_tb_puts(b, "=");
     sl_tb_html(b, a->conf);
-    sl_tb_puts(b, "</code></p>\n<p class=\"note\">");
+    sl_tb_puts(b, "</code></p>\n");
+    if (sl_view_fraction_code(a, note, sizeof note)) {
+        sl_tb_puts(b, "<p class=\"answer\">and before the first CUDA allocation: <code>");
+        sl_tb_html(b, note);
+        sl_tb_puts(b, "</code></p>\n");
+    }
+    if (pytorch) {
+        sl_tb_puts(b, "<p class=\"note\">");
+        sl_tb_html(b, sl_view_release_note(a, version, note, sizeof note));
+        sl_tb_puts(b, "</p>\n");
+    }
+    sl_tb_puts(b, "<p class=\"note\">");
     int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
     double dc = a->cost_us - cur->cost_us;
     sl_tb_printf(b, "vs current: min capacity %s%s (%+.2f %%), cost %s%s", dm < 0 ? "&minus;" : "+",
@@ -122,7 +146,7 @@ static void pareto_table(sl_tbuf *b, const char *title, const sublet_tune_eval *
                   is ? " class=\"on\"" : "", is ? "&#9733; answer" : "",
                   sl_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), p[i].overhead * 100,
                   sl_fmt_us(p[i].cost_us, b2, sizeof b2), p[i].device_calls);
-        conf_code(b, p[i].conf);
+        conf_call(b, &p[i]);
         sl_tb_puts(b, "</td></tr>\n");
     }
     sl_tb_puts(b, "</table>\n");
@@ -199,9 +223,10 @@ void sl_report_tune_section(sl_tbuf *b, const sublet_tune_result *r, const suble
               o->cost.malloc_us_per_gib, o->cost.free_us, o->cost.retry_us, o->cost.map_us,
               o->cost.unmap_us, o->band * 100);
     sl_tb_puts(b, "<div class=\"two\"><div><h3>Keep PyTorch's allocator</h3>\n");
-    answer(b, "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause, &r->current);
+    answer(b, "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause, &r->current, 1,
+           o->pytorch_version);
     sl_tb_puts(b, "</div><div><h3>Run sublet's</h3>\n");
-    answer(b, "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause, &r->current);
+    answer(b, "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause, &r->current, 0, NULL);
     sl_tb_puts(b, "</div></div>\n<h3>The evidence</h3>\n");
     evidence(b, r);
     sl_tb_puts(b, "<h3>Trade-offs: min capacity against cost</h3><p class=\"note\">The Pareto sets: "
@@ -218,8 +243,11 @@ void sl_report_tune_section(sl_tbuf *b, const sublet_tune_result *r, const suble
 
 static void point_json(sl_tbuf *b, const sublet_tune_eval *e, int is_answer)
 {
+    char conf[SUBLET_TUNE_CONF_MAX + 128], code[96];
+    const char *call = sl_view_fraction_code(e, code, sizeof code);
+    snprintf(conf, sizeof conf, "%s%s%s", e->conf, call ? " + " : "", call ? call : "");
     sl_tb_puts(b, "{\"conf\":");
-    sl_tb_json(b, e->conf);
+    sl_tb_json(b, conf);
     sl_tb_printf(b, ",\"m\":%" PRIu64 ",\"overhead\":%.6f,\"cost\":%.3f,\"calls\":%" PRIu64
                  ",\"answer\":%s}",
               e->min_capacity_bytes, e->overhead, e->cost_us, e->device_calls,

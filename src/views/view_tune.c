@@ -22,6 +22,37 @@ int sl_view_plan_helps(const sublet_tune_plan *p)
            p->device_allocs_after < p->device_allocs_before;
 }
 
+const char *sl_view_fraction_code(const sublet_tune_eval *e, char *buf, size_t cap)
+{
+    if (!(e->fraction_call > 0))
+        return NULL;
+    snprintf(buf, cap, "torch.cuda.set_per_process_memory_fraction(%g)", e->fraction_call);
+    return buf;
+}
+
+const char *sl_view_release_note(const sublet_tune_eval *e, const char *version, char *buf,
+                                 size_t cap)
+{
+    unsigned v = e->oldest_release;
+    if (version && *version)
+        snprintf(buf, cap, "for PyTorch %s (--pytorch-version)%s", version,
+                 e->fraction_call > 0 ? ", which has no per_process_memory_fraction option: "
+                                        "the fraction the collector needs is set by the call"
+                                      : "");
+    else if (v == SUBLET_PYTORCH_OLDEST)
+        snprintf(buf, cap, "for PyTorch %u.%u and later, under the newest release's rules: "
+                 "for yours, tune with --pytorch-version X",
+                 v / 100, v % 100);
+    else if (v)
+        snprintf(buf, cap, "for PyTorch %u.%u and later only (older releases refuse it at the "
+                 "first CUDA allocation), under the newest release's rules: for yours, tune "
+                 "with --pytorch-version X",
+                 v / 100, v % 100);
+    else
+        snprintf(buf, cap, "no PyTorch release sublet follows takes it");
+    return buf;
+}
+
 const char *sl_fmt_mib(uint64_t n, char *buf, size_t cap)
 {
     if (n % ((uint64_t)1 << 20) == 0)
@@ -80,6 +111,11 @@ static void json_eval(sl_json_writer *w, const sublet_tune_eval *e)
 {
     sl_json_object_begin(w);
     sl_json_kv_string(w, "conf", e->conf);
+    sl_json_key(w, "memory_fraction_call"); /* torch.cuda.set_per_process_memory_fraction */
+    if (e->fraction_call > 0)
+        sl_json_double(w, e->fraction_call);
+    else
+        sl_json_null(w);
     sl_json_kv_bool(w, "pytorch_knobs_only", e->pytorch);
     sl_json_kv_u64(w, "min_capacity_bytes", e->min_capacity_bytes);
     sl_json_kv_u64(w, "peak_requested_bytes", e->peak_requested_bytes);
@@ -122,13 +158,43 @@ static void json_eval(sl_json_writer *w, const sublet_tune_eval *e)
 
 static void json_answer(sl_json_writer *w, const char *key, const char *env,
                         const sublet_tune_eval *e, const char *cause, size_t cause_trace,
-                        const sublet_tune_result *r)
+                        const sublet_tune_result *r, const char *version)
 {
     sl_json_key(w, key);
     sl_json_object_begin(w);
     char line[SUBLET_TUNE_CONF_MAX + 32];
     snprintf(line, sizeof line, "%s=%s", env, e->conf);
     sl_json_kv_string(w, "env", line);
+    /* the release the answer is for (null: the newest), the oldest that takes
+     * it, and the call that sets the fraction where the release has no option */
+    sl_json_key(w, "pytorch_version");
+    if (version && *version)
+        sl_json_string(w, version);
+    else
+        sl_json_null(w);
+    sl_json_key(w, "oldest_release");
+    if (e->oldest_release) {
+        snprintf(line, sizeof line, "%u.%u", (unsigned)(e->oldest_release / 100),
+                 (unsigned)(e->oldest_release % 100));
+        sl_json_string(w, line);
+    } else {
+        sl_json_null(w);
+    }
+    sl_json_key(w, "memory_fraction_call");
+    if (e->fraction_call > 0)
+        sl_json_double(w, e->fraction_call);
+    else
+        sl_json_null(w);
+    sl_json_key(w, "code");
+    if (sl_view_fraction_code(e, line, sizeof line))
+        sl_json_string(w, line);
+    else
+        sl_json_null(w);
+    char note[512];
+    /* PyTorch reads the one answer, sublet the other under its own rules */
+    sl_json_kv_string(w, "release_note", strcmp(key, "pytorch") == 0
+                                             ? sl_view_release_note(e, version, note, sizeof note)
+                                             : "");
     sl_json_key(w, "evaluation");
     json_eval(w, e);
     sl_json_kv_string(w, "fixes", cause);
@@ -257,9 +323,9 @@ static void print_json(FILE *out, const char *const *paths, const sublet_trace *
     json_eval(&w, &r->current);
     sl_json_object_end(&w);
     json_answer(&w, "pytorch", "PYTORCH_CUDA_ALLOC_CONF", &r->pytorch, r->pytorch_cause,
-                r->pytorch_cause_trace, r);
+                r->pytorch_cause_trace, r, o->pytorch_version);
     json_answer(&w, "sublet", "SUBLET_ALLOC_CONF", &r->sublet, r->sublet_cause,
-                r->sublet_cause_trace, r);
+                r->sublet_cause_trace, r, o->pytorch_version);
     if (o->warmup) {
         sl_json_key(&w, "warmup");
         sl_view_plan_json(&w, &r->plan);

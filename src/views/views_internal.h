@@ -52,6 +52,13 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
 int sl_view_plan_helps(const sublet_tune_plan *p);
 /* The plan as the "warmup" object of `sublet tune --json`. */
 void sl_view_plan_json(sl_json_writer *w, const sublet_tune_plan *p);
+/* A PYTORCH_CUDA_ALLOC_CONF answer's release (sublet_tune_eval.oldest_release,
+ * fraction_call): "for PyTorch 2.6 (--pytorch-version)..." when the tuning
+ * named one (version), else the releases that take it and how to name yours. */
+const char *sl_view_release_note(const sublet_tune_eval *e, const char *version, char *buf,
+                                 size_t cap);
+/* "torch.cuda.set_per_process_memory_fraction(F)" for fraction_call > 0, else NULL. */
+const char *sl_view_fraction_code(const sublet_tune_eval *e, char *buf, size_t cap);
 /* "given", "recorded" or "default": where the tuning's device size came from. */
 const char *sl_view_device_source(const sublet_tune_result *r);
 
