@@ -231,6 +231,14 @@ sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *co
                                size_t n, const char *current, uint64_t device_memory,
                                unsigned threads, sublet_progress_fn progress, void *user,
                                char **out, char *err, size_t cap);
+/* The same for the user's PyTorch release (sublet_tune_options.pytorch_version:
+ * "2.6", ...; NULL: the newest), whose rules every replay follows and whose
+ * parser takes the answers. */
+sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
+                                       const char *const *names, size_t n, const char *current,
+                                       uint64_t device_memory, unsigned threads,
+                                       const char *pytorch_version, sublet_progress_fn progress,
+                                       void *user, char **out, char *err, size_t cap);
 sublet_status sublet_view_report(const sublet_trace *t, const char *name, const char *conf,
                                  uint64_t device_memory, unsigned flags,
                                  sublet_progress_fn progress, void *user, char **out,

@@ -89,8 +89,8 @@ def _declare(dll) -> None:
         "sublet_view_mincap": (st, [vp, cp, cp, u64, out, cp, sz]),
         "sublet_view_frag": (st, [vp, vp, cp, cp, u64, u64, out, cp, sz]),
         "sublet_view_diagnose": (st, [vp, cp, cp, u64, out, cp, sz]),
-        "sublet_view_tune": (st, [c.POINTER(vp), c.POINTER(cp), sz, cp, u64, c.c_uint,
-                                  _PROGRESS, vp, out, cp, sz]),
+        "sublet_view_tune_release": (st, [c.POINTER(vp), c.POINTER(cp), sz, cp, u64,
+                                          c.c_uint, cp, _PROGRESS, vp, out, cp, sz]),
         "sublet_view_report": (st, [vp, cp, cp, u64, c.c_uint, _PROGRESS, vp, out,
                                     c.POINTER(sz), cp, sz]),
     }
@@ -428,7 +428,13 @@ class DiagnoseResult(_Result):
 class TuneResult(_Result):
     """`sublet tune --json`'s fields, and the answers:
 
-    pytorch_conf   the best PYTORCH_CUDA_ALLOC_CONF (PyTorch's knobs only)
+    pytorch_conf   the best PYTORCH_CUDA_ALLOC_CONF (PyTorch's knobs only), as the
+                   release tuned for (pytorch_version) takes it
+    pytorch_code   None, or the call to make beside it before the first CUDA
+                   allocation ("torch.cuda.set_per_process_memory_fraction(0.999)":
+                   releases before 2.9 have no per_process_memory_fraction option)
+    release_note   the release the answer is for, or (none named) which releases
+                   take it and how to name yours
     sublet_conf    the best SUBLET_ALLOC_CONF (with sublet's own policies)
     evidence       the current settings and each answer, evaluated: min
                    capacity, overhead, modelled cost, whether it runs on the
@@ -443,6 +449,14 @@ class TuneResult(_Result):
     @property
     def pytorch_conf(self) -> str:
         return self._data["pytorch"]["evaluation"]["conf"]
+
+    @property
+    def pytorch_code(self) -> Optional[str]:
+        return self._data["pytorch"]["code"]
+
+    @property
+    def release_note(self) -> str:
+        return self._data["pytorch"]["release_note"]
 
     @property
     def sublet_conf(self) -> str:
@@ -607,11 +621,13 @@ class _Progress:
 
 
 def tune(*sources, device_memory: Union[None, int, str] = None, current: Optional[str] = None,
-         threads: int = 0, progress: Optional[Callable[[int, int], Any]] = None) -> TuneResult:
+         threads: int = 0, progress: Optional[Callable[[int, int], Any]] = None,
+         pytorch_version: Optional[str] = None) -> TuneResult:
     """The settings that need the smallest device and the fewest device calls
     for these traces (`sublet tune --json`): device_memory your device
     (default: the largest recorded, else 80 GiB), current the settings in use
-    (default: each trace's recorded ones)."""
+    (default: each trace's recorded ones), pytorch_version your PyTorch release
+    ("2.6", ...; default the newest: `--pytorch-version`)."""
     if not sources:
         raise TypeError("sublet.tune: give at least one trace")
     if len(sources) > 64:
@@ -619,6 +635,7 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise TypeError("sublet.tune: threads must be an int >= 0")
     dm, ccur = _size(device_memory, "device_memory"), _enc(current, "current")
+    cver = _enc(pytorch_version, "pytorch_version")
     using = []
     try:
         for s in sources:
@@ -630,7 +647,8 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
         p = _Progress(progress, "tuning")
         lib = _library()
         try:
-            doc = _document(lib.sublet_view_tune, arr, names, n, ccur, dm, threads, p.c, None)
+            doc = _document(lib.sublet_view_tune_release, arr, names, n, ccur, dm, threads,
+                            cver, p.c, None)
         except ReplayError as e:
             raise TuneError(e.message, e.status) from None
         finally:

@@ -227,6 +227,16 @@ sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *co
                                unsigned threads, sublet_progress_fn progress, void *user,
                                char **out, char *err, size_t cap)
 {
+    return sublet_view_tune_release(traces, names, n, current, device_memory, threads, NULL,
+                                    progress, user, out, err, cap);
+}
+
+sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
+                                       const char *const *names, size_t n, const char *current,
+                                       uint64_t device_memory, unsigned threads,
+                                       const char *pytorch_version, sublet_progress_fn progress,
+                                       void *user, char **out, char *err, size_t cap)
+{
     const char *conf = current;
     CHECK_ARGS(traces);
     if (n == 0 || n > 64) {
@@ -246,6 +256,7 @@ sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *co
     o.current = cur;
     o.progress = progress;
     o.progress_user = user;
+    o.pytorch_version = pytorch_version;
     return sublet_tune_json(traces, names, n, &o, out, err, cap);
 }
 

@@ -113,6 +113,25 @@ def test_tune_equals_cli(cli, names):
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+def test_tune_release_equals_cli(cli):
+    # the collector wins on this trace (tests/data/README.md): for 2.6 the
+    # fraction is a call beside a string 2.6 takes, as `--pytorch-version 2.6`
+    p = data("offload_gc.events.csv")
+    r = sublet.tune(p, threads=1, pytorch_version="2.6")
+    want = run_json(cli, "tune", p, "--threads", "1", "--pytorch-version", "2.6")
+    assert _tune_doc(r.to_dict()) == _tune_doc(want)
+    assert r.pytorch_conf == "garbage_collection_threshold:0.95", r.pytorch_conf
+    assert r.pytorch_code == "torch.cuda.set_per_process_memory_fraction(0.999)"
+    assert r.release_note.startswith("for PyTorch 2.6 (--pytorch-version)")
+    assert "per_process_memory_fraction" not in r.sublet_conf
+    newest = sublet.tune(p, threads=1)
+    assert newest.pytorch_conf.endswith(",per_process_memory_fraction:0.999")
+    assert newest.pytorch_code is None
+    assert newest.release_note.startswith("for PyTorch 2.9 and later only")
+    with pytest.raises(sublet.ConfigError, match="follows PyTorch 2.6 and later"):
+        sublet.tune(p, threads=1, pytorch_version="1.0")
+
+
 def test_tune_device_memory_equals_cli(cli):
     p = data("cs336_attention_microbench.events.csv")
     r = sublet.tune(p, device_memory="4GiB", current="max_split_size_mb:128", threads=1)
