@@ -218,12 +218,41 @@ static void test_fraction_limit(void **state)
     assert_true(gc_frees(conf, -1) > 0);
 }
 
+/* Does the OOM message of a request past the device advise expandable segments? */
+static bool oom_advises(const char *conf)
+{
+    h_env e;
+    h_env_init(&e, H_SIM, 1 * GiB, conf);
+    void *p = NULL;
+    assert_int_equal(h_try_malloc(e.a, 2 * GiB, 0, &p), SUBLET_ERR_OOM);
+    char msg[2048];
+    assert_true(sublet_oom_message(e.a, msg, sizeof msg) < sizeof msg);
+    assert_non_null(strstr(msg, "is reserved by PyTorch but unallocated."));
+    bool advises = strstr(msg, "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                               "to avoid fragmentation.  See documentation") != NULL;
+    h_env_fini(&e);
+    return advises;
+}
+
+/* PyTorch 2.14 advises expandable segments in an OOM message only while they are off. */
+static void test_oom_advice(void **state)
+{
+    (void)state;
+    assert_true(oom_advises(""));
+    assert_true(oom_advises("pytorch_version:2.14"));
+    assert_false(oom_advises("expandable_segments:True"));
+    assert_false(oom_advises("pytorch_version:2.14,expandable_segments:True"));
+    assert_true(oom_advises("pytorch_version:2.13,expandable_segments:True"));
+    assert_true(oom_advises("pytorch_version:2.6,expandable_segments:True"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_values),  cmocka_unit_test(test_roundup_fill),
         cmocka_unit_test(test_bounds_and_reset), cmocka_unit_test(test_texts_and_options),
         cmocka_unit_test(test_env_lookup),       cmocka_unit_test(test_fraction_limit),
+        cmocka_unit_test(test_oom_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,17 @@ void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
         snprintf(allowed, sizeof allowed, "%s allowed; ", fs_limit);
     }
 
+    /* The advice to turn expandable segments on: PyTorch 2.14 gives it only
+     * while they are off (docs/versions.md). */
+    const char *hint =
+        a->settings.expandable_segments &&
+                sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 14))
+            ? ""
+            : " If reserved but unallocated memory is large try setting "
+              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+              "documentation for Memory Management  (https://docs.pytorch.org/docs/stable/"
+              "notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
+
     /* sublet's diagnosis: the free blocks of the request's pool and stream,
      * and the headroom the device (or the fraction) still grants. */
     uint64_t largest = 0, nfree = 0, free_bytes = 0;
@@ -263,15 +274,12 @@ void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
     snprintf(a->oom_msg, sizeof a->oom_msg,
              "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
              "which %s is free. %sOf the allocated memory %s is allocated by PyTorch, %sand %s "
-             "is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
-             "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-             "fragmentation.  See documentation for Memory Management  "
-             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-"
-             "with-pytorch-cuda-alloc-conf)\n"
+             "is reserved by PyTorch but unallocated.%s\n"
              "sublet: %s. The request needs %s in one block; the largest free block of its "
              "pool and stream is %s (%llu free blocks there); %s is reserved but unallocated "
              "in all pools.",
              fs_alloc, a->device, fs_total, fs_free, allowed, fs_used, private_msg, fs_unalloc,
+             hint,
              fragmentation ? "fragmentation: the free bytes would suffice, but no free block "
                              "or device allocation is big enough"
                            : "exhaustion: the free bytes would not suffice even if they were "
