@@ -499,6 +499,65 @@ static void test_pytorch_private_segment(void **state)
     assert_null(parse_snap("[1, -2]", "", SUBLET_ERR_PARSE, "segment_pool_id"));
 }
 
+/* The newest PyTorch gives every trace entry a pool_id, (0, 0) for the default pools: the
+ * reader keeps those even where an address is the final segment's of a private pool.  Here
+ * the default pools' expandable segment at 0x200000000000 is unmapped (its address range
+ * freed), and graph pool (3, 0) reserves the same range again. */
+static void test_entry_pool_ids_kept(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"segments\": [{\"device\": 0, \"address\": 35184372088832, \"total_size\": 2097152, "
+        "\"allocated_size\": 512, \"active_size\": 512, \"requested_size\": 100, \"stream\": 7, "
+        "\"segment_type\": \"small\", \"segment_pool_id\": [3, 0], \"is_expandable\": true, "
+        "\"blocks\": [{\"address\": 35184372088832, \"size\": 512, \"requested_size\": 100, "
+        "\"state\": \"active_allocated\", \"frames\": []}, {\"address\": 35184372089344, "
+        "\"size\": 2096640, \"requested_size\": 0, \"state\": \"inactive\", \"frames\": []}], "
+        "\"frames\": []}], \"device_traces\": [["
+        "{\"action\": \"segment_map\", \"addr\": 35184372088832, \"size\": 2097152, "
+        "\"stream\": 7, \"pool_id\": [0, 0], \"frames\": []}, "
+        "{\"action\": \"alloc\", \"addr\": 35184372088832, \"size\": 4, \"stream\": 7, "
+        "\"pool_id\": [0, 0], \"frames\": []}, "
+        "{\"action\": \"free_requested\", \"addr\": 35184372088832, \"size\": 4, \"stream\": 7, "
+        "\"pool_id\": [0, 0], \"frames\": []}, "
+        "{\"action\": \"free_completed\", \"addr\": 35184372088832, \"size\": 4, \"stream\": 7, "
+        "\"pool_id\": [0, 0], \"frames\": []}, "
+        "{\"action\": \"segment_unmap\", \"addr\": 35184372088832, \"size\": 2097152, "
+        "\"stream\": 7, \"pool_id\": [0, 0], \"frames\": []}, "
+        "{\"action\": \"segment_map\", \"addr\": 35184372088832, \"size\": 2097152, "
+        "\"stream\": 7, \"pool_id\": [3, 0], \"frames\": []}, "
+        "{\"action\": \"alloc\", \"addr\": 35184372088832, \"size\": 100, \"stream\": 7, "
+        "\"pool_id\": [3, 0], \"frames\": []}]]}";
+    sublet_trace *t = NULL;
+    char err[512] = "";
+    assert_int_equal(sublet_trace_parse(text, sizeof text - 1, NULL, &t, err, sizeof err),
+                     SUBLET_OK);
+    assert_int_equal(sublet_trace_prelude_count(t), 0);
+    assert_int_equal(sublet_trace_count(t), 7);
+    for (size_t i = 0; i < 7; i++) {
+        const sublet_trace_event *ev = sublet_trace_at(t, i);
+        assert_int_equal(ev->pool_id[0], i < 5 ? 0 : 3);
+        assert_int_equal(ev->pool_id[1], 0);
+    }
+    /* replayed: the default pools' segment is freed by an empty_cache, the pool's alloc
+     * is one more (no row error), both at the recorded address */
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.check = 1;
+    o.conf = "expandable_segments:True";
+    o.prelude = SUBLET_PRELUDE_ALLOCATE;
+    sublet_replay_result r;
+    assert_int_equal(sublet_replay_run(t, &o, &r, err, sizeof err), SUBLET_OK);
+    if (r.errors)
+        fail_msg("replay: %s", r.first_error);
+    assert_int_equal(r.npools, 2);
+    assert_int_equal(r.pools[0].allocs_compared, 1);
+    assert_int_equal(r.pools[1].allocs_compared, 1);
+    assert_int_equal(r.pools[1].released_at, SUBLET_REPLAY_NONE);
+    sublet_replay_result_free(&r);
+    trace_release(t);
+}
+
 /* The events CSV's pool column: read whole and streamed alike; malformed
  * values and column counts are parse errors naming the line. */
 static void test_csv_pool_column(void **state)
@@ -588,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_engine_segment_view),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_pytorch_private_segment),
+        cmocka_unit_test(test_entry_pool_ids_kept),
         cmocka_unit_test(test_csv_pool_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -249,6 +249,9 @@ typedef struct walk {
         int done; /* tag_private_segments met its segment_alloc */
     } * priv;
     size_t npriv, priv_cap;
+    /* events whose entry has a pool_id of its own (the newest PyTorch records
+     * one in every entry, (0, 0) for the default pools) */
+    size_t keyed;
 } walk;
 
 static void walk_free(walk *w)
@@ -531,6 +534,8 @@ static sublet_status walk_events(snap *s, walk *w, const pyval *list, size_t dev
             return st;
         if (skip)
             continue;
+        const pyval *pid = pv_dict_get(pv_list_at(list, i), "pool_id");
+        w->keyed += pid && pv_typeof(pid) != PV_NONE;
         bool oom = false;
         switch (ev.kind) {
         case SUBLET_ACT_ALLOC: oom = u64set_add(&w->live_alloc, ev.addr) != 0; break;
@@ -743,9 +748,14 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
         st = read_segment(&s, &w, pv_list_at(segs, i), i, dev);
     if (!st)
         st = expandable_prelude(&s, &w);
-    if (!st)
+    /* Pool ids are rebuilt only where the entries lack them: when every one
+     * has its own, (0, 0) is the default pools', even at an address that a
+     * private pool's expandable segment held before or after (freed address
+     * ranges are reserved again). */
+    bool rebuild = w.keyed < w.events.n || !w.events.n;
+    if (!st && rebuild)
         tag_private_segments(&w);
-    if (!st && rebuild_pools(&w) != 0)
+    if (!st && rebuild && rebuild_pools(&w) != 0)
         st = nomem(&s);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
         sl_msg(err, cap,
