@@ -497,6 +497,48 @@ static void test_deferred_free(void **state)
     sublet_trace_free(t);
 }
 
+/* Deferred frees complete in the order of their free_completed rows, each at its row (as
+ * PyTorch's process_events freed them): a split block's statistics show the order.  Block A
+ * (512 bytes at the segment's start) is freed before its neighbour B although B's free was
+ * asked first: A comes back split (inactive_split + 1), then B merges with A and the rest
+ * (- 2).  In the other order B would take the rest (- 1 + 1) and A the whole segment (- 1).
+ * C, in a segment of its own, is freed at once between the requests and the completions. */
+static void test_deferred_free_order(void **state)
+{
+    (void)state;
+    sublet_trace *t = parse("seq,action,addr,size,stream,time_us\n"
+                            "0,segment_alloc,140000000000000,2097152,1,\n"
+                            "1,alloc,140000000000000,7,1,\n"
+                            "2,alloc,140000000000512,8096,1,\n"
+                            "3,segment_alloc,140000002097152,2097152,2,\n"
+                            "4,alloc,140000002097152,512,2,\n"
+                            "5,free_requested,140000000000512,8096,1,\n"
+                            "6,free_requested,140000000000000,7,1,\n"
+                            "7,free_requested,140000002097152,512,2,\n"
+                            "8,free_completed,140000002097152,512,2,\n"
+                            "9,free_completed,140000000000000,7,1,\n"
+                            "10,free_completed,140000000000512,8096,1,\n");
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.check = 1;
+    sublet_replay_result r = replay(t, &o);
+    assert_full_fidelity("deferred order", t, &r);
+    assert_int_equal(r.deferred_frees, 2);
+    const sublet_stat *split = &r.stats_end.inactive_split[SUBLET_POOL_SMALL];
+    assert_int_equal(split->current, 0);
+    assert_int_equal(split->allocated, 3); /* the two rests, then A */
+    assert_int_equal(split->freed, 3);     /* C's rest, then A and the rest with B */
+    assert_int_equal(r.stats_end.active[SUBLET_POOL_SMALL].current, 0);
+    /* after row 9 only A (and C) are free */
+    o.stop_after = 9;
+    sublet_replay_result_free(&r);
+    r = replay(t, &o);
+    assert_int_equal(r.stats_end.active[SUBLET_POOL_SMALL].current, 1);
+    assert_int_equal(r.stats_end.inactive_split[SUBLET_POOL_SMALL].current, 2);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
 /* A run of segment_free rows is one empty_cache(). */
 static void test_empty_cache_run(void **state)
 {
@@ -1061,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_env_ignored),
         cmocka_unit_test(test_conf_error),
         cmocka_unit_test(test_deferred_free),
+        cmocka_unit_test(test_deferred_free_order),
         cmocka_unit_test(test_empty_cache_run),
         cmocka_unit_test(test_unknown_free),
         cmocka_unit_test(test_oom),

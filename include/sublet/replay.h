@@ -10,8 +10,10 @@
  *                   address is not the very next event, PyTorch had pending
  *                   record_stream uses: the block is first marked used on a
  *                   fresh synthetic stream, so it stays pending...
- *   free_completed  ...until this row completes that stream; the engine then
- *                   finishes the free at its next process_events, as PyTorch.
+ *   free_completed  ...until this row completes that stream, and the engine
+ *                   finishes the free right there (sublet_process_events):
+ *                   blocks come back in the order of these rows, as
+ *                   PyTorch's process_events gave them back.
  *   segment_free, segment_unmap  a run of consecutive rows (of either kind)
  *                   is one release: sublet_empty_cache().
  *   segment_alloc, segment_map  not driven (the engine decides); remembered
@@ -119,8 +121,8 @@ typedef struct sublet_replay_options {
      * (the segment_alloc row before an alloc, the free_completed row after a
      * free_requested, each row of a segment_free run), and its stacks are the
      * trace's own frames (sublet_trace_stack of the row being driven), not
-     * backtrace().  A deferred free_completed row is completed at once
-     * (sublet_process_events), so its entry lands where the row was, and a
+     * backtrace().  A deferred free_completed row is completed at its row
+     * (as without record), so its entry lands where the row was, and a
      * `snapshot` row records the marker taking a snapshot records.  Off by
      * default (zeroes). */
     sublet_record record;

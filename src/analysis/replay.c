@@ -725,9 +725,13 @@ static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
 {
     uint64_t syn;
     if (rf_map_take(&s->pending, e->addr, &syn)) {
+        /* The block is freed here, as the row: PyTorch's process_events frees
+         * the blocks whose events completed in the order of these rows, and
+         * where two of them meet (merging, a split block's statistics) the
+         * order shows; the engine's next malloc would free all that are
+         * ready in its own order.  With record on, its entry lands here. */
         sublet_sim_stream_complete(s->sim, syn);
-        if (s->o->record != SUBLET_RECORD_OFF)
-            (void)sublet_process_events(s->a); /* its entry lands here, as the row */
+        (void)sublet_process_events(s->a);
         return;
     }
     if (i > 0 && row(s, i - 1)->kind == SUBLET_ACT_FREE_REQUESTED && row(s, i - 1)->addr == e->addr)
