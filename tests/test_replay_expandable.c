@@ -406,6 +406,59 @@ static void test_reader_prelude(void **state)
     sublet_trace_free(t);
 }
 
+/* A request that fails after growing a segment part of the way: PyTorch maps the hole at
+ * the segment's start (row 9), the next map fails, the release gives back every free page,
+ * the hole's too (row 10, 40 MiB), and the request is refused (row 11).  With the OOM rows
+ * replayed, the release run is the request's own: the engine's request maps the hole as
+ * well and releases the same set (an empty_cache at the run would find 20 MiB mapped). */
+static void test_oom_after_partial_growth(void **state)
+{
+    (void)state;
+    char csv[1024];
+    const unsigned long long x = 140000000000000ull, m = MiB;
+    snprintf(csv, sizeof csv,
+             "seq,action,addr,size,stream,time_us\n"
+             "0,segment_map,%llu,%llu,0,\n1,alloc,%llu,%llu,0,\n"
+             "2,segment_map,%llu,%llu,0,\n3,alloc,%llu,%llu,0,\n"
+             "4,free_requested,%llu,%llu,0,\n5,free_completed,%llu,%llu,0,\n"
+             "6,segment_unmap,%llu,%llu,0,\n"
+             "7,free_requested,%llu,%llu,0,\n8,free_completed,%llu,%llu,0,\n"
+             "9,segment_map,%llu,%llu,0,\n10,segment_unmap,%llu,%llu,0,\n11,oom,0,%llu,0,\n",
+             x, 20 * m, x, 20 * m, x + 20 * m, 20 * m, x + 20 * m, 20 * m, x, 20 * m, x,
+             20 * m, x, 20 * m, x + 20 * m, 20 * m, x + 20 * m, 20 * m, x, 20 * m, x, 40 * m,
+             102 * m);
+    sublet_trace *t = NULL;
+    char err[512];
+    if (sublet_trace_parse_csv(csv, strlen(csv), &t, err, sizeof err) != SUBLET_OK)
+        fail_msg("parse: %s", err);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = EXPANDABLE;
+    o.device_memory = 100 * MiB;
+    o.check = 1;
+    o.replay_ooms = 1;
+    sublet_replay_result r = replay(t, &o);
+    const sublet_replay_fidelity *f = &r.fidelity;
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(f->decisions_matched, 2);
+    assert_int_equal(f->addresses_matched, 2);
+    assert_int_equal(f->ooms_matched, 1);
+    assert_int_equal(f->empty_caches_compared, 2);
+    assert_int_equal(f->empty_cache_sets_matched, 2);
+    assert_int_equal(f->engine_segment_unmaps, 2);
+    assert_int_equal(r.device_allocs, 3); /* the hole mapped by the failed request */
+    assert_int_equal(r.empty_caches, 1);  /* row 6; rows 10 and 11 are the request */
+    assert_int_equal(r.ooms, 1);
+    sublet_replay_result_free(&r);
+    /* without the OOM rows the run is an empty_cache, as before */
+    o.replay_ooms = 0;
+    r = replay(t, &o);
+    assert_int_equal(r.fidelity.empty_cache_sets_matched, 1);
+    assert_int_equal(r.empty_caches, 2);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_shared),
         cmocka_unit_test(test_midrun_refused),
         cmocka_unit_test(test_reader_prelude),
+        cmocka_unit_test(test_oom_after_partial_growth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,8 +156,12 @@ typedef struct sublet_replay_options {
      * "oom" rows of a snapshot): it must fail too (fidelity.recorded_ooms,
      * ooms_matched).  Meaningful at the recording's device size and
      * settings; a request the engine serves is freed at once, but the
-     * segment it made stays cached and later decisions may differ.  Off by
-     * default: an oom row is then only counted. */
+     * segment it made stays cached and later decisions may differ.  A run
+     * of releases between segment_map rows no alloc took and the oom row is
+     * the request's own (it grew an expandable segment part of the way, then
+     * released every free page): the request is asked there, and its
+     * releases are judged against the run's, instead of an empty_cache.  Off
+     * by default: an oom row is then only counted. */
     int replay_ooms;
 } sublet_replay_options;
 

@@ -85,6 +85,7 @@ typedef struct rp {
     rf_addrs addrs; /* trace address -> engine address (replay_addrs.c) */
     rf_map pending; /* trace address -> synthetic stream of a deferred free */
     uint64_t next_stream;
+    size_t oom_done; /* the oom row whose request a release run drove (else 0) */
     uint64_t recorded_reserved;
     int64_t best_reserved;
     /* statistics read at each rise of reserved bytes: best holds those of
@@ -588,13 +589,13 @@ static void engine_oom(rp *s, size_t i, const sublet_trace_event *e)
  * releases PyTorch made on the way (its segment_free rows just before) were
  * replayed as such.  A request the engine serves is a mismatch, and the
  * block is freed at once (PyTorch holds none). */
-static sublet_status do_oom(rp *s, size_t i, const sublet_trace_event *e)
+static sublet_status oom_request(rp *s, size_t i, const sublet_trace_event *e, int collect)
 {
     sublet_replay_fidelity *f = &s->r->fidelity;
     void *p = NULL;
     long k = 0;
     f->recorded_ooms++;
-    rf_call_begin(&s->pr, 0);
+    rf_call_begin(&s->pr, collect);
     sublet_status st = rf_pool_malloc(&s->pools, s->r, s->a, e, e->size, &k, &p);
     if (st == SUBLET_ERR_NO_MEMORY && k < 0)
         return fatal(s, st, "out of memory");
@@ -608,6 +609,13 @@ static sublet_status do_oom(rp *s, size_t i, const sublet_trace_event *e)
     if (st == SUBLET_OK && p)
         (void)sublet_free(s->a, p);
     return SUBLET_OK;
+}
+
+static sublet_status do_oom(rp *s, size_t i, const sublet_trace_event *e)
+{
+    if (s->oom_done == i && i > 0)
+        return SUBLET_OK; /* driven with the release run before it */
+    return oom_request(s, i, e, 0);
 }
 
 static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
@@ -764,6 +772,23 @@ static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
                      (unsigned long long)failed[0], (unsigned long long)failed[1],
                      sublet_status_text(st));
     clock_rows(s, i, run);
+    /* Pages mapped just before (no alloc took them), the run, then an OOM:
+     * PyTorch's failed request grew an expandable segment part of the way
+     * (a map succeeded, a later one failed), then released every free page,
+     * those it had just mapped too.  The request itself is driven here, its
+     * releases judged against the run's. */
+    size_t next = i + run;
+    if (s->o->replay_ooms && dflt && i > 0 && at_hand(s, i - 1) &&
+        row(s, i - 1)->kind == SUBLET_ACT_SEGMENT_MAP && have(s, next) &&
+        row(s, next)->kind == SUBLET_ACT_OOM) {
+        const sublet_trace_event *oom = row(s, next);
+        if ((st = oom_request(s, next, oom, 1)) != SUBLET_OK)
+            return st;
+        s->oom_done = next;
+        if (rf_judge_release(f, row(s, i), i, run, &s->pr) != 0)
+            return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return SUBLET_OK;
+    }
     rf_call_begin(&s->pr, 1);
     st = rf_pools_empty_cache(&s->pools, s->a, i, dflt);
     s->r->empty_caches++;
