@@ -33,6 +33,11 @@ void cli_replay_usage(FILE *out)
           "  --replay-ooms         ask the engine again each request PyTorch recorded as\n"
           "                        an OOM (a snapshot's oom rows); it must fail too (use\n"
           "                        the recording's device size and settings)\n"
+          "  --device-base ADDR    the simulated device's addresses start at ADDR (hex or\n"
+          "                        decimal; default far from any recording's): what no\n"
+          "                        row places goes at the lowest free address from\n"
+          "                        there; 0x200000000000 for a recording made on sublet's\n"
+          "                        null device (sublet nullgpu)\n"
           "  --min-capacity        find by bisection (2 MiB steps) the smallest simulated\n"
           "                        device that runs the trace without OOM under these\n"
           "                        options (--conf, --prelude, --at, placement), and its\n"
@@ -584,6 +589,13 @@ int cli_replay(int argc, char **argv)
             o.stop_on_oom = 1;
         } else if (strcmp(a, "--replay-ooms") == 0) {
             o.replay_ooms = 1;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--device-base", &m)) || m) {
+            char *end = NULL;
+            unsigned long long base = v ? strtoull(v, &end, 0) : 0;
+            if (!v || !*v || *end || base == 0 || base % (2u << 20) != 0)
+                return usage_error("--device-base: '%s' is not a non-zero address aligned to "
+                                   "2 MiB", v ? v : "");
+            o.device_base = base;
         } else if (strcmp(a, "--min-capacity") == 0) {
             min_capacity = 1;
         } else if (strcmp(a, "--no-placement-hints") == 0) {

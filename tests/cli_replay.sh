@@ -95,6 +95,17 @@ d = json.load(open(sys.argv[1]))
 assert [o["event"] for o in d["oom_events"]] == [1], d["oom_events"]
 assert d["events"] == 2 and d["allocs"] == 0 and d["stopped_on_oom"], d
 PY
+# --device-base: without placement hints the first segment goes at the base (and far from it
+# without); a base that is not a non-zero multiple of 2 MiB is a usage error
+printf 'seq,action,addr,size,stream,time_us\n0,segment_alloc,35184372088832,2097152,0,\n1,alloc,35184372088832,512,0,\n' >"$tmp/base.csv"
+for b in 0x200000000000 ""; do
+    "$cli" replay "$tmp/base.csv" --no-placement-hints ${b:+--device-base $b} --json \
+        >"$tmp/base.json" || fail "--device-base '$b'"
+    python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["fidelity"]; assert f["addresses_matched"] == (1 if sys.argv[2] else 0), f' \
+        "$tmp/base.json" "$b" || fail "--device-base '$b' JSON"
+done
+"$cli" replay "$tmp/base.csv" --device-base 0x100000 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q 'aligned to 2 MiB' "$tmp/err" || fail "--device-base 0x100000: $(cat "$tmp/err")"
 "$cli" replay "$trace" --at 10 --json >"$tmp/at.json" || fail "--at"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["events"] == 11 and d["last_event"] == 10' \
     "$tmp/at.json" || fail "--at JSON"

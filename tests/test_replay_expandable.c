@@ -459,6 +459,56 @@ static void test_oom_after_partial_growth(void **state)
     sublet_trace_free(t);
 }
 
+/* The release run before an oom row is the request's own, and the request's first try comes
+ * before it: a request on stream 2 finds no reservation of its stream, reserves one (above
+ * stream 1's, the lowest free range then), cannot map, releases stream 1's free pages (row 4:
+ * its reservation goes back) and is refused (row 5).  Stream 3's new reservation then takes
+ * the lowest range, stream 1's old one (row 6), and stream 2 maps in its own (row 8).  Had
+ * the run been an empty_cache before the request, the request's reservation would have taken
+ * the lowest range.  No row says where a reservation that never mapped went: with the
+ * device's addresses starting where the recording's did (device_base), first fit finds it. */
+static void test_oom_first_try_reserves(void **state)
+{
+    (void)state;
+    char csv[1024];
+    const unsigned long long b = 0x200000000000ull, r2 = b + 0x7800000ull, m = MiB;
+    snprintf(csv, sizeof csv,
+             "seq,action,addr,size,stream,time_us\n"
+             "0,segment_map,%llu,%llu,1,\n1,alloc,%llu,%llu,1,\n"
+             "2,free_requested,%llu,%llu,1,\n3,free_completed,%llu,%llu,1,\n"
+             "4,segment_unmap,%llu,%llu,1,\n5,oom,0,%llu,2,\n"
+             "6,segment_map,%llu,%llu,3,\n7,alloc,%llu,%llu,3,\n"
+             "8,segment_map,%llu,%llu,2,\n9,alloc,%llu,%llu,2,\n",
+             b, 20 * m, b, 20 * m, b, 20 * m, b, 20 * m, b, 20 * m, 102 * m, b, 20 * m, b,
+             20 * m, r2, 20 * m, r2, 20 * m);
+    sublet_trace *t = NULL;
+    char err[512];
+    if (sublet_trace_parse_csv(csv, strlen(csv), &t, err, sizeof err) != SUBLET_OK)
+        fail_msg("parse: %s", err);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = EXPANDABLE;
+    o.device_memory = 100 * MiB; /* reservations of 6 pages of 20 MiB (1.125 x 100 MiB) */
+    o.check = 1;
+    o.replay_ooms = 1;
+    o.device_base = b;
+    sublet_replay_result r = replay(t, &o);
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(r.fidelity.ooms_matched, 1);
+    assert_int_equal(r.fidelity.empty_cache_sets_matched, 1);
+    assert_int_equal(r.fidelity.allocs_compared, 3);
+    assert_int_equal(r.fidelity.addresses_matched, 3);
+    assert_int_equal(r.empty_caches, 0);
+    sublet_replay_result_free(&r);
+    /* at sublet's own base the reservation is far away: stream 2 maps there */
+    o.device_base = 0;
+    r = replay(t, &o);
+    assert_int_equal(r.fidelity.addresses_matched, 2);
+    assert_int_equal(r.fidelity.first_address_mismatch, 9);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_midrun_refused),
         cmocka_unit_test(test_reader_prelude),
         cmocka_unit_test(test_oom_after_partial_growth),
+        cmocka_unit_test(test_oom_first_try_reserves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

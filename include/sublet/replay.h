@@ -157,12 +157,21 @@ typedef struct sublet_replay_options {
      * ooms_matched).  Meaningful at the recording's device size and
      * settings; a request the engine serves is freed at once, but the
      * segment it made stays cached and later decisions may differ.  A run
-     * of releases between segment_map rows no alloc took and the oom row is
-     * the request's own (it grew an expandable segment part of the way, then
-     * released every free page): the request is asked there, and its
-     * releases are judged against the run's, instead of an empty_cache.  Off
-     * by default: an oom row is then only counted. */
+     * of releases just before an oom row (of the default pools) is the
+     * request's own: the request is asked there, its first try before the
+     * releases as PyTorch's (under expandable segments it may map pages,
+     * the segment_map rows before the run that no alloc took, and reserve
+     * an address range), and its releases are judged against the run's,
+     * instead of an empty_cache.  Off by default: an oom row is then only
+     * counted. */
     int replay_ooms;
+    /* Where the simulated device's address space starts (0: sublet's own
+     * base, far from any recording's).  A segment or reservation that no row
+     * places (a failed request's reservation: PyTorch records none) goes at
+     * the lowest free address from there; a recording made on sublet's null
+     * device (`sublet nullgpu`: 0x200000000000) replayed with its base gets
+     * the addresses the null device gave. */
+    uint64_t device_base;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */

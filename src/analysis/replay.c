@@ -772,15 +772,15 @@ static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
                      (unsigned long long)failed[0], (unsigned long long)failed[1],
                      sublet_status_text(st));
     clock_rows(s, i, run);
-    /* Pages mapped just before (no alloc took them), the run, then an OOM:
-     * PyTorch's failed request grew an expandable segment part of the way
-     * (a map succeeded, a later one failed), then released every free page,
-     * those it had just mapped too.  The request itself is driven here, its
-     * releases judged against the run's. */
+    /* A run right before an oom row is the failed request's own release
+     * (PyTorch's release_cached_blocks between its first try and its
+     * retry): the request is driven here, its releases judged against the
+     * run's.  Its first try comes before the release, as PyTorch's did: under
+     * expandable segments it may map pages (rows before the run that no
+     * alloc took) and reserve an address range, where the release has not
+     * yet freed the ranges it frees. */
     size_t next = i + run;
-    if (s->o->replay_ooms && dflt && i > 0 && at_hand(s, i - 1) &&
-        row(s, i - 1)->kind == SUBLET_ACT_SEGMENT_MAP && have(s, next) &&
-        row(s, next)->kind == SUBLET_ACT_OOM) {
+    if (s->o->replay_ooms && dflt && have(s, next) && row(s, next)->kind == SUBLET_ACT_OOM) {
         const sublet_trace_event *oom = row(s, next);
         if ((st = oom_request(s, next, oom, 1)) != SUBLET_OK)
             return st;
@@ -916,7 +916,8 @@ static sublet_status setup(rp *s)
 {
     const sublet_replay_options *o = s->o;
     uint64_t cap = o->device_memory ? o->device_memory : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
-    sublet_status st = sublet_sim_create(cap, &s->sim);
+    sublet_status st = o->device_base ? sublet_sim_create_at(cap, o->device_base, &s->sim)
+                                      : sublet_sim_create(cap, &s->sim);
     if (st != SUBLET_OK)
         return fatal(s, st, "cannot create the sim backend: %s", sublet_status_text(st));
     sublet_backend *be = s->sim;

@@ -45,6 +45,8 @@ MATRIX = [
      "max_split_size_mb:64,roundup_power2_divisions:2,garbage_collection_threshold:0.7", 0.9),
 ]
 SIZES = [8 * GiB, 24 * GiB, 80 * GiB, 2 * GiB]
+# where the null device's address range starts (plugins/nullgpu/device.c)
+NULLGPU_BASE = "0x200000000000"
 # keys of memory_stats() whose value is not the allocator's alone
 STATS_SKIP = {"num_sync_all_streams"}
 NVML_SENTENCE = re.compile(r"Including non-PyTorch memory, this process has [0-9.]+ [KMGT]?i?B memory in use\. ")
@@ -105,8 +107,11 @@ def replay_program(a, i, work, code, stderr):
         return {"i": i, "name": name, "size": size, "error": "program failed (%d): %s" % (code, stderr.strip()[-3000:])}
     with open(os.path.join(out, "result.json")) as f:
         res = json.load(f)
+    # the null device's addresses start at NULLGPU_BASE: what no row places (a failed
+    # request's reservation) is placed by the replay as the null device placed it
     rc = subprocess.run([a.sublet, "replay", os.path.join(out, "snapshot.pickle"), "--json", "--replay-ooms",
-                         "--device-memory", str(size), "--conf", sublet_conf(a.version, conf, fraction)],
+                         "--device-memory", str(size), "--device-base", NULLGPU_BASE,
+                         "--conf", sublet_conf(a.version, conf, fraction)],
                         capture_output=True, text=True, timeout=600)
     if rc.returncode not in (0, 1) or not rc.stdout.strip():
         return {"i": i, "name": name, "size": size, "error": "sublet replay failed (%d): %s" % (
