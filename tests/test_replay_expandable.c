@@ -406,6 +406,26 @@ static void test_reader_prelude(void **state)
     sublet_trace_free(t);
 }
 
+/* The OOM cases below: an events CSV, replayed under expandable segments on a 100 MiB
+ * device (reservations of 6 pages of 20 MiB: 1.125 x 100 MiB) with the oom rows asked. */
+static sublet_trace *oom_trace(const char *csv)
+{
+    sublet_trace *t = NULL;
+    char err[512];
+    if (sublet_trace_parse_csv(csv, strlen(csv), &t, err, sizeof err) != SUBLET_OK)
+        fail_msg("parse: %s", err);
+    return t;
+}
+
+static void oom_options(sublet_replay_options *o)
+{
+    sublet_replay_options_init(o);
+    o->conf = EXPANDABLE;
+    o->device_memory = 100 * MiB;
+    o->check = 1;
+    o->replay_ooms = 1;
+}
+
 /* A request that fails after growing a segment part of the way: PyTorch maps the hole at
  * the segment's start (row 9), the next map fails, the release gives back every free page,
  * the hole's too (row 10, 40 MiB), and the request is refused (row 11).  With the OOM rows
@@ -427,16 +447,9 @@ static void test_oom_after_partial_growth(void **state)
              x, 20 * m, x, 20 * m, x + 20 * m, 20 * m, x + 20 * m, 20 * m, x, 20 * m, x,
              20 * m, x, 20 * m, x + 20 * m, 20 * m, x + 20 * m, 20 * m, x, 20 * m, x, 40 * m,
              102 * m);
-    sublet_trace *t = NULL;
-    char err[512];
-    if (sublet_trace_parse_csv(csv, strlen(csv), &t, err, sizeof err) != SUBLET_OK)
-        fail_msg("parse: %s", err);
+    sublet_trace *t = oom_trace(csv);
     sublet_replay_options o;
-    sublet_replay_options_init(&o);
-    o.conf = EXPANDABLE;
-    o.device_memory = 100 * MiB;
-    o.check = 1;
-    o.replay_ooms = 1;
+    oom_options(&o);
     sublet_replay_result r = replay(t, &o);
     const sublet_replay_fidelity *f = &r.fidelity;
     assert_int_equal(r.errors, 0);
@@ -481,16 +494,9 @@ static void test_oom_first_try_reserves(void **state)
              "8,segment_map,%llu,%llu,2,\n9,alloc,%llu,%llu,2,\n",
              b, 20 * m, b, 20 * m, b, 20 * m, b, 20 * m, b, 20 * m, 102 * m, b, 20 * m, b,
              20 * m, r2, 20 * m, r2, 20 * m);
-    sublet_trace *t = NULL;
-    char err[512];
-    if (sublet_trace_parse_csv(csv, strlen(csv), &t, err, sizeof err) != SUBLET_OK)
-        fail_msg("parse: %s", err);
+    sublet_trace *t = oom_trace(csv);
     sublet_replay_options o;
-    sublet_replay_options_init(&o);
-    o.conf = EXPANDABLE;
-    o.device_memory = 100 * MiB; /* reservations of 6 pages of 20 MiB (1.125 x 100 MiB) */
-    o.check = 1;
-    o.replay_ooms = 1;
+    oom_options(&o);
     o.device_base = b;
     sublet_replay_result r = replay(t, &o);
     assert_int_equal(r.errors, 0);
