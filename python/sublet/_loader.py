@@ -6,9 +6,17 @@ Order, for a library NAME (libsublet.so, libsublet_torch.so):
    it ($SUBLET_LIBRARY, $SUBLET_TORCH_LIB), when set;
 2. the library bundled with the package (installed by ``pip install .``
    next to this file);
-3. the checkout's CMake build folders (build*/NAME, newest first), when the
-   package is used from the repository (PYTHONPATH=python);
+3. when the package is used from the repository (PYTHONPATH=python), the
+   checkout's plain build, build/NAME (what scripts/build makes), then any
+   other build*/NAME that is not a sanitizer or fuzzing build (newest first).
+   A sanitizer build (build-asan, build-tsan, build-fuzz: SUBLET_SANITIZE or
+   SUBLET_FUZZ in its CMakeCache.txt) is never taken by the search: it cannot
+   be loaded into a Python that was not started with its runtime preloaded.
+   Name it explicitly ($SUBLET_LIBRARY=build-asan/libsublet.so) to use one;
 4. $prefix/lib, /usr/local/lib, /usr/local/lib64, then the system's search.
+
+A library found but not loadable is reported by load_error(): its path, and
+the variable or argument that chooses another.
 """
 
 from __future__ import annotations
@@ -33,12 +41,13 @@ def candidates(name: str, env_var: str, lib_path: Optional[str] = None) -> Itera
         yield env
         return
     yield os.path.join(HERE, name)  # bundled: installed next to the package
-    builds = sorted(
-        glob.glob(os.path.join(REPO, "build*", name)),
-        key=lambda p: os.path.getmtime(p),
-        reverse=True,
-    )
-    for p in builds:
+    yield os.path.join(REPO, "build", name)  # scripts/build's
+    others = [
+        p
+        for p in glob.glob(os.path.join(REPO, "build?*", name))
+        if not instrumented(os.path.dirname(p))
+    ]
+    for p in sorted(others, key=os.path.getmtime, reverse=True):
         yield p
     for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/local/lib64"):
         yield os.path.join(d, name)
@@ -46,6 +55,36 @@ def candidates(name: str, env_var: str, lib_path: Optional[str] = None) -> Itera
     found = ctypes.util.find_library(stem.split(".so")[0])
     if found:
         yield found
+
+
+def instrumented(build_dir: str) -> bool:
+    """Whether the CMake build folder `build_dir` is a sanitizer or fuzzing
+    build (its CMakeCache.txt sets SUBLET_SANITIZE or SUBLET_FUZZ), or cannot
+    be told (no readable CMakeCache.txt: not taken either)."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt"), encoding="utf-8",
+                  errors="replace") as f:
+            for line in f:
+                key, _, value = line.strip().partition("=")
+                name = key.split(":")[0]
+                if name == "SUBLET_SANITIZE" and value:
+                    return True
+                if name == "SUBLET_FUZZ" and value.upper() in ("ON", "1", "TRUE", "YES"):
+                    return True
+    except OSError:
+        return True
+    return False
+
+
+def load_error(path: str, env_var: str, err: BaseException, who: str = "sublet",
+               arg: Optional[str] = None) -> str:
+    """The message for library `path` found but not loadable (`err`): the
+    file, why, and how to choose another."""
+    how = "set %s to another %s" % (env_var, os.path.basename(path))
+    if arg:
+        how = "pass %s= or %s" % (arg, how)
+    return "%s: cannot load %s: %s; %s (from a checkout: build/%s, made by scripts/build)" % (
+        who, path, err, how, os.path.basename(path))
 
 
 def find(name: str, env_var: str, lib_path: Optional[str] = None, who: str = "sublet") -> str:

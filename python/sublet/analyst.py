@@ -110,10 +110,13 @@ def _library():
         if _lib is None:
             try:
                 path = _loader.find(LIB_NAME, "SUBLET_LIBRARY", who="sublet")
+            except RuntimeError as e:
+                raise LibraryError(str(e), "SUBLET_ERR_IO") from None
+            try:
                 dll = ctypes.CDLL(path)
                 _declare(dll)
-            except (OSError, AttributeError, RuntimeError) as e:
-                raise LibraryError("sublet: cannot load %s: %s" % (LIB_NAME, e),
+            except (OSError, AttributeError) as e:
+                raise LibraryError(_loader.load_error(path, "SUBLET_LIBRARY", e),
                                    "SUBLET_ERR_IO") from None
             _lib_path = path
             _lib = dll

@@ -23,7 +23,8 @@ Settings come from SUBLET_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (the
 PyTorch grammar: "max_split_size_mb:128,garbage_collection_threshold:0.6").
 The library is found as sublet's analyst library is (sublet._loader): from
 `lib_path`, $SUBLET_TORCH_LIB, the library bundled with the installed package,
-the repository's build directories, or the system's library path.
+the checkout's build/ (never a sanitizer build unless named), or the system's
+library path.
 
 Importing this module needs neither PyTorch nor a GPU: the functions raise
 RuntimeError("sublet.torch: PyTorch is not installed") or
@@ -159,7 +160,8 @@ class Library:
         try:
             self._dll = ctypes.CDLL(path)
         except OSError as e:
-            raise RuntimeError("sublet.torch: cannot load %s: %s" % (path, e)) from None
+            raise RuntimeError(_loader.load_error(path, "SUBLET_TORCH_LIB", e, "sublet.torch",
+                                                  arg="lib_path")) from None
         d = self._dll
         c = ctypes
         d.sublet_torch_malloc.argtypes = [c.c_ssize_t, c.c_int, c.c_void_p]
