@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sublet — `sublet mincap`: the min-capacity report (text and JSON) on the
 # committed attention trace under PyTorch's default, expandable_segments and
-# policy:stitch, and the exit codes (2 = usage, 1 = error).  $1 is the CLI.
+# policy:stitch, `sublet diagnose`'s verdict (the same figures) and its groups
+# of alike OOMs, and the exit codes (2 = usage, 1 = error).  $1 is the CLI.
 set -u
 cli=${1:?usage: cli_mincap.sh PATH_TO_SUBLET}
 data=${SUBLET_TESTDATA:-$(dirname "$0")/data}
@@ -123,6 +124,71 @@ done
 grep -q '^monotone: *yes' "$tmp/out.txt" || fail "the attention trace is monotone"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["monotone"] is True and d["failed_sizes_bytes"] == []' \
     "$tmp/expandable_segments:True.json" || fail "monotone JSON"
+
+# `sublet diagnose`'s verdict: the device needed under the base settings and
+# under the best setting tried are the figures `sublet mincap` prints for the
+# same trace and settings; alike OOMs are grouped (text and JSON).  The
+# committed trace has no stacks: its five 512 MiB OOMs on 2 GiB are one group;
+# with ../shared, hf_lora8bit_finetune_notebook on 2 GiB: 2,025 OOMs.
+here=$(cd "$(dirname "$0")" && pwd)
+shared=${SUBLET_SHARED:-$here/../../shared}
+hf=$shared/traces/pytorch_snapshot/hf_lora8bit_finetune_notebook.pickle.gz
+diag_check() {  # diag_check NAME TRACE OOMS GROUPS BASE_BYTES BEST_SETTING BEST_BYTES
+    local name=$1 f=$2
+    "$cli" diagnose "$f" --device-memory 2GiB --json >"$tmp/$name.diag.json" 2>"$tmp/err" ||
+        { fail "$name: diagnose --json: $(cat "$tmp/err")"; return; }
+    "$cli" diagnose "$f" --device-memory 2GiB >"$tmp/$name.diag.txt" 2>"$tmp/err" ||
+        { fail "$name: diagnose: $(cat "$tmp/err")"; return; }
+    python3 - "$tmp/$name.diag.json" "$3" "$4" "$5" "$6" "$7" >"$tmp/$name.confs" <<'PY' || fail "$name: diagnose JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))["diagnosis"]
+ooms, groups, base, best, best_bytes = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+assert d["ooms"] == ooms and d["oom_groups_all"] == groups, (d["ooms"], d["oom_groups_all"])
+g = d["oom_groups"]
+assert len(g) == min(groups, 32)
+# every OOM of a listed group once, ascending, and the list's OOMs in their groups
+events = [e for x in g for e in x["events"]]
+assert len(events) == len(set(events)) and all(x["events"] == sorted(x["events"]) for x in g)
+assert sum(x["count"] for x in g) == len(events) <= ooms
+assert all(x["count"] == len(x["events"]) and x["events"][0] == x["first_event"] for x in g)
+for o in d["oom_list"]:
+    x = g[o["group"]]
+    assert o["event"] in x["events"] and (o["size"], o["kind"]) == (x["size"], x["kind"])
+    assert (o["diagnosis"] is not None) == (o["event"] == x["first_event"] and x["diagnosis"] is not None)
+m = d["min_capacity"]
+assert m["base_bytes"] == base, m
+assert m["best_setting"] == best and m["best_bytes"] == best_bytes, m
+assert m["saved_bytes"] == base - best_bytes
+c = [x for x in d["candidates"] if x["setting"] == best][0]
+assert c["min_capacity_bytes"] == best_bytes
+print(d["conf"])
+for x in d["candidates"]:
+    print(x["conf"], x["min_capacity_bytes"])
+PY
+    [ -s "$tmp/$name.confs" ] || return
+    # each figure is what `sublet mincap --conf CONF` prints
+    local base_conf conf want got
+    base_conf=$(head -1 "$tmp/$name.confs")
+    got=$("$cli" mincap "$f" --conf "$base_conf" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["min_capacity_bytes"])')
+    [ "$got" = "$5" ] || fail "$name: mincap under the base settings: $got, diagnose: $5"
+    tail -n +2 "$tmp/$name.confs" | while read -r conf want; do
+        got=$("$cli" mincap "$f" --conf "$conf" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["min_capacity_bytes"])')
+        [ "$got" = "$want" ] || { echo "FAIL: $name: mincap --conf $conf: $got, diagnose: $want" >&2; exit 1; }
+    done || fails=$((fails + 1))
+    grep -q "^Device needed (as \`sublet mincap\` finds it): .* ($5 bytes) under the base settings, more than this 2.00 GiB device; .* ($7 bytes) with $6, the best setting tried: " \
+        "$tmp/$name.diag.txt" || fail "$name: the verdict's device needed: $(grep '^Device needed' "$tmp/$name.diag.txt")"
+}
+diag_check attention "$trace" 5 1 3781165056 policy:stitch 3252682752
+grep -q '^  and 4 more like it (the same kind, size, stream, pool) at events 48, 50, 52, 69$' \
+    "$tmp/attention.diag.txt" || fail "attention: the four OOMs like the first"
+[ "$(grep -c '^OOM [0-9]* of 5:' "$tmp/attention.diag.txt")" = 1 ] || fail "attention: one OOM shown"
+if [ -f "$hf" ]; then
+    diag_check hf "$hf" 2025 103 6291456000 policy:stitch 5882511360
+    grep -q '^  and 32 more like it (the same kind, size, stream, pool and stack) at events 1499, 1508, ' \
+        "$tmp/hf.diag.txt" || fail "hf: the OOMs like the first"
+    [ "$(grep -c '^OOM [0-9]* of 2025:' "$tmp/hf.diag.txt")" = 32 ] || fail "hf: 32 kinds shown"
+    grep -q '^(71 more kinds of OOM, 1410 OOMs, not listed)$' "$tmp/hf.diag.txt" || fail "hf: the kinds not listed"
+fi
 
 # exit codes
 "$cli" mincap >/dev/null 2>&1; [ $? -eq 2 ] || fail "no trace: exit 2"

@@ -584,6 +584,123 @@ static void test_oom_diagnosis_replay(void **state)
     sublet_trace_free(t);
 }
 
+static char *diagnosis_text(const sublet_frag_diagnosis *d)
+{
+    size_t n = sublet_frag_diagnosis_format(d, NULL, 0);
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    assert_int_equal(sublet_frag_diagnosis_format(d, text, n + 1), n);
+    return text;
+}
+
+/* The min capacity `sublet mincap` finds for t under conf. */
+static uint64_t mincap_of(const sublet_trace *t, const char *conf)
+{
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf;
+    sublet_mincap_result m;
+    char err[512];
+    if (sublet_replay_min_capacity(t, &o, 0, &m, err, sizeof err) != SUBLET_OK)
+        fail_msg("mincap under \"%s\": %s", conf, err);
+    uint64_t bytes = m.min_capacity_bytes;
+    sublet_mincap_result_free(&m);
+    return bytes;
+}
+
+/* The verdict's device needed: the base settings' and each candidate's min
+ * capacity as sublet mincap finds it, the best the smallest. */
+static void check_capacities(const sublet_trace *t, const sublet_frag_diagnosis *d)
+{
+    assert_int_equal(d->min_capacity_bytes, mincap_of(t, d->conf));
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < d->ncandidates; i++) {
+        const sublet_frag_candidate *c = &d->candidates[i];
+        assert_int_equal(c->status, SUBLET_OK);
+        assert_int_equal(c->min_capacity_bytes, mincap_of(t, c->conf));
+        if (best == SIZE_MAX || c->min_capacity_bytes < d->candidates[best].min_capacity_bytes)
+            best = i;
+    }
+    assert_int_equal(d->best_capacity, best);
+}
+
+/* Alike OOMs (kind, size, stream, pool, stack) are one group: the first shown,
+ * the others counted with their events.  On a 64 MiB device with 40 MiB live,
+ * three 40 MiB requests (events 1, 3, 4) and one of 30 MiB (event 2) fail. */
+static void test_oom_diagnosis_groups(void **state)
+{
+    (void)state;
+    sublet_trace *t;
+    assert_int_equal(sublet_trace_create(&t), SUBLET_OK);
+    const uint64_t A = 0x10000000;
+    const uint64_t sizes[5] = {40 * MiB, 40 * MiB, 30 * MiB, 40 * MiB, 40 * MiB};
+    for (int i = 0; i < 5; i++)
+        append(t, SUBLET_ACT_ALLOC, A + (uint64_t)i * 64 * MiB, sizes[i]);
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.device_memory = 64 * MiB;
+    const char *cands[] = {"expandable_segments:True", "max_split_size_mb:128", NULL};
+    sublet_frag_diagnose_options dopt = {.candidates = cands};
+    sublet_frag_diagnosis d;
+    char err[512];
+    assert_int_equal(sublet_frag_diagnose_trace(t, &o, &dopt, &d, err, sizeof err), SUBLET_OK);
+    assert_int_equal(d.ooms, 4);
+    assert_int_equal(d.noom, 4); /* the list of OOMs as before, each with its group */
+    assert_int_equal(d.groups_all, 2);
+    assert_int_equal(d.ngroups, 2);
+    const sublet_frag_oom_group *g = d.groups;
+    assert_int_equal(g[0].number, 1);
+    assert_int_equal(g[0].count, 3);
+    assert_int_equal(g[0].first.size, 40 * MiB);
+    assert_int_equal(g[0].first.fragmentation, 0);
+    assert_int_equal(g[0].events[0], 1);
+    assert_int_equal(g[0].events[1], 3);
+    assert_int_equal(g[0].events[2], 4);
+    assert_null(g[0].stack); /* a trace without stacks */
+    assert_non_null(g[0].first.diagnosis);
+    assert_int_equal(g[1].number, 2);
+    assert_int_equal(g[1].count, 1);
+    assert_int_equal(g[1].events[0], 2);
+    assert_int_equal(g[1].first.size, 30 * MiB);
+    const size_t group_of[4] = {0, 1, 0, 0};
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(d.oom[i].group, group_of[i]);
+    assert_non_null(d.oom[0].diagnosis); /* the first of a group: its diagnosis */
+    assert_null(d.oom[2].diagnosis);     /* another of it: the group says it */
+    char *text = diagnosis_text(&d);
+    assert_non_null(strstr(text, "2 kinds of OOM (alike: "));
+    assert_non_null(strstr(text, "\nOOM 1 of 4: event 1 "));
+    assert_non_null(strstr(text, "\nOOM 2 of 4: event 2 "));
+    assert_null(strstr(text, "\nOOM 3 of 4"));
+    assert_non_null(
+        strstr(text, "  and 2 more like it (the same kind, size, stream, pool) at events 3, 4\n"));
+    /* every 40 MiB request needs its own 40 MiB segment: 190 MiB in all */
+    assert_int_equal(d.min_capacity_bytes, 190 * MiB);
+    check_capacities(t, &d);
+    assert_non_null(strstr(text, "Device needed (as `sublet mincap` finds it): 190.00 MiB "
+                                 "(199229440 bytes) under the base settings, more than this "
+                                 "64.00 MiB device; no setting tried needs less"));
+    free(text);
+    sublet_frag_diagnosis_free(&d);
+
+    /* one group listed: the other counted */
+    dopt.max_listed = 1;
+    dopt.no_min_capacity = 1;
+    assert_int_equal(sublet_frag_diagnose_trace(t, &o, &dopt, &d, err, sizeof err), SUBLET_OK);
+    assert_int_equal(d.ngroups, 1);
+    assert_int_equal(d.groups_all, 2);
+    assert_int_equal(d.groups[0].count, 3);
+    assert_int_equal(d.noom, 1);
+    assert_int_equal(d.min_capacity_bytes, 0);
+    assert_int_equal(d.best_capacity, SIZE_MAX);
+    text = diagnosis_text(&d);
+    assert_non_null(strstr(text, "(1 more kind of OOM, 1 OOM, not listed)"));
+    assert_null(strstr(text, "Device needed"));
+    free(text);
+    sublet_frag_diagnosis_free(&d);
+    sublet_trace_free(t);
+}
+
 /* cs336_attention_microbench on a device just smaller than its recorded peak
  * reserved (3,781,165,056 bytes): 3.6 GB. */
 static void test_oom_diagnosis_attention(void **state)
@@ -634,6 +751,28 @@ static void test_oom_diagnosis_attention(void **state)
     assert_true(max_split || expandable || stitch);
     assert_true(max_split && expandable && stitch); /* as measured: all three do */
     sublet_frag_diagnosis_free(&d);
+
+    /* On 2 GiB: five OOMs of 512 MiB from four places (events 52 and 69 share a
+     * stack), and the device needed: 3,781,165,056 bytes under PyTorch's
+     * defaults (tests/cli_mincap.sh), 3,252,682,752 with policy:stitch, the least. */
+    o.device_memory = 2 * GiB;
+    assert_int_equal(sublet_frag_diagnose_trace(t, &o, NULL, &d, err, sizeof err), SUBLET_OK);
+    assert_int_equal(d.ooms, 5);
+    assert_int_equal(d.min_capacity_bytes, UINT64_C(3781165056));
+    assert_true(d.best_capacity < d.ncandidates);
+    assert_string_equal(d.candidates[d.best_capacity].setting, "policy:stitch");
+    assert_int_equal(d.candidates[d.best_capacity].min_capacity_bytes, UINT64_C(3252682752));
+    check_capacities(t, &d);
+    for (size_t i = 0; i < d.ngroups; i++) {
+        assert_non_null(d.groups[i].stack);
+        assert_int_equal(d.groups[i].first.size, 512 * MiB);
+    }
+    char *text = diagnosis_text(&d);
+    assert_non_null(strstr(text, "under the base settings, more than this 2.00 GiB device; "
+                                 "3.03 GiB (3252682752 bytes) with policy:stitch, the best "
+                                 "setting tried: 504.00 MiB (14.0 %) less.\n"));
+    free(text);
+    sublet_frag_diagnosis_free(&d);
     trace_free(t);
 }
 
@@ -644,7 +783,7 @@ int main(void)
         cmocka_unit_test(test_random_states),           cmocka_unit_test(test_summary_flags),
         cmocka_unit_test(test_trace_every_event),       cmocka_unit_test(test_shared_traces),
         cmocka_unit_test(test_oom_diagnosis_live),      cmocka_unit_test(test_oom_diagnosis_replay),
-        cmocka_unit_test(test_oom_diagnosis_attention),
+        cmocka_unit_test(test_oom_diagnosis_attention), cmocka_unit_test(test_oom_diagnosis_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

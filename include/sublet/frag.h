@@ -143,6 +143,10 @@ typedef struct sublet_frag_candidate {
     uint64_t peak_reserved_bytes;
     uint64_t *oom_events;          /* ascending */
     size_t noom_events;
+    /* The smallest device that runs the trace under `conf`, as `sublet mincap
+     * --conf CONF` finds it (sublet_replay_min_capacity); 0 when not searched
+     * (no OOM, a replay that failed, or the search failed). */
+    uint64_t min_capacity_bytes;
 } sublet_frag_candidate;
 
 typedef struct sublet_frag_oom {
@@ -153,8 +157,23 @@ typedef struct sublet_frag_oom {
                                     * (only the first max_detailed OOMs) */
     int fragmentation;             /* 1 fragmentation, 0 exhaustion */
     uint64_t pool_id[2];           /* the pool the request went to ((0, 0): the
-                                    * default pools), when diagnosed */
+                                    * default pools) */
+    uint32_t frames;               /* the request's stack (sublet_trace_stack), 0: none */
+    size_t group;                  /* the index of its group in the diagnosis' groups,
+                                    * SIZE_MAX: a group not listed */
 } sublet_frag_oom;
+
+/* OOMs alike: the same kind, size, stream, pool and stack (the stack when the
+ * trace has them).  `first` is the first of them, diagnosed with its pinning
+ * segments for the first max_detailed groups; `stack` its stack as text (one
+ * frame a line, innermost first; NULL: none). */
+typedef struct sublet_frag_oom_group {
+    sublet_frag_oom first;
+    char *stack;
+    uint64_t number;               /* first's place among all the OOMs, from 1 */
+    uint64_t count;                /* OOMs in the group, first included */
+    uint64_t *events;              /* the event of each, ascending (count entries) */
+} sublet_frag_oom_group;
 
 typedef struct sublet_frag_diagnosis {
     char conf[512];                /* the base settings */
@@ -165,19 +184,34 @@ typedef struct sublet_frag_diagnosis {
     size_t noom;
     sublet_frag_candidate *candidates;
     size_t ncandidates;
+    sublet_frag_oom_group *groups; /* the first max_listed groups of alike OOMs,
+                                    * by their first OOM */
+    size_t ngroups;
+    uint64_t groups_all;           /* groups in all (more than ngroups: some not listed) */
+    /* The smallest device that runs the trace under the base settings (as
+     * `sublet mincap --conf CONF` finds it; 0: not searched: no OOM, or
+     * dopt's no_min_capacity, or the search failed), and the candidate with
+     * the smallest one (SIZE_MAX: none searched). */
+    uint64_t min_capacity_bytes;
+    size_t best_capacity;
 } sublet_frag_diagnosis;
 
 typedef struct sublet_frag_diagnose_options {
     const char *const *candidates; /* NULL-terminated; NULL = the default list */
-    size_t max_detailed;           /* OOMs diagnosed with their pinning segments; 0 = 3 */
-    size_t max_listed;             /* OOMs listed; 0 = 32 */
+    size_t max_detailed;           /* groups of OOMs whose first OOM is diagnosed with its
+                                    * pinning segments; 0 = 3 */
+    size_t max_listed;             /* OOMs listed, and groups of OOMs; 0 = 32 */
+    int no_min_capacity;           /* 1: no search of the device needed */
 } sublet_frag_diagnose_options;
 
-/* Replay t under o (NULL: defaults; stop_after, on_oom, on_finish and
- * recording are replaced), list its OOMs, diagnose the first ones at the
- * state they left (a replay to each), then replay t under every candidate,
- * on the same device, and record which OOMs each one avoids.  *d is filled
- * even without OOMs (then no candidate is tried).  Free with
+/* Replay t under o (NULL: defaults; stop_after, on_oom, on_finish, the
+ * observers and recording are replaced), list its OOMs and group the alike
+ * ones, diagnose the first OOM of the first groups at the state it left (a
+ * replay to each), then replay t under every candidate, on the same device,
+ * and record which OOMs each one avoids; last, unless dopt says not to, find
+ * the smallest device that runs the trace under the base settings and under
+ * each candidate (sublet_replay_min_capacity, 2 MiB resolution).  *d is
+ * filled even without OOMs (then no candidate is tried).  Free with
  * sublet_frag_diagnosis_free. */
 sublet_status sublet_frag_diagnose_trace(const sublet_trace *t, const sublet_replay_options *o,
                                          const sublet_frag_diagnose_options *dopt,
@@ -188,8 +222,10 @@ sublet_status sublet_frag_diagnose_stream(sublet_trace_stream *t, const sublet_r
                                           sublet_frag_diagnosis *d, char *err, size_t err_cap);
 /* Does candidate c avoid OOM number k of d (its event has no OOM there)? */
 int sublet_frag_candidate_avoids(const sublet_frag_candidate *c, uint64_t event);
-/* The report: each OOM (message, diagnosis), then a table of the candidates
- * (OOMs avoided, peak reserved) and the verdict. */
+/* The report: each group of alike OOMs (its first OOM's message and
+ * diagnosis, the events of the others), then a table of the candidates (OOMs
+ * avoided, peak reserved, device needed) and the verdict, with the device
+ * needed under the base settings and under the best candidate. */
 size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, size_t cap);
 void sublet_frag_diagnosis_free(sublet_frag_diagnosis *d);
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "sublet/frag_state.h"
+#include "sublet/history.h" /* sublet_frame */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SL_FB_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -64,6 +65,11 @@ static inline int sl_frag_is_private(const sublet_frag_segment *s)
 /* sublet_frag_pools() into a new array (*n of them); NULL (and *n = 0) when
  * memory runs out. */
 sublet_frag_pool *sl_frag_pools_of(const sublet_frag_state *st, size_t *n);
+
+/* A stack's frames as text: one a line, innermost first, at most 12, the
+ * Python frames only when there are some, else without the allocator's own
+ * plumbing (sublet_frag_state.stacks); malloc'd, NULL when memory runs out. */
+char *sl_frag_stack_text(const sublet_frame *fr, size_t n);
 
 /* Append the pinning segments (top n, each with up to max_live live blocks and
  * max_frames frames of their stacks), indented by `indent` spaces. */

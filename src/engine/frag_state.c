@@ -181,7 +181,7 @@ static int is_plumbing(const sublet_frame *f)
 }
 
 /* Frames of one stack as text (see sublet_frag_state.stacks). */
-static char *stack_text(const sublet_frame *fr, size_t n)
+char *sl_frag_stack_text(const sublet_frame *fr, size_t n)
 {
     size_t py = 0, useful = 0;
     for (size_t i = 0; i < n; i++) {
@@ -243,7 +243,7 @@ static sublet_status resolve_stacks(sublet_allocator *a, sublet_frag_state *st)
     for (size_t k = 0; k < u; k++) {
         const sublet_frame *fr = NULL;
         size_t nf = sublet_stack_frames(a, ids[k], &fr);
-        st->stacks[k] = stack_text(fr, nf);
+        st->stacks[k] = sl_frag_stack_text(fr, nf);
         if (!st->stacks[k]) {
             free(ids);
             return SUBLET_ERR_NO_MEMORY;

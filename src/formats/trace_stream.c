@@ -910,10 +910,13 @@ sublet_status sl_trace_stream_borrow(sublet_trace_stream *s, const sublet_trace_
     return st;
 }
 
-/* A copy's prelude and extras are its origin's. */
+/* A copy's prelude and extras are its origin's (a copy's copy: the first
+ * stream's). */
 static const sublet_trace_stream *through(const sublet_trace_stream *s)
 {
-    return s && s->kind == K_RAW ? s->origin : s;
+    while (s && s->kind == K_RAW)
+        s = s->origin;
+    return s;
 }
 
 size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev)

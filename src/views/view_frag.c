@@ -285,6 +285,97 @@ static void json_segments(sl_json_writer *w, const sublet_frag_state *st, unsign
 
 /* ---- diagnosis output -------------------------------------------------------------------- */
 
+/* A byte count, or null for 0 (not searched). */
+static void json_bytes_or_null(sl_json_writer *w, const char *key, uint64_t v)
+{
+    sl_json_key(w, key);
+    if (v)
+        sl_json_u64(w, v);
+    else
+        sl_json_null(w);
+}
+
+/* What the OOMs and groups share: kind, pool, message, diagnosis. */
+static void json_oom_common(sl_json_writer *w, const sublet_frag_oom *o)
+{
+    sl_json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
+    if (o->pool_id[0] || o->pool_id[1]) /* only then: documents without pools as before */
+        json_pool_id(w, "pool_id", o->pool_id);
+    sl_json_kv_string(w, "message", o->message ? o->message : "");
+    sl_json_key(w, "diagnosis");
+    if (o->diagnosis)
+        sl_json_string(w, o->diagnosis);
+    else
+        sl_json_null(w);
+}
+
+/* The groups of alike OOMs (sublet_frag_oom_group), each with every event. */
+static void json_oom_groups(sl_json_writer *w, const sublet_frag_diagnosis *d)
+{
+    sl_json_kv_u64(w, "oom_groups_all", d->groups_all);
+    sl_json_key(w, "oom_groups");
+    sl_json_array_begin(w);
+    for (size_t i = 0; i < d->ngroups; i++) {
+        const sublet_frag_oom_group *g = &d->groups[i];
+        sl_json_object_begin(w);
+        sl_json_kv_u64(w, "first_event", g->first.event);
+        sl_json_kv_u64(w, "line", g->first.line);
+        sl_json_kv_u64(w, "number", g->number);
+        sl_json_kv_u64(w, "count", g->count);
+        sl_json_kv_u64(w, "size", g->first.size);
+        sl_json_kv_u64(w, "stream", g->first.stream);
+        sl_json_key(w, "stack");
+        if (g->stack) {
+            sl_json_array_begin(w);
+            for (const char *p = g->stack; *p;) {
+                const char *e = strchr(p, '\n');
+                size_t len = e ? (size_t)(e - p) : strlen(p);
+                char *line = malloc(len + 1);
+                if (line) {
+                    memcpy(line, p, len);
+                    line[len] = '\0';
+                    sl_json_string(w, line);
+                    free(line);
+                }
+                p += len + (e ? 1 : 0);
+            }
+            sl_json_array_end(w);
+        } else {
+            sl_json_null(w);
+        }
+        json_oom_common(w, &g->first);
+        sl_json_key(w, "events");
+        sl_json_array_begin(w);
+        for (uint64_t k = 0; k < g->count; k++)
+            sl_json_u64(w, g->events[k]);
+        sl_json_array_end(w);
+        sl_json_object_end(w);
+    }
+    sl_json_array_end(w);
+}
+
+/* The device needed under the base settings and the best candidate's. */
+static void json_min_capacity(sl_json_writer *w, const sublet_frag_diagnosis *d)
+{
+    const sublet_frag_candidate *c =
+        d->best_capacity < d->ncandidates ? &d->candidates[d->best_capacity] : NULL;
+    sl_json_key(w, "min_capacity");
+    sl_json_object_begin(w);
+    json_bytes_or_null(w, "base_bytes", d->min_capacity_bytes);
+    sl_json_key(w, "best_setting");
+    if (c)
+        sl_json_string(w, c->setting);
+    else
+        sl_json_null(w);
+    json_bytes_or_null(w, "best_bytes", c ? c->min_capacity_bytes : 0);
+    sl_json_key(w, "saved_bytes");
+    if (c && d->min_capacity_bytes)
+        sl_json_i64(w, (int64_t)d->min_capacity_bytes - (int64_t)c->min_capacity_bytes);
+    else
+        sl_json_null(w);
+    sl_json_object_end(w);
+}
+
 void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_frag_diagnosis *d)
 {
     sl_json_key(w, key);
@@ -302,13 +393,10 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
         sl_json_kv_u64(w, "line", o->line);
         sl_json_kv_u64(w, "size", o->size);
         sl_json_kv_u64(w, "stream", o->stream);
-        sl_json_kv_string(w, "kind", o->fragmentation ? "fragmentation" : "exhaustion");
-        if (o->pool_id[0] || o->pool_id[1]) /* only then: documents without pools as before */
-            json_pool_id(w, "pool_id", o->pool_id);
-        sl_json_kv_string(w, "message", o->message ? o->message : "");
-        sl_json_key(w, "diagnosis");
-        if (o->diagnosis)
-            sl_json_string(w, o->diagnosis);
+        json_oom_common(w, o);
+        sl_json_key(w, "group");
+        if (o->group < d->ngroups)
+            sl_json_u64(w, o->group);
         else
             sl_json_null(w);
         sl_json_key(w, "avoided_by");
@@ -338,9 +426,12 @@ void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_fra
             sl_json_u64(w, c->first_oom_event);
         sl_json_kv_u64(w, "peak_reserved_bytes", c->peak_reserved_bytes);
         sl_json_kv_bool(w, "avoids_all", c->status == SUBLET_OK && c->ooms == 0);
+        json_bytes_or_null(w, "min_capacity_bytes", c->min_capacity_bytes);
         sl_json_object_end(w);
     }
     sl_json_array_end(w);
+    json_oom_groups(w, d);
+    json_min_capacity(w, d);
     sl_json_object_end(w);
 }
 
