@@ -198,6 +198,56 @@ static int64_t gc_frees(const char *conf, double call)
     return frees;
 }
 
+/* A string that parses parses again, to the same settings, on its own result and on
+ * settings of any release: pytorch_version's value is read by the tokenizer of the release
+ * it selects (fuzz/regressions/fuzz_config/crash-version-cr: "\r\r\r2.8" was taken as 2.8
+ * by the newest tokenizer, then refused by 2.8's own, which keeps '\r', on a second parse). */
+static void twice_same(const char *conf, const char *base)
+{
+    sublet_settings s = parsed(base), again;
+    char err[256] = "";
+    if (sublet_settings_parse(&s, conf, err, sizeof err) != SUBLET_OK)
+        fail_msg("parse of \"%s\" on \"%s\" failed: %s", conf, base, err);
+    memcpy(&again, &s, sizeof s);
+    if (sublet_settings_parse(&again, conf, err, sizeof err) != SUBLET_OK)
+        fail_msg("\"%s\" accepted once on \"%s\", then refused: %s", conf, base, err);
+    assert_memory_equal(&again, &s, sizeof s);
+}
+
+static void test_version_whitespace(void **state)
+{
+    (void)state;
+    const char *bases[] = {"", "pytorch_version:2.6", "pytorch_version:2.9",
+                           ("expandable_segments:True,backend:cudaMallocAsync,"
+                            "pinned_reserve_segment_size_mb:7")}; /* fuzz_config's 4th */
+    const char *cr = "Invalid value '???2.8' for pytorch_version: expected a PyTorch release "
+                     "such as 2.6 or 'newest'";
+    char err[256];
+    for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+        sublet_settings s = parsed(bases[b]), before;
+        memcpy(&before, &s, sizeof s);
+        /* refused at the first parse, whatever the settings parsed on, unchanged */
+        assert_int_equal(sublet_settings_parse(&s, "pytorch_version:\r\r\r2.8", err, sizeof err),
+                         SUBLET_ERR_CONFIG);
+        assert_string_equal(err, cr);
+        assert_int_equal(
+            sublet_settings_parse(&s, "max_split_size_mb:64,pytorch_version:2.6\t", err,
+                                  sizeof err),
+            SUBLET_ERR_CONFIG);
+        assert_string_equal(err, "Invalid value '2.6?' for pytorch_version: expected a PyTorch "
+                                 "release such as 2.6 or 'newest'");
+        assert_memory_equal(&s, &before, sizeof s);
+        /* ' ' is dropped by every tokenizer; other whitespace by the newest one only */
+        twice_same("pytorch_version: 2.8 ,max_split_size_mb: 64", bases[b]);
+        twice_same("pytorch_version:\t2.9,\tmax_split_size_mb:64", bases[b]);
+        twice_same("pytorch_version:\r\nnewest\v,expandable_segments:\fTrue", bases[b]);
+        twice_same("max_split_size_mb:64", bases[b]);
+        assert_int_equal(sublet_settings_parse(&s, "pytorch_version:\t2.9", err, sizeof err),
+                         SUBLET_OK);
+        assert_int_equal(s.pytorch_version, 209);
+    }
+}
+
 /* Before 2.9 a call of set_per_process_memory_fraction puts a limit in effect even at 1.0,
  * and with it the garbage collector; from 2.9 only a fraction below 1 does. */
 static void test_fraction_limit(void **state)
@@ -253,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_bounds_and_reset), cmocka_unit_test(test_texts_and_options),
         cmocka_unit_test(test_env_lookup),       cmocka_unit_test(test_fraction_limit),
         cmocka_unit_test(test_oom_advice),
+        cmocka_unit_test(test_version_whitespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,10 @@
  * The whole string is applied to a copy; *s changes only on success.
  *
  * pytorch_version:X (sublet's) selects an older release's rules where PyTorch
- * changed them (docs/versions.md): it is applied first, wherever it stands,
- * and before 2.9 the parser follows PyTorch 2.6's CUDAAllocatorConfig.cpp
+ * changed them (docs/versions.md): it is applied first, wherever it stands
+ * (found with the newest tokenizer, then read again, and required to be the
+ * same, with the tokenizer of the release it selects), and before 2.9 the
+ * parser follows PyTorch 2.6's CUDAAllocatorConfig.cpp
  * (only ' ' is dropped; `>:v` fills from the last listed bucket itself;
  * max_split_size_mb and max_non_split_rounding_mb must be > 20 and
  * max_non_split_rounding is not reset; the options 2.6 lacks are unknown;
@@ -779,6 +781,26 @@ static sublet_status walk(pctx *c, int pass)
     return SUBLET_OK;
 }
 
+/* The release a legacy string selects (`ver`, read with the newest tokenizer)
+ * must read the same under that release's own tokenizer, which keeps every
+ * whitespace character but ' ' in its word (PyTorch 2.6's lexArgs):
+ * "pytorch_version:\r2.8" is refused here, as 2.8 would refuse "\r40" as a
+ * value, instead of selecting 2.8 once and being refused on a second parse.
+ * `base` is the release of the settings parsed on. */
+static sublet_status legacy_version_same(pctx *c, uint32_t base, uint32_t ver)
+{
+    c->s->pytorch_version = base;
+    sublet_status st = walk(c, 0);
+    if (st != SUBLET_OK)
+        return st;
+    if (c->s->pytorch_version != ver)
+        return fail(c, "Error parsing CachingAllocator settings: pytorch_version reads "
+                       "differently under release %u.%u's tokenizer (it keeps whitespace "
+                       "other than ' ')",
+                    (unsigned)(ver / 100), (unsigned)(ver % 100));
+    return SUBLET_OK;
+}
+
 /* ---- public API -------------------------------------------------------------- */
 
 void sublet_settings_default(sublet_settings *s)
@@ -825,24 +847,27 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
                     CONF_MAX_LEN);
 
     memcpy(&work, s, sizeof work);
-    c.legacy = !since_ver(work.pytorch_version, V29);
-    if (tokenize(conf, len, c.legacy, &c.t, &buf, &c.n) != 0)
+    /* pytorch_version first: it decides the tokenizer and every rule below.
+     * It is found with the newest tokenizer whatever the settings' release, so
+     * that the string means the same on any settings (a parse is idempotent). */
+    if (tokenize(conf, len, 0, &c.t, &buf, &c.n) != 0)
         goto no_memory;
-    /* pytorch_version first: it decides the tokenizer and every rule below */
     st = walk(&c, 0);
-    if (st != SUBLET_OK) {
-        free(c.t);
-        free(buf);
-        return st;
-    }
-    if (c.legacy != !since_ver(work.pytorch_version, V29)) { /* tokenize again */
-        c.legacy = !c.legacy;
+    if (st == SUBLET_OK && !since_ver(work.pytorch_version, V29)) { /* tokenize again */
+        uint32_t ver = work.pytorch_version;
+        c.legacy = 1;
         free(c.t);
         free(buf);
         c.t = NULL;
         buf = NULL;
-        if (tokenize(conf, len, c.legacy, &c.t, &buf, &c.n) != 0)
+        if (tokenize(conf, len, 1, &c.t, &buf, &c.n) != 0)
             goto no_memory;
+        st = legacy_version_same(&c, s->pytorch_version, ver);
+    }
+    if (st != SUBLET_OK) {
+        free(c.t);
+        free(buf);
+        return st;
     }
     /* Reset on every parse (§5.2). */
     work.max_split_size = SUBLET_SIZE_UNLIMITED;
