@@ -9,7 +9,12 @@
  * libsublet_preload.so, still comes first and reaches it), the folder of its other names (libcuda.so.1,
  * libnvidia-ml.so.1) first in LD_LIBRARY_PATH, and the device's settings in
  * SUBLET_NULLGPU_* variables.  The library is found next to this program
- * (a build folder), in ../lib or ../lib64 (an install), or at --lib. */
+ * (a build folder, or the Python package's _bin/), in ../lib or ../lib64
+ * (an install), or at --lib.  Its other names must be links to the very
+ * same file (a copy would load a second device): the folder nullgpu/ beside
+ * it when its links lead there (the build and `cmake --install` make it),
+ * else one this command makes under $XDG_CACHE_HOME/sublet (a wheel keeps no
+ * links). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -107,6 +112,68 @@ static int add_to(const char *var, const char *value, int first)
     return rc;
 }
 
+/* 1 when `link` is a name of the file `lib` is (same device and inode). */
+static int same_file(const char *link, const struct stat *lib)
+{
+    struct stat st;
+    return stat(link, &st) == 0 && st.st_dev == lib->st_dev && st.st_ino == lib->st_ino;
+}
+
+static int mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            *p = '/';
+            return -1;
+        }
+        *p = '/';
+    }
+    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* The folder whose libcuda.so.1 and libnvidia-ml.so.1 are names of `lib`
+ * (dir holds PATH_MAX bytes). */
+static int links_dir(const char *lib, char *dir)
+{
+    static const char *const names[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
+    struct stat st;
+    const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    unsigned long long dev, ino;
+    char path[PATH_MAX];
+    int ok = 1, n;
+    if (stat(lib, &st) != 0)
+        return -1;
+    dev = (unsigned long long)st.st_dev;
+    ino = (unsigned long long)st.st_ino;
+    n = snprintf(dir, PATH_MAX, "%.*s/nullgpu", (int)(strrchr(lib, '/') - lib), lib);
+    for (size_t k = 0; k < 2 && n > 0 && n < PATH_MAX; k++) {
+        int m = snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        ok &= m > 0 && m < PATH_MAX && same_file(path, &st);
+    }
+    if (ok && n > 0 && n < PATH_MAX)
+        return 0;
+    if (cache && *cache)
+        n = snprintf(dir, PATH_MAX, "%s/sublet/nullgpu/%llx-%llx", cache, dev, ino);
+    else if (home && *home)
+        n = snprintf(dir, PATH_MAX, "%s/.cache/sublet/nullgpu/%llx-%llx", home, dev, ino);
+    else
+        n = snprintf(dir, PATH_MAX, "/tmp/sublet-nullgpu-%ld/%llx-%llx", (long)getuid(), dev, ino);
+    if (n <= 0 || n >= PATH_MAX - 32 || mkdirs(dir) != 0)
+        return -1;
+    for (size_t k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%.*s/%s", PATH_MAX - 32, dir, names[k]);
+        if (same_file(path, &st))
+            continue;
+        (void)unlink(path);
+        if (symlink(lib, path) != 0 && !same_file(path, &st))
+            return -1;
+    }
+    return 0;
+}
+
 static int need_value(int i, int argc, char **argv)
 {
     if (i + 1 < argc)
@@ -118,7 +185,7 @@ static int need_value(int i, int argc, char **argv)
 int cli_nullgpu(int argc, char **argv)
 {
     const char *lib_arg = NULL;
-    char lib[PATH_MAX], dir[PATH_MAX + 16], *slash;
+    char lib[PATH_MAX], dir[PATH_MAX];
     int i;
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *a = argv[i];
@@ -182,16 +249,10 @@ int cli_nullgpu(int argc, char **argv)
     }
     if (find_lib(lib_arg, lib, sizeof lib) != 0)
         return CLI_ERROR;
-    snprintf(dir, sizeof dir, "%s", lib);
-    slash = strrchr(dir, '/');
-    snprintf(slash + 1, sizeof dir - (size_t)(slash + 1 - dir), "nullgpu");
-    {
-        char probe[PATH_MAX + 64];
-        snprintf(probe, sizeof probe, "%s/libcuda.so.1", dir);
-        if (!is_file(probe)) {
-            fprintf(stderr, "sublet nullgpu: %s is missing (it is made with %s by the build)\n", probe, NULLGPU_LIB);
-            return CLI_ERROR;
-        }
+    if (links_dir(lib, dir) != 0) {
+        fprintf(stderr, "sublet nullgpu: cannot make the folder of the null device's other names "
+                        "(libcuda.so.1, libnvidia-ml.so.1) at %s: %s\n", dir, strerror(errno));
+        return CLI_ERROR;
     }
     if (add_to("LD_PRELOAD", lib, 0) != 0 || add_to("LD_LIBRARY_PATH", dir, 1) != 0) {
         fprintf(stderr, "sublet nullgpu: out of memory\n");

@@ -33,6 +33,20 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # an empty_cache that frees nothing syncs PyTorch's streams; sublet's drop-in
 # counts only its own (memory_stats' num_sync_all_streams): compared in preload/mempool modes only
 SKIP = {"install": {"num_sync_all_streams"}, "mempool": set(), "preload": set()}
+# keys of PyTorch's memory_stats() that sublet does not report (docs/versions.md says why)
+NOT_REPORTED = {"num_oom_rejections"}
+# The one difference of the live drop-in known and explained (docs/nullgpu.md): when
+# one process_events finishes deferred frees of several streams whose blocks
+# neighbour, PyTorch gives them back in the order of its hash map of streams,
+# sublet's engine in the order the streams first deferred a free: the same
+# blocks, merged the same, but a block that was an inactive split for a moment
+# in one order is not in the other.  Only these counters may differ then.
+ORDER_KEYS = ("inactive_split.", "inactive_split_bytes.")
+
+
+def order_only(diffs_keys, ops):
+    return (ops.get("record_stream", 0) > 0 and diffs_keys and
+            all(k.startswith(ORDER_KEYS) and k.endswith((".allocated", ".freed")) for k in diffs_keys))
 
 
 def jobs_for(a, i, work, side):
@@ -84,15 +98,17 @@ def compare(a, i, work, ran):
     sub = json.load(open(os.path.join(work, "sub%04d" % i, "result.json")))
     keys = sorted(set(ref["memory_stats"]) & set(sub["memory_stats"]))
     out["keys"] = len(keys)
-    missing = sorted(k for k in ref["memory_stats"] if k not in sub["memory_stats"] and not k.startswith("reserved_bytes_by_private_pools"))
+    missing = sorted(k for k in ref["memory_stats"] if k not in sub["memory_stats"] and k not in NOT_REPORTED
+                     and not k.startswith("reserved_bytes_by_private_pools"))
     if a.mode == "install" and missing:
         out["diffs"].append("keys PyTorch has and sublet lacks: %s" % ", ".join(missing[:8]))
-    for k in keys:
-        if k in SKIP[a.mode]:
-            continue
-        if ref["memory_stats"][k] != sub["memory_stats"][k]:
-            out["diffs"].append("%s: PyTorch %s, %s %s" % (k, ref["memory_stats"][k], a.mode, sub["memory_stats"][k]))
+    differing = [k for k in keys if k not in SKIP[a.mode] and ref["memory_stats"][k] != sub["memory_stats"][k]]
     out["ops"] = ref["ops"]
+    if a.mode == "install" and not out["diffs"] and order_only(differing, ref["ops"]):
+        out["order_only"] = True
+        return out
+    for k in differing:
+        out["diffs"].append("%s: PyTorch %s, %s %s" % (k, ref["memory_stats"][k], a.mode, sub["memory_stats"][k]))
     return out
 
 
@@ -130,14 +146,19 @@ def main():
         name, conf, fraction, size, flags = D.plan(r["i"])
         print("program %d (%s, %d GiB): %s" % (r["i"], name, size >> 30, r.get("error") or "\n  ".join(r["diffs"][:12])))
     keys = sum(r.get("keys", 0) for r in results)
+    order = [r["i"] for r in results if r.get("order_only")]
+    if order:
+        print("%s: programs %s differ only in inactive_split allocated/freed counts: the order in which one "
+              "process_events gives back neighbouring blocks of several streams (known, docs/nullgpu.md)"
+              % (a.mode, ", ".join(map(str, order))))
     graphs = sum(r.get("ops", {}).get("graph", 0) for r in results)
     pools = sum(r.get("ops", {}).get("pool", 0) for r in results)
     print("%s: %d programs, %d equal, %d differ, %d failed to run; %d memory_stats values compared, "
-          "%d graph captures, %d MemPools" % (a.mode, len(results), len(results) - len(bad) - len(errors), len(bad),
-                                            len(errors), keys, graphs, pools))
+          "%d graph captures, %d MemPools" % (a.mode, len(results), len(results) - len(bad) - len(errors) - len(order),
+                                            len(bad), len(errors), keys, graphs, pools))
     with open(os.path.join(work, "summary-%s.json" % a.mode), "w") as f:
-        json.dump({"mode": a.mode, "programs": len(results), "equal": len(results) - len(bad) - len(errors),
-                   "differ": len(bad), "failed": len(errors), "values": keys, "graphs": graphs, "mempools": pools}, f)
+        json.dump({"mode": a.mode, "programs": len(results), "equal": len(results) - len(bad) - len(errors) - len(order),
+                   "order_only": len(order), "differ": len(bad), "failed": len(errors), "values": keys, "graphs": graphs, "mempools": pools}, f)
     return 2 if errors else 1 if bad else 0
 
 

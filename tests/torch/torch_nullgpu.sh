@@ -51,6 +51,14 @@ else
   fail "cannot build the stand-in driver: $(cat "$tmp/cc.err")"
 fi
 
+# a layout without the nullgpu/ links (a wheel keeps none): the command makes them in its cache
+mkdir -p "$tmp/wheel/_bin"
+cp "$cli" "$bindir/libsublet_nullgpu.so" "$tmp/wheel/_bin/"
+XDG_CACHE_HOME=$tmp/cache "$tmp/wheel/_bin/sublet" nullgpu -- "$py" -c '
+import torch; assert torch.cuda.is_available(); print("links", torch.cuda.mem_get_info()[1])' >"$tmp/out" 2>&1 ||
+  fail "sublet nullgpu from a folder without links: $(tail -3 "$tmp/out")"
+ls "$tmp"/cache/sublet/nullgpu/*/libcuda.so.1 >/dev/null 2>&1 || fail "no links made under XDG_CACHE_HOME"
+
 # the command's errors
 expect() {  # expect RC PATTERN ARGS...: sublet ARGS exits RC and says PATTERN
   local want=$1 pat=$2
