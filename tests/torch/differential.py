@@ -74,6 +74,11 @@ def sublet_conf(version, conf, fraction):
 def program_job(a, i, work):
     """Program i's arguments and environment for program.py --batch."""
     name, conf, fraction, size, flags = plan(i)
+    if a.no_pools:
+        flags = [f for f in flags if f != "--graphs"]
+        if "--mempool" in flags:
+            k = flags.index("--mempool")
+            del flags[k:k + 2]
     argv = ["--seed", str(i), "--out", os.path.join(work, "p%04d" % i), "--ops", str(a.ops)] + flags
     if fraction is not None:
         argv += ["--fraction", str(fraction)]
@@ -181,6 +186,9 @@ def main():
     ap.add_argument("--version", default=None, help="the release's pytorch_version (default: the installed one)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--no-pools", action="store_true",
+                    help="no graph captures or MemPools: for releases before 2.14, whose snapshots give "
+                         "no pool id on each entry, so that a pool deleted before the end cannot be told")
     a = ap.parse_args()
     if a.version is None:
         v = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
@@ -228,9 +236,28 @@ def main():
                                                tot["ooms"], tot["pools"], tot["stats_keys"]))
     if gaps:
         print("  calls not emulated that the programs made: %s" % ", ".join(sorted(gaps)))
+    per = {}
+    for r in results:
+        name = r["name"]
+        row = per.setdefault(name, {"programs": 0, "equal": 0, "allocs": 0, "ooms": 0, "pools": 0})
+        row["programs"] += 1
+        if not r.get("error") and not r.get("diffs"):
+            row["equal"] += 1
+        if not r.get("error"):
+            f = r["rep"]["fidelity"]
+            row["allocs"] += f["allocs_compared"]
+            row["ooms"] += f["recorded_ooms"]
+            row["pools"] += sum(1 for p in f.get("pools", []) if p["kind"] != "default")
+    print("  | setting | programs equal | allocs | OOMs | private pools |")
+    print("  |---|---:|---:|---:|---:|")
+    for name, _, _ in MATRIX:
+        if name in per:
+            row = per[name]
+            print("  | %s | %d / %d | %d | %d | %d |" % (name, row["equal"], row["programs"], row["allocs"],
+                                                       row["ooms"], row["pools"]))
     summary = {"torch": torch_version, "pytorch_version": a.version, "programs": len(results),
                "equal": len(results) - len(bad) - len(errors), "differ": len(bad), "failed": len(errors),
-               "totals": tot, "not_emulated": sorted(gaps)}
+               "totals": tot, "not_emulated": sorted(gaps), "per_setting": per}
     with open(os.path.join(work, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     if errors:
