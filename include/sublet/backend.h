@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/error.h"
 
 #ifdef __cplusplus
@@ -94,26 +95,27 @@ struct sublet_backend {
  * deterministic: the same sequence of calls gives the same addresses.  A hint
  * is honoured when the range is free.  Events complete only when the test
  * says so: sublet_sim_stream_complete() or event_synchronize. */
-sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out);
+SUBLET_API sublet_status sublet_sim_create(uint64_t capacity, sublet_backend **out);
 /* The same with placements first fit from `base` (a multiple of 2 MiB, not
  * 0) instead of 0x7f0000000000: the null device (plugins/nullgpu) puts its
  * addresses inside a host range it has reserved. */
-sublet_status sublet_sim_create_at(uint64_t capacity, uint64_t base, sublet_backend **out);
+SUBLET_API sublet_status sublet_sim_create_at(uint64_t capacity, uint64_t base,
+                                              sublet_backend **out);
 /* Complete every event recorded so far on `stream`. */
-void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream);
+SUBLET_API void sublet_sim_stream_complete(sublet_backend *sim, sublet_stream stream);
 /* Complete every event recorded so far on every stream. */
-void sublet_sim_complete_all(sublet_backend *sim);
+SUBLET_API void sublet_sim_complete_all(sublet_backend *sim);
 /* Bytes of device memory in use: segments plus the physical bytes behind
  * mapped ranges, each counted once however many mappings reach it (an
  * alias adds none).  And the live segment count. */
-uint64_t sublet_sim_used(const sublet_backend *sim);
-uint64_t sublet_sim_segments(const sublet_backend *sim);
+SUBLET_API uint64_t sublet_sim_used(const sublet_backend *sim);
+SUBLET_API uint64_t sublet_sim_segments(const sublet_backend *sim);
 /* Ask that the next segment_alloc without a hint of its own, or the next
  * va_reserve, be placed at `addr` when that range is free (replay places
  * segments, and expandable segments' reservations, where a trace recorded
  * them); the request is dropped after that call.  0 clears it.  The hint
  * is not aligned: the caller passes an address the trace recorded. */
-void sublet_sim_next_hint(sublet_backend *sim, uint64_t addr);
+SUBLET_API void sublet_sim_next_hint(sublet_backend *sim, uint64_t addr);
 /* Successful device calls by kind, since creation (the cost of a policy). */
 typedef struct sublet_sim_ops {
     uint64_t segment_allocs, segment_frees; /* cudaMalloc / cudaFree */
@@ -121,9 +123,9 @@ typedef struct sublet_sim_ops {
     uint64_t va_maps, va_unmaps;            /* map / unmap calls (aliases included) */
     uint64_t va_aliases;                    /* of the maps: va_map_alias calls */
 } sublet_sim_ops;
-void sublet_sim_ops_read(const sublet_backend *sim, sublet_sim_ops *out);
+SUBLET_API void sublet_sim_ops_read(const sublet_backend *sim, sublet_sim_ops *out);
 /* Change capacity (e.g. to model other processes taking memory). */
-void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
+SUBLET_API void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
 
 /* ---- host: real host memory, for sanitizers ----------------------------- */
 /* Segments are aligned_alloc'd; capacity bounds the total held.  Virtual
@@ -131,7 +133,7 @@ void sublet_sim_set_capacity(sublet_backend *sim, uint64_t capacity);
  * va_map_alias is real aliasing (a write through one view is read through
  * the other); see src/backend_host.c.  Events are always complete (the host
  * has no asynchronous streams). */
-sublet_status sublet_host_create(uint64_t capacity, sublet_backend **out);
+SUBLET_API sublet_status sublet_host_create(uint64_t capacity, sublet_backend **out);
 
 /* ---- fault injection wrapper -------------------------------------------- */
 typedef enum sublet_fault_op {
@@ -142,16 +144,16 @@ typedef enum sublet_fault_op {
     SUBLET_FAULT_OP_COUNT = 4
 } sublet_fault_op;
 /* Wraps `inner` (not owned).  With no rule set, every call passes through. */
-sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out);
+SUBLET_API sublet_status sublet_fault_create(sublet_backend *inner, sublet_backend **out);
 /* Fail the nth call (1-based) of `op`; 0 clears.  Counts restart at 0. */
-void sublet_fault_fail_nth(sublet_backend *fault, sublet_fault_op op, uint64_t nth);
+SUBLET_API void sublet_fault_fail_nth(sublet_backend *fault, sublet_fault_op op, uint64_t nth);
 /* Fail every nth call (n, 2n, 3n, ...) of `op`; 0 clears. */
-void sublet_fault_fail_every(sublet_backend *fault, sublet_fault_op op, uint64_t every);
+SUBLET_API void sublet_fault_fail_every(sublet_backend *fault, sublet_fault_op op, uint64_t every);
 /* Number of calls of `op` seen and failures injected so far. */
-uint64_t sublet_fault_calls(const sublet_backend *fault, sublet_fault_op op);
-uint64_t sublet_fault_injected(const sublet_backend *fault, sublet_fault_op op);
+SUBLET_API uint64_t sublet_fault_calls(const sublet_backend *fault, sublet_fault_op op);
+SUBLET_API uint64_t sublet_fault_injected(const sublet_backend *fault, sublet_fault_op op);
 
-void sublet_backend_destroy(sublet_backend *b);
+SUBLET_API void sublet_backend_destroy(sublet_backend *b);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/backend.h"
 
 #ifdef __cplusplus
@@ -46,43 +47,44 @@ extern "C" {
 
 /* 1 when this build of sublet has the cuda backend (cuda.h was found at
  * configure time), 0 when the backend is a stub. */
-int sublet_cuda_built(void);
+SUBLET_API int sublet_cuda_built(void);
 
 /* Number of CUDA devices.  SUBLET_ERR_UNSUPPORTED, with the reason in err,
  * when there is no driver (or only the toolkit's stub library); a driver
  * with no device gives SUBLET_OK and *count = 0. */
-sublet_status sublet_cuda_device_count(int *count, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_cuda_device_count(int *count, char *err, size_t err_cap);
 
 /* Create the backend for `device` (an ordinal as cudaSetDevice takes).  Retains
  * the device's primary context (released by sublet_backend_destroy).
  * SUBLET_ERR_UNSUPPORTED with a clear message in err when there is no driver
  * or no such device; SUBLET_ERR_BACKEND with the driver's error name when the
  * driver fails; SUBLET_ERR_INVALID_ARGUMENT for a NULL out. */
-sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err,
+                                            size_t err_cap);
 
 /* Is `b` a cuda backend? */
-int sublet_is_cuda(const sublet_backend *b);
+SUBLET_API int sublet_is_cuda(const sublet_backend *b);
 
 /* The last driver error seen by this backend ("cuMemAlloc(1073741824):
  * CUDA_ERROR_OUT_OF_MEMORY (out of memory)"), "" when none.  snprintf
  * semantics; thread-safe. */
-size_t sublet_cuda_last_error(sublet_backend *b, char *buf, size_t cap);
+SUBLET_API size_t sublet_cuda_last_error(sublet_backend *b, char *buf, size_t cap);
 
 /* Device name as the driver reports it ("NVIDIA H200"); snprintf semantics. */
-size_t sublet_cuda_device_name(sublet_backend *b, char *buf, size_t cap);
+SUBLET_API size_t sublet_cuda_device_name(sublet_backend *b, char *buf, size_t cap);
 
 /* VMM: 1 when the device supports virtual memory management (the va_* ops
  * are then present), and the page size used by va_map (the allocation
  * granularity, typically 2 MiB); 0 without VMM. */
-int sublet_cuda_has_vmm(const sublet_backend *b);
-uint64_t sublet_cuda_granularity(const sublet_backend *b);
+SUBLET_API int sublet_cuda_has_vmm(const sublet_backend *b);
+SUBLET_API uint64_t sublet_cuda_granularity(const sublet_backend *b);
 
 /* Wait for all work on the device (cuCtxSynchronize in the primary context). */
-sublet_status sublet_cuda_synchronize(sublet_backend *b);
+SUBLET_API sublet_status sublet_cuda_synchronize(sublet_backend *b);
 
 /* Driver version as cuDriverGetVersion reports it (e.g. 13000), 0 when no
  * driver could be loaded. */
-int sublet_cuda_driver_version(void);
+SUBLET_API int sublet_cuda_driver_version(void);
 
 #ifdef __cplusplus
 }

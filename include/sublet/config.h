@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/error.h"
 
 #ifdef __cplusplus
@@ -91,27 +92,27 @@ typedef struct sublet_settings {
 } sublet_settings;
 
 /* Defaults: PyTorch's. */
-void sublet_settings_default(sublet_settings *s);
+SUBLET_API void sublet_settings_default(sublet_settings *s);
 
 /* Parse `conf` on top of `s` (PyTorch semantics: max_split_size, the
  * roundup buckets, garbage_collection_threshold and max_non_split_rounding are
  * reset on every parse; other options keep their values unless named).
  * On success *s is replaced; on error *s is unchanged, SUBLET_ERR_CONFIG is
  * returned and `err` (if not NULL) holds PyTorch's error text. */
-sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *err,
-                                    size_t err_cap);
+SUBLET_API sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *err,
+                                               size_t err_cap);
 
 /* The environment string sublet uses: SUBLET_ALLOC_CONF, else
  * PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF; NULL if none is set.
  * *which_out (optional) receives the variable's name. */
-const char *sublet_settings_env(const char **which_out);
+SUBLET_API const char *sublet_settings_env(const char **which_out);
 /* The same for PyTorch release `pytorch_version` (SUBLET_PYTORCH_VERSION, or
  * SUBLET_PYTORCH_NEWEST): before 2.9 PyTorch did not read PYTORCH_ALLOC_CONF. */
-const char *sublet_settings_env_for(uint32_t pytorch_version, const char **which_out);
+SUBLET_API const char *sublet_settings_env_for(uint32_t pytorch_version, const char **which_out);
 
 /* Does `s` follow PyTorch release `version` (SUBLET_PYTORCH_VERSION) or a
  * later one?  Always true under SUBLET_PYTORCH_NEWEST. */
-bool sublet_settings_since(const sublet_settings *s, uint32_t version);
+SUBLET_API bool sublet_settings_since(const sublet_settings *s, uint32_t version);
 
 /* Can the pool `pool_kind` (SUBLET_POOL_SMALL / SUBLET_POOL_LARGE) hold a
  * segment of exactly `size` bytes under `s`?  What sublet_reserve and the
@@ -121,21 +122,22 @@ bool sublet_settings_since(const sublet_settings *s, uint32_t version);
  * a multiple of the pool's page (2 MiB small, large_segment_size large).
  * policy:stitch: SUBLET_ERR_UNSUPPORTED.  Otherwise SUBLET_OK, or
  * SUBLET_ERR_INVALID_ARGUMENT; `why` (may be NULL) gets the reason. */
-sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
-                                  char *why, size_t why_cap);
+SUBLET_API sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
+                                             char *why, size_t why_cap);
 /* A plan as the option's text, "warmup:[large:512MiB*2,small:2MiB*4]"
  * (snprintf semantics: the full length is returned). */
-size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf, size_t cap);
+SUBLET_API size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf,
+                                       size_t cap);
 
 /* Round a request as PyTorch's round_size() does under `s` (§1.2). */
-uint64_t sublet_round_size(const sublet_settings *s, uint64_t n);
+SUBLET_API uint64_t sublet_round_size(const sublet_settings *s, uint64_t n);
 /* Segment size for a rounded request, PyTorch's get_allocation_size (§1.5). */
-uint64_t sublet_allocation_size(const sublet_settings *s, uint64_t rounded);
+SUBLET_API uint64_t sublet_allocation_size(const sublet_settings *s, uint64_t rounded);
 
 /* Parse "80GiB", "1.5GB", "512MiB", "4k", "1048576" into bytes.  KiB/MiB/
  * GiB/TiB (and K/M/G/T) are binary; kB/MB/GB/TB are decimal.  Returns 0 on
  * success, -1 on a malformed value or overflow. */
-int sublet_parse_size(const char *text, uint64_t *out);
+SUBLET_API int sublet_parse_size(const char *text, uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
 #ifndef SUBLET_ERROR_H
 #define SUBLET_ERROR_H
 
+#include "sublet/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,8 +33,8 @@ typedef enum sublet_status {
 } sublet_status;
 
 /* Stable name ("SUBLET_ERR_OOM") and one-line description. */
-const char *sublet_status_name(sublet_status s);
-const char *sublet_status_text(sublet_status s);
+SUBLET_API const char *sublet_status_name(sublet_status s);
+SUBLET_API const char *sublet_status_text(sublet_status s);
 
 #ifdef __cplusplus
 }

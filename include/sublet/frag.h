@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/config.h"
 #include "sublet/frag_state.h"
 #include "sublet/replay.h"
@@ -49,23 +50,25 @@ extern "C" {
 /* The segments of one device of a snapshot (no stacks: they are in its trace;
  * a replay of sublet_snapshot_trace() recovers them).  Settings from the
  * snapshot's allocator_settings. */
-sublet_status sublet_frag_from_snapshot(const sublet_snapshot *s, int64_t device,
-                                        sublet_frag_state **out);
+SUBLET_API sublet_status sublet_frag_from_snapshot(const sublet_snapshot *s, int64_t device,
+                                                   sublet_frag_state **out);
 
 /* ---- over a replayed trace -------------------------------------------------------- */
 /* The state after event `event` (SUBLET_REPLAY_ALL: the last one) of a replay
  * of t under o (NULL: defaults; o's stop_after, on_finish and recording are
  * replaced), with allocation stacks when the trace has them.  *r (optional)
  * receives the replay's result (free it with sublet_replay_result_free). */
-sublet_status sublet_frag_state_at(const sublet_trace *t, const sublet_replay_options *o,
-                                   uint64_t event, sublet_frag_state **out,
-                                   sublet_replay_result *r, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_state_at(const sublet_trace *t, const sublet_replay_options *o,
+                                              uint64_t event, sublet_frag_state **out,
+                                              sublet_replay_result *r, char *err, size_t err_cap);
 
 /* The same over a stream (sublet/trace_stream.h), replayed from its first
  * row (it is rewound first): memory bounded by the live state. */
-sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_replay_options *o,
-                                          uint64_t event, sublet_frag_state **out,
-                                          sublet_replay_result *r, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t,
+                                                     const sublet_replay_options *o,
+                                                     uint64_t event, sublet_frag_state **out,
+                                                     sublet_replay_result *r, char *err,
+                                                     size_t err_cap);
 
 /* sublet_replay_stream (from where the stream stands: it is not rewound) and,
  * in the same pass, the state at the replay's end into *frag: what
@@ -76,9 +79,11 @@ sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_r
  * left it.  A trace with stacks (the state names the live blocks' stacks,
  * which takes a recording replay) or o->record on: the state comes from a
  * second pass, as sublet_frag_state_at_stream. */
-sublet_status sublet_frag_replay_stream(sublet_trace_stream *t, const sublet_replay_options *o,
-                                        sublet_replay_result *r, sublet_frag_state **frag,
-                                        char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_replay_stream(sublet_trace_stream *t,
+                                                   const sublet_replay_options *o,
+                                                   sublet_replay_result *r,
+                                                   sublet_frag_state **frag,
+                                                   char *err, size_t err_cap);
 
 /* Series measured after every event, in SUBLET_FRAG_SERIES_* order. */
 enum {
@@ -92,7 +97,7 @@ enum {
     SUBLET_FRAG_SERIES_UNUSED,        /* 1 - active / reserved */
     SUBLET_FRAG_SERIES_COUNT
 };
-const char *sublet_frag_series_name(int series);
+SUBLET_API const char *sublet_frag_series_name(int series);
 
 typedef struct sublet_frag_series {
     uint64_t events;   /* trace events covered: indices 0 .. events-1 */
@@ -113,17 +118,20 @@ typedef struct sublet_frag_series {
  * are replaced, its on_oom is still called) and measure the series after every event,
  * reduced to at most max_buckets buckets (0: 2000).  *r (optional) receives
  * the replay's result. */
-sublet_status sublet_frag_series_run(const sublet_trace *t, const sublet_replay_options *o,
-                                     size_t max_buckets, sublet_frag_series *out,
-                                     sublet_replay_result *r, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_series_run(const sublet_trace *t,
+                                                const sublet_replay_options *o,
+                                                size_t max_buckets, sublet_frag_series *out,
+                                                sublet_replay_result *r, char *err, size_t err_cap);
 /* The same over a stream (sublet/trace_stream.h), in memory for the live
  * state and the buckets: one pass counts its rows (none when it has a trace
  * behind it), then it is rewound for the prelude's state and the replay.
  * o's observers are replaced too. */
-sublet_status sublet_frag_series_run_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                            size_t max_buckets, sublet_frag_series *out,
-                                            sublet_replay_result *r, char *err, size_t err_cap);
-void sublet_frag_series_free(sublet_frag_series *s);
+SUBLET_API sublet_status sublet_frag_series_run_stream(sublet_trace_stream *ts,
+                                                       const sublet_replay_options *o,
+                                                       size_t max_buckets, sublet_frag_series *out,
+                                                       sublet_replay_result *r, char *err,
+                                                       size_t err_cap);
+SUBLET_API void sublet_frag_series_free(sublet_frag_series *s);
 
 /* ---- which settings would have avoided the OOMs ------------------------------------ */
 /* The candidate settings tried by default, NULL-terminated: the
@@ -131,7 +139,7 @@ void sublet_frag_series_free(sublet_frag_series *s);
  * [256:1,512:2,1024:4,>:8]; expandable_segments:True; policy:stitch;
  * garbage_collection_threshold:0.6 with per_process_memory_fraction:0.999 (the
  * threshold acts only under a fraction). */
-const char *const *sublet_frag_default_candidates(void);
+SUBLET_API const char *const *sublet_frag_default_candidates(void);
 
 typedef struct sublet_frag_candidate {
     const char *setting;           /* the candidate, as listed */
@@ -213,21 +221,26 @@ typedef struct sublet_frag_diagnose_options {
  * each candidate (sublet_replay_min_capacity, 2 MiB resolution).  *d is
  * filled even without OOMs (then no candidate is tried).  Free with
  * sublet_frag_diagnosis_free. */
-sublet_status sublet_frag_diagnose_trace(const sublet_trace *t, const sublet_replay_options *o,
-                                         const sublet_frag_diagnose_options *dopt,
-                                         sublet_frag_diagnosis *d, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_diagnose_trace(const sublet_trace *t,
+                                                    const sublet_replay_options *o,
+                                                    const sublet_frag_diagnose_options *dopt,
+                                                    sublet_frag_diagnosis *d, char *err,
+                                                    size_t err_cap);
 /* The same over a stream, rewound before each of its replays. */
-sublet_status sublet_frag_diagnose_stream(sublet_trace_stream *t, const sublet_replay_options *o,
-                                          const sublet_frag_diagnose_options *dopt,
-                                          sublet_frag_diagnosis *d, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_frag_diagnose_stream(sublet_trace_stream *t,
+                                                     const sublet_replay_options *o,
+                                                     const sublet_frag_diagnose_options *dopt,
+                                                     sublet_frag_diagnosis *d, char *err,
+                                                     size_t err_cap);
 /* Does candidate c avoid OOM number k of d (its event has no OOM there)? */
-int sublet_frag_candidate_avoids(const sublet_frag_candidate *c, uint64_t event);
+SUBLET_API int sublet_frag_candidate_avoids(const sublet_frag_candidate *c, uint64_t event);
 /* The report: each group of alike OOMs (its first OOM's message and
  * diagnosis, the events of the others), then a table of the candidates (OOMs
  * avoided, peak reserved, device needed) and the verdict, with the device
  * needed under the base settings and under the best candidate. */
-size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, size_t cap);
-void sublet_frag_diagnosis_free(sublet_frag_diagnosis *d);
+SUBLET_API size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf,
+                                               size_t cap);
+SUBLET_API void sublet_frag_diagnosis_free(sublet_frag_diagnosis *d);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/config.h"
 #include "sublet/sublet.h"
 
@@ -61,23 +62,23 @@ typedef struct sublet_frag_state {
 
 /* Copy the segments and blocks of a live allocator (sublet_segments_walk), with
  * the blocks' allocation stacks when they were recorded (sublet/history.h). */
-sublet_status sublet_frag_capture(sublet_allocator *a, sublet_frag_state **out);
-void sublet_frag_state_free(sublet_frag_state *st);
+SUBLET_API sublet_status sublet_frag_capture(sublet_allocator *a, sublet_frag_state **out);
+SUBLET_API void sublet_frag_state_free(sublet_frag_state *st);
 
 /* sublet_frag_read()'s metrics computed from the blocks, with its meaning:
  * free-block counts, bytes, largest and spread for the pool kind
  * (SUBLET_POOL_ALL/SMALL/LARGE) and stream (SUBLET_STREAM_ALL: every
  * stream); reserved, allocated, active, requested and inactive-split bytes
  * for the pool whatever the stream. */
-sublet_status sublet_frag_compute(const sublet_frag_state *st, int pool_kind, sublet_stream stream,
-                                  sublet_frag_stats *out);
+SUBLET_API sublet_status sublet_frag_compute(const sublet_frag_state *st, int pool_kind,
+                                             sublet_stream stream, sublet_frag_stats *out);
 /* The distinct streams of the segments, ascending: fills up to cap, returns
  * how many there are. */
-size_t sublet_frag_streams(const sublet_frag_state *st, sublet_stream *out, size_t cap);
+SUBLET_API size_t sublet_frag_streams(const sublet_frag_state *st, sublet_stream *out, size_t cap);
 /* sublet_max_allocatable() computed from the blocks under st->settings: a
  * request to the default pools, so the blocks of private pools, which it
  * cannot take, are left out (as the engine's). */
-uint64_t sublet_frag_max_allocatable(const sublet_frag_state *st, sublet_stream stream);
+SUBLET_API uint64_t sublet_frag_max_allocatable(const sublet_frag_state *st, sublet_stream stream);
 
 /* ---- per pool: the default pools and each private pool -------------------------- */
 /* The totals of one pool's segments (docs/pools.md).  Free memory cached in
@@ -98,21 +99,21 @@ typedef struct sublet_frag_pool {
 /* The pools of the state: the default pools first (always, even without a
  * segment), then each private pool that holds a segment, by ascending id.
  * Fills up to cap; returns how many there are. */
-size_t sublet_frag_pools(const sublet_frag_state *st, sublet_frag_pool *out, size_t cap);
+SUBLET_API size_t sublet_frag_pools(const sublet_frag_state *st, sublet_frag_pool *out, size_t cap);
 /* Whether any segment of the state belongs to a private pool (then the texts
  * and documents show each pool as its own group; without one they are as
  * they were before pools were shown). */
-int sublet_frag_has_private_pools(const sublet_frag_state *st);
+SUBLET_API int sublet_frag_has_private_pools(const sublet_frag_state *st);
 /* sublet_frag_max_allocatable() for the requests to pool `pool_id`. */
-uint64_t sublet_frag_max_allocatable_in(const sublet_frag_state *st, const uint64_t pool_id[2],
-                                        sublet_stream stream);
+SUBLET_API uint64_t sublet_frag_max_allocatable_in(const sublet_frag_state *st,
+                                                   const uint64_t pool_id[2], sublet_stream stream);
 /* "default pools (0,0)" or "private pool (1,0)" into buf (48 bytes suffice). */
-const char *sublet_frag_pool_name(const uint64_t pool_id[2], char *buf, size_t cap);
+SUBLET_API const char *sublet_frag_pool_name(const uint64_t pool_id[2], char *buf, size_t cap);
 /* The pool a request of `request` bytes on `stream`, made now by the calling
  * thread, goes to (PyTorch's get_pool: an active redirection's private pool,
  * else the default pools): its id into out[0], out[1]. */
-sublet_status sublet_frag_request_pool(sublet_allocator *a, uint64_t request, sublet_stream stream,
-                                       uint64_t out[2]);
+SUBLET_API sublet_status sublet_frag_request_pool(sublet_allocator *a, uint64_t request,
+                                                  sublet_stream stream, uint64_t out[2]);
 
 /* Free blocks by size: bucket k holds the blocks with 2^k <= size < 2^(k+1). */
 #define SUBLET_FRAG_HIST_BUCKETS 64
@@ -120,15 +121,15 @@ typedef struct sublet_frag_histogram {
     uint64_t count[SUBLET_FRAG_HIST_BUCKETS];
     uint64_t bytes[SUBLET_FRAG_HIST_BUCKETS];
 } sublet_frag_histogram;
-void sublet_frag_histogram_of(const sublet_frag_state *st, int pool_kind,
-                              sublet_frag_histogram *out);
+SUBLET_API void sublet_frag_histogram_of(const sublet_frag_state *st, int pool_kind,
+                                         sublet_frag_histogram *out);
 /* log2 bucket of a size (0 for 0). */
-unsigned sublet_frag_bucket(uint64_t size);
+SUBLET_API unsigned sublet_frag_bucket(uint64_t size);
 
 /* Pinning segments: those with live blocks and free bytes, ranked by the free
  * bytes held hostage (size - active bytes), ties by fewer live blocks, then
  * address.  Fills up to cap segment indices; returns how many there are. */
-size_t sublet_frag_pinning(const sublet_frag_state *st, size_t *out, size_t cap);
+SUBLET_API size_t sublet_frag_pinning(const sublet_frag_state *st, size_t *out, size_t cap);
 
 /* ---- texts -------------------------------------------------------------------- */
 enum {
@@ -149,8 +150,9 @@ typedef struct sublet_frag_format_options {
 } sublet_frag_format_options;
 
 /* The fragmentation section (o may be NULL: defaults). */
-size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_format_options *o,
-                               char *buf, size_t cap);
+SUBLET_API size_t sublet_frag_format_text(const sublet_frag_state *st,
+                                          const sublet_frag_format_options *o,
+                                          char *buf, size_t cap);
 /* The segment map alone, one line per segment: the address, the size, the
  * pool ('L'arge, 'S'mall; 'E' expandable) and stream, then `width` columns
  * drawn to scale: '#' allocated, '+' pending free (freed, waiting on another
@@ -158,15 +160,17 @@ size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_fo
  * it.  With private pools, the segments come grouped by pool (the default
  * pools first), each group under a line naming it.  Fills line by line into
  * buf. */
-size_t sublet_frag_format_map(const sublet_frag_state *st, unsigned width, char *buf, size_t cap);
+SUBLET_API size_t sublet_frag_format_map(const sublet_frag_state *st, unsigned width, char *buf,
+                                         size_t cap);
 /* The column characters of one segment's map (width chars and a NUL). */
-void sublet_frag_map_row(const sublet_frag_state *st, size_t segment, unsigned width, char *row);
+SUBLET_API void sublet_frag_map_row(const sublet_frag_state *st, size_t segment, unsigned width,
+                                    char *row);
 /* Flat "key value" lines, sorted: fragmentation.{all,large_pool,small_pool}.
  * <metric> and fragmentation.stream_<id>.<metric> (stream_<id> for the free-block
  * metrics and max_allocatable), as sublet_stats_format_flat; with private
  * pools also fragmentation.pool_<first>_<second>.<total> (sublet_frag_pool's
  * fields, the default pools as pool_0_0). */
-size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t cap);
+SUBLET_API size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t cap);
 
 /* ---- OOM diagnosis ------------------------------------------------------------- */
 /* After sublet_malloc(a, request, stream) returned SUBLET_ERR_OOM: whether it is
@@ -180,8 +184,8 @@ size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t ca
  * size, stream, and the allocation stack when recorded), then settings that
  * usually help.  The first line starts "sublet diagnosis: fragmentation" or
  * "sublet diagnosis: exhaustion". */
-size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream stream, char *buf,
-                           size_t cap);
+SUBLET_API size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream stream,
+                                      char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/sublet.h"
 
 #ifdef __cplusplus
@@ -46,29 +47,30 @@ typedef struct sublet_trace_entry {
 /* Start, change or stop recording.  max_entries bounds the ring buffer
  * (oldest entries are overwritten); 0 means PyTorch's default (unbounded
  * in PyTorch; here 1,000,000).  Changing the settings clears the buffer. */
-sublet_status sublet_history_record(sublet_allocator *a, sublet_record enabled,
-                                    sublet_context context, size_t max_entries);
+SUBLET_API sublet_status sublet_history_record(sublet_allocator *a, sublet_record enabled,
+                                               sublet_context context, size_t max_entries);
 /* Entries currently held, and a copy of them oldest first. */
-size_t sublet_history_count(sublet_allocator *a);
-size_t sublet_history_copy(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
+SUBLET_API size_t sublet_history_count(sublet_allocator *a);
+SUBLET_API size_t sublet_history_copy(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
 /* Move the oldest entries, up to cap of them, into out and drop them from
  * the buffer (a consumer that reads the record as it grows, in memory for
  * what it has not taken yet).  Returns how many were taken. */
-size_t sublet_history_take(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
+SUBLET_API size_t sublet_history_take(sublet_allocator *a, sublet_trace_entry *out, size_t cap);
 /* Entries dropped by the ring buffer since recording started. */
-uint64_t sublet_history_dropped(sublet_allocator *a);
+SUBLET_API uint64_t sublet_history_dropped(sublet_allocator *a);
 
 /* Frames of an interned stack, innermost first.  The pointers stay valid
  * until the allocator is destroyed.  Returns the frame count. */
-size_t sublet_stack_frames(sublet_allocator *a, uint32_t stack, const sublet_frame **frames);
+SUBLET_API size_t sublet_stack_frames(sublet_allocator *a, uint32_t stack,
+                                      const sublet_frame **frames);
 /* Stack of the allocation that holds the live block at `addr` (0 if none). */
-uint32_t sublet_block_stack(sublet_allocator *a, uint64_t addr);
+SUBLET_API uint32_t sublet_block_stack(sublet_allocator *a, uint64_t addr);
 
 /* Replace native stack capture (backtrace) with a caller's frames, e.g.
  * Python frames from the PyTorch shim.  fn fills up to cap frames and returns
  * the count; the strings are copied. */
 typedef size_t (*sublet_stack_fn)(void *user, sublet_frame *out, size_t cap);
-void sublet_stack_source_set(sublet_allocator *a, sublet_stack_fn fn, void *user);
+SUBLET_API void sublet_stack_source_set(sublet_allocator *a, sublet_stack_fn fn, void *user);
 
 /* ---- the event callback: every trace event with its time and stack ---------
  * What a continuous log needs (sublet/log.h): the same events as the trace
@@ -90,14 +92,14 @@ typedef void (*sublet_event_fn)(void *user, sublet_allocator *a, const sublet_ev
 /* One event callback per allocator (NULL removes it); beside the trace
  * callback, not instead of it.  After it returns, the previous callback is
  * no longer running nor will be called. */
-void sublet_event_set(sublet_allocator *a, sublet_event_fn fn, void *user);
+SUBLET_API void sublet_event_set(sublet_allocator *a, sublet_event_fn fn, void *user);
 /* sublet_stack_frames for an event callback (the lock is already held). */
-size_t sublet_stack_frames_locked(sublet_allocator *a, uint32_t stack,
-                                  const sublet_frame **frames);
+SUBLET_API size_t sublet_stack_frames_locked(sublet_allocator *a, uint32_t stack,
+                                             const sublet_frame **frames);
 
 /* Replace the clock of trace entries (replay uses the trace's own times). */
 typedef uint64_t (*sublet_clock_fn)(void *user);
-void sublet_clock_set(sublet_allocator *a, sublet_clock_fn fn, void *user);
+SUBLET_API void sublet_clock_set(sublet_allocator *a, sublet_clock_fn fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/sublet.h"
 
 #ifdef __cplusplus
@@ -65,12 +66,12 @@ typedef struct sublet_log_options {
  * before the first allocation for a log that replays from an empty device.
  * SUBLET_ERR_IO (reason in err) when the file cannot be created,
  * SUBLET_ERR_NO_MEMORY, SUBLET_ERR_INVALID_ARGUMENT. */
-sublet_status sublet_log_open(sublet_allocator *a, const char *path,
-                              const sublet_log_options *opt, sublet_log **out, char *err,
-                              size_t err_cap);
+SUBLET_API sublet_status sublet_log_open(sublet_allocator *a, const char *path,
+                                         const sublet_log_options *opt, sublet_log **out, char *err,
+                                         size_t err_cap);
 /* Write everything logged so far (whole blocks, write(2); no fsync).
  * SUBLET_OK, or the error that stopped the log. */
-sublet_status sublet_log_flush(sublet_log *log);
+SUBLET_API sublet_status sublet_log_flush(sublet_log *log);
 
 typedef struct sublet_log_status {
     sublet_status status;  /* SUBLET_OK while logging; the error that stopped it */
@@ -82,12 +83,12 @@ typedef struct sublet_log_status {
     uint64_t bytes_written; /* file size so far */
     char message[256];     /* the error, "" when none */
 } sublet_log_status;
-void sublet_log_status_read(sublet_log *log, sublet_log_status *out);
+SUBLET_API void sublet_log_status_read(sublet_log *log, sublet_log_status *out);
 
 /* Stop logging: detach from the allocator, write what is left, close the
  * file and free the log (NULL is a no-op).  SUBLET_OK, or the error that
  * stopped the log. */
-sublet_status sublet_log_close(sublet_log *log);
+SUBLET_API sublet_status sublet_log_close(sublet_log *log);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/sublet.h"
 
 #ifdef __cplusplus
@@ -48,13 +49,13 @@ typedef struct sublet_pool_options {
 
 /* A new id in space `space` (SUBLET_POOL_ID_GRAPH or _USER) without creating
  * the pool: torch.cuda.graph_pool_handle(). */
-sublet_status sublet_pool_handle(sublet_allocator *a, int space, sublet_pool_id *out);
+SUBLET_API sublet_status sublet_pool_handle(sublet_allocator *a, int space, sublet_pool_id *out);
 /* torch.cuda.MemPool(...): a new user id, its pool created with use count 1
  * (opts may be NULL). */
-sublet_status sublet_pool_create(sublet_allocator *a, const sublet_pool_options *opts,
-                                 sublet_pool_id *out);
+SUBLET_API sublet_status sublet_pool_create(sublet_allocator *a, const sublet_pool_options *opts,
+                                            sublet_pool_id *out);
 /* ensureExistsAndIncrefPool: create `id`'s pool (use count 1) or add a use. */
-sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id);
+SUBLET_API sublet_status sublet_pool_incref(sublet_allocator *a, sublet_pool_id id);
 
 /* The redirection filter of sublet_pool_begin_allocate. */
 enum {
@@ -70,8 +71,8 @@ enum {
  * Several redirections may be
  * active at once: PyTorch 2.6-2.8 asks the oldest first, later releases the
  * most recent first. */
-sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id, int filter,
-                                         sublet_stream stream);
+SUBLET_API sublet_status sublet_pool_begin_allocate(sublet_allocator *a, sublet_pool_id id,
+                                                    int filter, sublet_stream stream);
 /* A caller's filter: nonzero when an allocation on `stream` goes to the
  * pool.  It is called with the allocator's lock held, by the thread that
  * allocates, for every allocation while the redirection is active (and only
@@ -83,20 +84,20 @@ typedef int (*sublet_pool_filter_fn)(void *user, sublet_stream stream);
  * sublet_pool_end_allocate(id) has returned; the redirection is
  * SUBLET_POOL_FILTER_CALLBACK (sublet_empty_cache does not treat it as the
  * calling thread's pool). */
-sublet_status sublet_pool_begin_allocate_fn(sublet_allocator *a, sublet_pool_id id,
-                                            sublet_pool_filter_fn fn, void *user);
+SUBLET_API sublet_status sublet_pool_begin_allocate_fn(sublet_allocator *a, sublet_pool_id id,
+                                                       sublet_pool_filter_fn fn, void *user);
 /* endAllocateToPool (the use count is unchanged: see sublet_pool_release). */
-sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id);
+SUBLET_API sublet_status sublet_pool_end_allocate(sublet_allocator *a, sublet_pool_id id);
 /* releasePool (graph reset, end of use_mem_pool, MemPool destruction): one
  * use fewer; at 0 the pool is freeable. */
-sublet_status sublet_pool_release(sublet_allocator *a, sublet_pool_id id);
+SUBLET_API sublet_status sublet_pool_release(sublet_allocator *a, sublet_pool_id id);
 /* release_cached_blocks(id): what torch.cuda.empty_cache() does under
  * use_mem_pool(pool) and what MemPool's destructor does after releasePool:
  * when `id` is freeable, its events are synchronised and its free whole
  * segments released (the pool forgotten when none is left); the default
  * pools are untouched.  sublet_empty_cache() called by a thread that is
  * allocating to a pool (SUBLET_POOL_FILTER_THREAD) does the same for it. */
-sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
+SUBLET_API sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
 
 /* Stream `waiter` waits for the work captured so far on `signaler`
  * (Stream.wait_stream, cudaStreamWaitEvent) during a capture; waiting on a
@@ -106,8 +107,8 @@ sublet_status sublet_pool_empty_cache(sublet_allocator *a, sublet_pool_id id);
  * with record_stream uses, all on capturing streams, is reused by a later
  * allocation on its own stream once that stream has waited for every stream
  * that used it since the free (§4.6; PyTorch walks the capture graph). */
-sublet_status sublet_pool_stream_wait(sublet_allocator *a, sublet_stream waiter,
-                                      sublet_stream signaler);
+SUBLET_API sublet_status sublet_pool_stream_wait(sublet_allocator *a, sublet_stream waiter,
+                                                 sublet_stream signaler);
 
 typedef struct sublet_pool_info {
     int exists;          /* the allocator knows the pool */
@@ -118,24 +119,25 @@ typedef struct sublet_pool_info {
     uint64_t free_bytes; /* cached free blocks of the pool */
 } sublet_pool_info;
 /* SUBLET_OK with exists = 0 for an unknown id. */
-sublet_status sublet_pool_info_read(sublet_allocator *a, sublet_pool_id id,
-                                    sublet_pool_info *out);
+SUBLET_API sublet_status sublet_pool_info_read(sublet_allocator *a, sublet_pool_id id,
+                                               sublet_pool_info *out);
 /* The pool's own statistics: the stat arrays (all/small/large), the
  * oversize stats and num_device_alloc / num_device_free, counted as in the
  * allocator's but for this pool's blocks and segments only (the rest are 0).
  * SUBLET_ERR_INVALID_ARGUMENT for an unknown id. */
-sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id, sublet_stats *out);
+SUBLET_API sublet_status sublet_pool_stats_read(sublet_allocator *a, sublet_pool_id id,
+                                                sublet_stats *out);
 
 /* The newest PyTorch's reserved_bytes_by_private_pools (sublet/stats.h's
  * sublet_stats_format_flat_pools / _json_pools): every private pool the
  * allocator knows, in the order of their ids, with its reserved_bytes.
  * Writes min(*n, cap) entries and sets *n to the number of pools; 0 under a
  * pytorch_version before `newest` (the releases without these keys). */
-sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
-                                        size_t cap, size_t *n);
+SUBLET_API sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserved *out,
+                                                   size_t cap, size_t *n);
 
 /* The pool of the segment holding `ptr` ((0, 0): a default pool). */
-sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out);
+SUBLET_API sublet_status sublet_pool_of(sublet_allocator *a, const void *ptr, sublet_pool_id *out);
 
 #ifdef __cplusplus
 }

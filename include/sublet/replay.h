@@ -65,6 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/history.h"
 #include "sublet/stats.h"
 #include "sublet/sublet.h"
@@ -175,7 +176,7 @@ typedef struct sublet_replay_options {
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */
-void sublet_replay_options_init(sublet_replay_options *o);
+SUBLET_API void sublet_replay_options_init(sublet_replay_options *o);
 
 /* One segment release: a segment_free (cudaFree of a whole segment) or a
  * segment_unmap (pages of an expandable segment). */
@@ -298,8 +299,8 @@ typedef struct sublet_replay_result {
  * allocated; docs/pools.md), SUBLET_ERR_NO_MEMORY;
  * err receives the reason (with the event index), and *r holds what was
  * measured so far.  Release *r with sublet_replay_result_free. */
-sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
-                                sublet_replay_result *r, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
+                                           sublet_replay_result *r, char *err, size_t err_cap);
 /* The same replay over a stream (sublet/trace_stream.h), reading it in
  * bounded chunks: the same result, byte for byte, as sublet_replay_run on
  * the trace loaded whole (sublet_replay_run is this driver over the
@@ -317,10 +318,11 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
  * after the observers (on_oom, before_event, ...) saw the rows before it;
  * *r is then reset as if refused before the first row.  Stacks (recording
  * with SUBLET_CONTEXT_*) come from sublet_trace_stream_stack. */
-sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                   sublet_replay_result *r, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_replay_stream(sublet_trace_stream *ts,
+                                              const sublet_replay_options *o,
+                                              sublet_replay_result *r, char *err, size_t err_cap);
 /* Free the summary texts (the struct itself belongs to the caller). */
-void sublet_replay_result_free(sublet_replay_result *r);
+SUBLET_API void sublet_replay_result_free(sublet_replay_result *r);
 
 /* ---- min capacity ---------------------------------------------------------- */
 /* One device size the search replayed the trace on. */
@@ -367,20 +369,22 @@ typedef struct sublet_mincap_result {
  * stop_after); device_memory is the searched variable, each probe stops at
  * its first OOM, check and the observers are not used.  Release with
  * sublet_mincap_result_free. */
-sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *o,
-                                         uint64_t resolution, sublet_mincap_result *out,
-                                         char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_replay_min_capacity(const sublet_trace *t,
+                                                    const sublet_replay_options *o,
+                                                    uint64_t resolution, sublet_mincap_result *out,
+                                                    char *err, size_t err_cap);
 /* The same search over a stream (sublet/trace_stream.h), in memory for the
  * live blocks, whatever the length of the trace: one pass for the trace's
  * peaks (sublet_trace_stream_info), then each replay rewinds the stream
  * (standard input, once read, cannot be: SUBLET_ERR_UNSUPPORTED).  The same
  * answer, probes and at_min as sublet_replay_min_capacity on the trace
  * loaded whole; a malformed row anywhere is an error (the stream's text). */
-sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
-                                                const sublet_replay_options *o,
-                                                uint64_t resolution, sublet_mincap_result *out,
-                                                char *err, size_t err_cap);
-void sublet_mincap_result_free(sublet_mincap_result *r);
+SUBLET_API sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
+                                                           const sublet_replay_options *o,
+                                                           uint64_t resolution,
+                                                           sublet_mincap_result *out,
+                                                           char *err, size_t err_cap);
+SUBLET_API void sublet_mincap_result_free(sublet_mincap_result *r);
 
 #ifdef __cplusplus
 }

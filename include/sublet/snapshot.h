@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/stats.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
@@ -54,7 +55,7 @@ typedef enum sublet_snapshot_format {
 
 /* Take a snapshot of `a` (SUBLET_ERR_NO_MEMORY when host memory runs out).
  * Free it with sublet_snapshot_free. */
-sublet_status sublet_snapshot_take(sublet_allocator *a, sublet_snapshot **out);
+SUBLET_API sublet_status sublet_snapshot_take(sublet_allocator *a, sublet_snapshot **out);
 
 /* Build the snapshot directly from a trace, without an engine (where a
  * replay is impossible, e.g. expandable segments): device_traces holds the
@@ -70,8 +71,9 @@ sublet_status sublet_snapshot_take(sublet_allocator *a, sublet_snapshot **out);
  * (a replay through the engine is exact).  Allocations outside every final
  * segment are left out.  allocator_settings come from conf (NULL or "":
  * PyTorch's defaults; SUBLET_ERR_CONFIG when it does not parse). */
-sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf,
-                                         sublet_snapshot **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf,
+                                                    sublet_snapshot **out, char *err,
+                                                    size_t err_cap);
 
 /* Parse a snapshot file's bytes (pickle or JSON, gzip'd or not, detected by
  * content): the _snapshot() dict, or the bare segment list of
@@ -79,40 +81,42 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
  * accessors below cannot fail on malformed data.  SUBLET_ERR_PARSE with the
  * reason ("segments[3].blocks[0].size: expected a non-negative int, found
  * str"), SUBLET_ERR_NO_MEMORY. */
-sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot **out,
-                                    char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot **out,
+                                               char *err, size_t err_cap);
 /* Read and parse a file (SUBLET_ERR_IO when it cannot be read); messages
  * start with the path. */
-sublet_status sublet_snapshot_load(const char *path, sublet_snapshot **out, char *err,
-                                   size_t err_cap);
-void sublet_snapshot_free(sublet_snapshot *s);
+SUBLET_API sublet_status sublet_snapshot_load(const char *path, sublet_snapshot **out, char *err,
+                                              size_t err_cap);
+SUBLET_API void sublet_snapshot_free(sublet_snapshot *s);
 
 /* The format a path's name asks for (SUBLET_SNAPSHOT_AUTO when the name has
  * no known extension); *gzip is set when it ends in .gz. */
-sublet_snapshot_format sublet_snapshot_format_of_path(const char *path, int *gzip);
+SUBLET_API sublet_snapshot_format sublet_snapshot_format_of_path(const char *path, int *gzip);
 
 /* Encode into a malloc'd buffer (free() it).  fmt must be PICKLE or JSON. */
-sublet_status sublet_snapshot_encode(const sublet_snapshot *s, sublet_snapshot_format fmt,
-                                     int gzip, uint8_t **out, size_t *out_len, char *err,
-                                     size_t err_cap);
+SUBLET_API sublet_status sublet_snapshot_encode(const sublet_snapshot *s,
+                                                sublet_snapshot_format fmt,
+                                                int gzip, uint8_t **out, size_t *out_len, char *err,
+                                                size_t err_cap);
 /* Encode and write atomically.  AUTO takes the format (and gzip) from the
  * path's extension: .pickle/.pkl -> pickle, .json -> JSON, a further .gz ->
  * gzip; an unknown extension is SUBLET_ERR_INVALID_ARGUMENT.  With PICKLE or
  * JSON, gzip still follows a .gz suffix.  On an I/O failure returns
  * SUBLET_ERR_IO, with the path, the step (open/write/fsync/rename) and the
  * system's reason in err; an existing file at `path` is left as it was. */
-sublet_status sublet_snapshot_write(const sublet_snapshot *s, const char *path,
-                                    sublet_snapshot_format fmt, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_snapshot_write(const sublet_snapshot *s, const char *path,
+                                               sublet_snapshot_format fmt, char *err,
+                                               size_t err_cap);
 
 /* ---- reading a snapshot ------------------------------------------------------------ */
 /* Number of segments (all devices). */
-size_t sublet_snapshot_segment_count(const sublet_snapshot *s);
+SUBLET_API size_t sublet_snapshot_segment_count(const sublet_snapshot *s);
 /* Number of device_traces lists, and the entries of one (0 when absent). */
-size_t sublet_snapshot_device_count(const sublet_snapshot *s);
-size_t sublet_snapshot_trace_count(const sublet_snapshot *s, size_t device);
+SUBLET_API size_t sublet_snapshot_device_count(const sublet_snapshot *s);
+SUBLET_API size_t sublet_snapshot_trace_count(const sublet_snapshot *s, size_t device);
 /* The PYTORCH_CUDA_ALLOC_CONF string of allocator_settings, NULL when the
  * snapshot has none. */
-const char *sublet_snapshot_conf(const sublet_snapshot *s);
+SUBLET_API const char *sublet_snapshot_conf(const sublet_snapshot *s);
 
 /* Walk the segments in the snapshot's order.  The views are valid during the
  * callback only; `stack` fields are 0 (frames are in the trace view);
@@ -120,16 +124,17 @@ const char *sublet_snapshot_conf(const sublet_snapshot *s);
  * SUBLET_ERR_NO_MEMORY when the block array cannot be allocated. */
 typedef void (*sublet_snapshot_segment_fn)(void *user, int64_t device,
                                            const sublet_segment_view *seg);
-sublet_status sublet_snapshot_segments_walk(const sublet_snapshot *s,
-                                            sublet_snapshot_segment_fn fn, void *user);
+SUBLET_API sublet_status sublet_snapshot_segments_walk(const sublet_snapshot *s,
+                                                       sublet_snapshot_segment_fn fn, void *user);
 
 /* The snapshot as a trace (sublet/trace.h: prelude rebuilt from the final
  * segments, every event with its time and stack).  opt may be NULL.  The
  * trace's source format is SUBLET_FORMAT_SNAPSHOT_PICKLE or _JSON (what it was
  * parsed from; PICKLE for a snapshot taken from an allocator).  Release it with
  * sublet_trace_extras_release + sublet_trace_free. */
-sublet_status sublet_snapshot_trace(const sublet_snapshot *s, const sublet_trace_load_options *opt,
-                                    sublet_trace **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_snapshot_trace(const sublet_snapshot *s,
+                                               const sublet_trace_load_options *opt,
+                                               sublet_trace **out, char *err, size_t err_cap);
 
 /* Current statistics computed from the segments of one device alone (no
  * history): per pool, allocated/active/requested/reserved/inactive-split
@@ -137,7 +142,7 @@ sublet_status sublet_snapshot_trace(const sublet_snapshot *s, const sublet_trace
  * snapshot's max_split_size); peak = allocated = current, freed = 0, the
  * counters 0.  Inactive-split counts the inactive blocks of segments that
  * hold more than one block. */
-void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, sublet_stats *out);
+SUBLET_API void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, sublet_stats *out);
 
 /* ---- writing a trace as `.events.csv` (src/trace_write.c) ------------------------------
  * The form sublet_trace_parse_csv reads and shared/traces derives: the header
@@ -150,10 +155,10 @@ void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, sublet_stat
  * with the six columns.  Encode into a malloc'd buffer (free() it),
  * or write atomically to `path` (gzip'd when it ends in .gz; errors as
  * sublet_snapshot_write). */
-sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
-                                      char *err, size_t err_cap);
-sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, char *err,
-                                     size_t err_cap);
+SUBLET_API sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
+                                                 char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, char *err,
+                                                size_t err_cap);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -69,11 +71,11 @@ typedef struct sublet_stats {
 /* Flat PyTorch keys ("allocated_bytes.all.current" ...) sorted by key, as
  * torch.cuda.memory_stats() returns them.  Each line "key value\n".
  * Returns the length that was (or would have been) written, like snprintf. */
-size_t sublet_stats_format_flat(const sublet_stats *s, char *buf, size_t cap);
+SUBLET_API size_t sublet_stats_format_flat(const sublet_stats *s, char *buf, size_t cap);
 /* The same keys as one flat JSON object {"key": value, ...}. */
-size_t sublet_stats_format_json(const sublet_stats *s, char *buf, size_t cap);
+SUBLET_API size_t sublet_stats_format_json(const sublet_stats *s, char *buf, size_t cap);
 /* Look up one flat key; returns 0 and sets *out, or -1 for an unknown key. */
-int sublet_stats_lookup(const sublet_stats *s, const char *key, int64_t *out);
+SUBLET_API int sublet_stats_lookup(const sublet_stats *s, const char *key, int64_t *out);
 
 /* The newest PyTorch's per-pool keys (reference §7):
  * reserved_bytes_by_private_pools.<a>_<b>.<pool>.<metric>, one group of 12
@@ -85,17 +87,19 @@ typedef struct sublet_pool_reserved {
 } sublet_pool_reserved;
 /* sublet_stats_format_flat / _json with those keys added, in their sorted
  * places; npools 0 gives the same text as the plain ones. */
-size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
-                                      size_t npools, char *buf, size_t cap);
-size_t sublet_stats_format_json_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
-                                      size_t npools, char *buf, size_t cap);
+SUBLET_API size_t sublet_stats_format_flat_pools(const sublet_stats *s,
+                                                 const sublet_pool_reserved *pools,
+                                                 size_t npools, char *buf, size_t cap);
+SUBLET_API size_t sublet_stats_format_json_pools(const sublet_stats *s,
+                                                 const sublet_pool_reserved *pools,
+                                                 size_t npools, char *buf, size_t cap);
 
 /* torch.cuda.memory_summary(device, abbreviated) text, byte for byte. */
-size_t sublet_stats_format_summary(const sublet_stats *s, int device, int abbreviated,
-                                   char *buf, size_t cap);
+SUBLET_API size_t sublet_stats_format_summary(const sublet_stats *s, int device, int abbreviated,
+                                              char *buf, size_t cap);
 
 /* PyTorch's format_size (OOM messages): "1024 bytes", "2.00 MiB", ... */
-size_t sublet_format_size(uint64_t n, char *buf, size_t cap);
+SUBLET_API size_t sublet_format_size(uint64_t n, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

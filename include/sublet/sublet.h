@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/backend.h"
 #include "sublet/config.h"
 #include "sublet/error.h"
@@ -21,7 +22,7 @@ extern "C" {
 #define SUBLET_VERSION_MAJOR 0
 #define SUBLET_VERSION_MINOR 1
 #define SUBLET_VERSION_PATCH 0
-const char *sublet_version(void);
+SUBLET_API const char *sublet_version(void);
 
 typedef struct sublet_allocator sublet_allocator;
 
@@ -43,7 +44,7 @@ typedef enum sublet_action {
 #undef SUBLET_X_ACT
     SUBLET_ACT_COUNT
 } sublet_action;
-const char *sublet_action_name(sublet_action a);
+SUBLET_API const char *sublet_action_name(sublet_action a);
 
 /* Called with the allocator's lock held, for every trace event, in order.
  * For SUBLET_ACT_OOM, addr is the device's free bytes and size the rounded
@@ -67,29 +68,30 @@ typedef struct sublet_options {
 
 /* Create an allocator.  On a configuration error returns SUBLET_ERR_CONFIG
  * and, if err is not NULL, PyTorch's error text. */
-sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocator **out,
-                                      char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocator **out,
+                                                 char *err, size_t err_cap);
 /* The device index the allocator reports (options.device). */
-int sublet_allocator_device(sublet_allocator *a);
+SUBLET_API int sublet_allocator_device(sublet_allocator *a);
 /* Releases every segment the allocator still holds and frees it. */
-void sublet_allocator_destroy(sublet_allocator *a);
+SUBLET_API void sublet_allocator_destroy(sublet_allocator *a);
 
 /* ---- allocation --------------------------------------------------------- */
 /* n == 0 gives *ptr = NULL and SUBLET_OK with nothing recorded (as PyTorch).
  * On OOM: SUBLET_ERR_OOM, *ptr = NULL; sublet_oom_message() has the text. */
-sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream stream, void **ptr);
+SUBLET_API sublet_status sublet_malloc(sublet_allocator *a, uint64_t n, sublet_stream stream,
+                                       void **ptr);
 /* Free a pointer from sublet_malloc.  NULL is a no-op.  Unknown pointers,
  * double frees and interior pointers return an error and change nothing. */
-sublet_status sublet_free(sublet_allocator *a, void *ptr);
+SUBLET_API sublet_status sublet_free(sublet_allocator *a, void *ptr);
 /* Mark that `ptr`'s block is used on `stream`: its memory is not reused until
  * work queued on `stream` before the free has completed (events). */
-sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream stream);
+SUBLET_API sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream stream);
 /* Complete any pending cross-stream frees whose events have completed
  * (done at the start of every malloc too). */
-sublet_status sublet_process_events(sublet_allocator *a);
+SUBLET_API sublet_status sublet_process_events(sublet_allocator *a);
 /* torch.cuda.empty_cache(): wait for pending events, release every cached
  * whole segment to the backend. */
-sublet_status sublet_empty_cache(sublet_allocator *a);
+SUBLET_API sublet_status sublet_empty_cache(sublet_allocator *a);
 
 /* Pre-allocation: create `size` bytes of cached, free device memory in the
  * pool `pool_kind` (SUBLET_POOL_SMALL or SUBLET_POOL_LARGE) for `stream` now,
@@ -116,30 +118,30 @@ sublet_status sublet_empty_cache(sublet_allocator *a);
  * could never create; SUBLET_ERR_NO_MEMORY when host memory runs out.  The
  * SUBLET_ALLOC_CONF option `warmup:[large:512MiB*2,small:2MiB*4]` calls it at
  * creation (docs/tune.md §7; `sublet tune` derives such plans). */
-sublet_status sublet_reserve(sublet_allocator *a, uint64_t size, sublet_stream stream,
-                             int pool_kind);
+SUBLET_API sublet_status sublet_reserve(sublet_allocator *a, uint64_t size, sublet_stream stream,
+                                        int pool_kind);
 
 /* Block lookup: start and size of the allocated block holding `ptr`, and
  * its requested size; SUBLET_ERR_INVALID_POINTER when no allocated block
  * holds it.  A block's own address (what sublet_malloc gave) is found in
  * O(1); an interior pointer walks its segment's blocks. */
-sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
-                                uint64_t *size, uint64_t *requested);
+SUBLET_API sublet_status sublet_block_info(sublet_allocator *a, const void *ptr, uint64_t *base,
+                                           uint64_t *size, uint64_t *requested);
 
 /* ---- settings ----------------------------------------------------------- */
 /* Re-parse a complete settings string (PyTorch's _set_allocator_settings). */
-sublet_status sublet_settings_apply(sublet_allocator *a, const char *conf, char *err,
-                                    size_t err_cap);
-void sublet_settings_get(sublet_allocator *a, sublet_settings *out);
+SUBLET_API sublet_status sublet_settings_apply(sublet_allocator *a, const char *conf, char *err,
+                                               size_t err_cap);
+SUBLET_API void sublet_settings_get(sublet_allocator *a, sublet_settings *out);
 /* torch.cuda.set_per_process_memory_fraction: 0 <= f <= 1; f == 1 removes
  * the limit.  The limit is f × device total. */
-sublet_status sublet_memory_fraction_set(sublet_allocator *a, double fraction);
-double sublet_memory_fraction_get(sublet_allocator *a);
+SUBLET_API sublet_status sublet_memory_fraction_set(sublet_allocator *a, double fraction);
+SUBLET_API double sublet_memory_fraction_get(sublet_allocator *a);
 
 /* ---- statistics and reports -------------------------------------------- */
-void sublet_stats_read(sublet_allocator *a, sublet_stats *out);
-void sublet_stats_reset_peak(sublet_allocator *a);
-void sublet_stats_reset_accumulated(sublet_allocator *a);
+SUBLET_API void sublet_stats_read(sublet_allocator *a, sublet_stats *out);
+SUBLET_API void sublet_stats_reset_peak(sublet_allocator *a);
+SUBLET_API void sublet_stats_reset_accumulated(sublet_allocator *a);
 /* torch.cuda.memory_summary() text into buf (snprintf semantics).  flags:
  * SUBLET_SUMMARY_ABBREVIATED (1) is PyTorch's abbreviated=True;
  * SUBLET_SUMMARY_FRAGMENTATION (2) appends sublet's fragmentation section
@@ -151,27 +153,27 @@ void sublet_stats_reset_accumulated(sublet_allocator *a);
  * when the backend can tell: what nvidia-smi shows beside what the cache
  * holds. */
 #define SUBLET_SUMMARY_DEVICE 4
-size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap);
+SUBLET_API size_t sublet_summary(sublet_allocator *a, int flags, char *buf, size_t cap);
 /* The full message of the most recent OOM on this allocator ("" if none). */
-size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap);
+SUBLET_API size_t sublet_oom_message(sublet_allocator *a, char *buf, size_t cap);
 
 /* Callbacks (NULL to remove). */
-void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user);
+SUBLET_API void sublet_trace_set(sublet_allocator *a, sublet_trace_fn fn, void *user);
 /* Which actions the trace callback receives: bit (1u << action) of
  * `actions` for each; all of them by default (SUBLET_TRACE_ALL).  A
  * consumer that counts only segment events, say, spares the engine a call
  * at every malloc and free.  The choice stays when sublet_trace_set installs
  * another callback. */
 #define SUBLET_TRACE_ALL UINT32_MAX
-void sublet_trace_set_actions(sublet_allocator *a, uint32_t actions);
-void sublet_oom_observer_set(sublet_allocator *a, sublet_oom_fn fn, void *user);
+SUBLET_API void sublet_trace_set_actions(sublet_allocator *a, uint32_t actions);
+SUBLET_API void sublet_oom_observer_set(sublet_allocator *a, sublet_oom_fn fn, void *user);
 
 /* ---- inspection --------------------------------------------------------- */
 /* Verify every invariant: blocks tile each segment, no two adjacent free
  * blocks, the free index matches the blocks, the pointer map matches the
  * allocated blocks, the statistics equal a recount.  Returns SUBLET_OK or
  * SUBLET_ERR_CORRUPT with a description in msg. */
-sublet_status sublet_check(sublet_allocator *a, char *msg, size_t cap);
+SUBLET_API sublet_status sublet_check(sublet_allocator *a, char *msg, size_t cap);
 
 typedef enum sublet_block_state {
     SUBLET_BLOCK_INACTIVE = 0,
@@ -200,7 +202,7 @@ typedef struct sublet_segment_view {
 
 /* Walk the segments in address order under the lock. */
 typedef void (*sublet_segment_fn)(void *user, const sublet_segment_view *seg);
-void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user);
+SUBLET_API void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user);
 
 /* ---- fragmentation (kept live by the engine; no walk of the blocks) ----- */
 #define SUBLET_STREAM_ALL UINT64_MAX
@@ -225,13 +227,13 @@ typedef struct sublet_frag_stats {
  * (SUBLET_STREAM_ALL for every stream).  Byte totals that are not tracked
  * per stream (reserved, allocated, active, requested, inactive split) are
  * given for the pool whatever the stream. */
-sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream stream,
-                               sublet_frag_stats *out);
+SUBLET_API sublet_status sublet_frag_read(sublet_allocator *a, int pool_kind, sublet_stream stream,
+                                          sublet_frag_stats *out);
 
 /* The largest request on `stream` that would succeed right now without
  * asking the device for memory (cached free blocks only, PyTorch's rounding
  * and oversize rules applied).  0 when none would. */
-uint64_t sublet_max_allocatable(sublet_allocator *a, sublet_stream stream);
+SUBLET_API uint64_t sublet_max_allocatable(sublet_allocator *a, sublet_stream stream);
 
 /* ---- the device as the driver sees it ------------------------------------- */
 /* What nvidia-smi shows, beside what this allocator holds.  Every field is
@@ -257,26 +259,27 @@ typedef struct sublet_device_view {
 
 /* SUBLET_OK, or the backend's error (SUBLET_ERR_UNSUPPORTED when it has no
  * memory information); *out is zeroed first. */
-sublet_status sublet_device_view_read(sublet_allocator *a, sublet_device_view *out);
+SUBLET_API sublet_status sublet_device_view_read(sublet_allocator *a, sublet_device_view *out);
 /* The "Device view" section of the summary, for device index `device`. */
-size_t sublet_device_view_format_text(const sublet_device_view *v, int device, char *buf,
-                                      size_t cap);
+SUBLET_API size_t sublet_device_view_format_text(const sublet_device_view *v, int device, char *buf,
+                                                 size_t cap);
 /* "key value" lines: device_total_bytes, device_free_bytes, device_used_bytes,
  * device_reserved_bytes, device_cached_bytes, device_outside_bytes, and when
  * known device_process_bytes, device_process_other_bytes, device_others_bytes
  * (snprintf semantics). */
-size_t sublet_device_view_format_flat(const sublet_device_view *v, char *buf, size_t cap);
+SUBLET_API size_t sublet_device_view_format_flat(const sublet_device_view *v, char *buf,
+                                                 size_t cap);
 
 /* ---- replay seeding ------------------------------------------------------ */
 /* Adopt a segment that existed before recording started (replay of a trace
  * whose ring buffer began mid-run).  The backend is asked for exactly this
  * address; the segment is cached and free.  Not counted as a device alloc. */
-sublet_status sublet_seed_segment(sublet_allocator *a, uint64_t addr, uint64_t size,
-                                  sublet_stream stream, int is_small);
+SUBLET_API sublet_status sublet_seed_segment(sublet_allocator *a, uint64_t addr, uint64_t size,
+                                             sublet_stream stream, int is_small);
 /* Mark [addr, addr+size) inside a seeded segment as an allocated block with
  * the given requested size, splitting the free block around it. */
-sublet_status sublet_seed_block(sublet_allocator *a, uint64_t addr, uint64_t size,
-                                uint64_t requested, sublet_stream stream);
+SUBLET_API sublet_status sublet_seed_block(sublet_allocator *a, uint64_t addr, uint64_t size,
+                                           uint64_t requested, sublet_stream stream);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sublet/api.h"
 #include "sublet/sublet.h"
 
 #ifdef __cplusplus
@@ -66,31 +67,31 @@ typedef struct sublet_trace_event {
 typedef struct sublet_trace sublet_trace;
 
 /* Name of a kind ("alloc", "pre_segment", ...), "unknown" when out of range. */
-const char *sublet_trace_kind_name(uint32_t kind);
+SUBLET_API const char *sublet_trace_kind_name(uint32_t kind);
 /* Parse a kind name of `len` bytes; returns 0 and sets *kind, or -1. */
-int sublet_trace_kind_parse(const char *name, size_t len, uint32_t *kind);
+SUBLET_API int sublet_trace_kind_parse(const char *name, size_t len, uint32_t *kind);
 /* Is `kind` a prelude kind (PRE_SEGMENT / PRE_ALLOC)? */
-int sublet_trace_kind_is_prelude(uint32_t kind);
+SUBLET_API int sublet_trace_kind_is_prelude(uint32_t kind);
 
 /* Create an empty trace. */
-sublet_status sublet_trace_create(sublet_trace **out);
+SUBLET_API sublet_status sublet_trace_create(sublet_trace **out);
 /* Free a trace (NULL is a no-op). */
-void sublet_trace_free(sublet_trace *t);
+SUBLET_API void sublet_trace_free(sublet_trace *t);
 /* Append one event (copied).  Refused with SUBLET_ERR_INVALID_ARGUMENT for an
  * unknown kind, or for a prelude kind once a recorded event was appended (the
  * prelude comes first).  SUBLET_ERR_NO_MEMORY when growing fails. */
-sublet_status sublet_trace_append(sublet_trace *t, const sublet_trace_event *ev);
+SUBLET_API sublet_status sublet_trace_append(sublet_trace *t, const sublet_trace_event *ev);
 
 /* Number of events (prelude included). */
-size_t sublet_trace_count(const sublet_trace *t);
+SUBLET_API size_t sublet_trace_count(const sublet_trace *t);
 /* Number of leading prelude events. */
-size_t sublet_trace_prelude_count(const sublet_trace *t);
+SUBLET_API size_t sublet_trace_prelude_count(const sublet_trace *t);
 /* Event i (0-based), or NULL when out of range.  Valid until the next append. */
-const sublet_trace_event *sublet_trace_at(const sublet_trace *t, size_t i);
+SUBLET_API const sublet_trace_event *sublet_trace_at(const sublet_trace *t, size_t i);
 /* All events as one array (sublet_trace_count of them), NULL when empty. */
-const sublet_trace_event *sublet_trace_events(const sublet_trace *t);
+SUBLET_API const sublet_trace_event *sublet_trace_events(const sublet_trace *t);
 /* Number of events of one kind. */
-size_t sublet_trace_count_kind(const sublet_trace *t, uint32_t kind);
+SUBLET_API size_t sublet_trace_count_kind(const sublet_trace *t, uint32_t kind);
 
 /* What the trace itself records, computed by walking it once. */
 typedef struct sublet_trace_info {
@@ -110,7 +111,7 @@ typedef struct sublet_trace_info {
 } sublet_trace_info;
 /* Fill *out (zeroed first).  SUBLET_ERR_NO_MEMORY only if counting streams
  * needed memory that was not available (the other fields are still set). */
-sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out);
+SUBLET_API sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out);
 
 /* ---- the `.events.csv` form --------------------------------------------- */
 /* Header `seq,action,addr,size,stream,time_us`, or with a seventh column
@@ -125,14 +126,15 @@ sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *ou
  * overflowing number, an unknown action or a prelude row after a recorded
  * event gives SUBLET_ERR_PARSE and "line N: reason" (1-based) in err.
  * *out is set only on success; the caller frees it with sublet_trace_free. */
-sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace **out, char *err,
-                                     size_t err_cap);
+SUBLET_API sublet_status sublet_trace_parse_csv(const char *buf, size_t len, sublet_trace **out,
+                                                char *err, size_t err_cap);
 /* Read the whole stream, then parse it (SUBLET_ERR_IO on a read error). */
-sublet_status sublet_trace_read_csv(FILE *f, sublet_trace **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_read_csv(FILE *f, sublet_trace **out, char *err,
+                                               size_t err_cap);
 /* Open `path` and read it (SUBLET_ERR_IO, with the reason in err, when the
  * file cannot be opened or read). */
-sublet_status sublet_trace_load_csv(const char *path, sublet_trace **out, char *err,
-                                    size_t err_cap);
+SUBLET_API sublet_status sublet_trace_load_csv(const char *path, sublet_trace **out, char *err,
+                                               size_t err_cap);
 
 /* ---- every trace format: detection and readers (trace_load.c) ------------- */
 /* Formats a trace can come in.  Detection looks at the content, never at the
@@ -151,12 +153,12 @@ typedef enum sublet_trace_format {
 
 /* "events-csv", "snapshot-pickle", "snapshot-json", "rmm-csv", "kineto-json",
  * "sublet-log", "unknown". */
-const char *sublet_trace_format_name(sublet_trace_format f);
+SUBLET_API const char *sublet_trace_format_name(sublet_trace_format f);
 
 /* Guess the format of buf from its first bytes (a gzip input is inflated as far
  * as needed to look inside).  SUBLET_FORMAT_UNKNOWN when nothing matches.  The
  * guess does not validate: sublet_trace_parse may still refuse the input. */
-sublet_trace_format sublet_trace_detect(const void *buf, size_t len);
+SUBLET_API sublet_trace_format sublet_trace_detect(const void *buf, size_t len);
 
 typedef struct sublet_trace_load_options {
     /* Which device of a multi-device source to read (PyTorch snapshot:
@@ -212,12 +214,13 @@ typedef struct sublet_trace_load_options {
  * Unrecognised input: "unrecognised trace format (first bytes: ...)".
  * SUBLET_ERR_NO_MEMORY when host memory runs out.  *out is set only on
  * success; free it with sublet_trace_free. */
-sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace_load_options *opt,
-                                 sublet_trace **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_parse(const void *buf, size_t len,
+                                            const sublet_trace_load_options *opt,
+                                            sublet_trace **out, char *err, size_t err_cap);
 /* Read the file and parse it (SUBLET_ERR_IO when it cannot be read); error
  * messages start with the path. */
-sublet_status sublet_trace_load(const char *path, const sublet_trace_load_options *opt,
-                                sublet_trace **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_load(const char *path, const sublet_trace_load_options *opt,
+                                           sublet_trace **out, char *err, size_t err_cap);
 /* sublet's event log alone (sublet/log.h; magic "SUBLETLG" required): every
  * event of every intact block, in order, with its time, stream and stack
  * (sublet_trace_stack); the settings and device memory it recorded.  A log
@@ -227,34 +230,34 @@ sublet_status sublet_trace_load(const char *path, const sublet_trace_load_option
  * by an intact one, a block out of sequence, or a malformed record inside a
  * block whose checksum holds is SUBLET_ERR_PARSE.  The log has no prelude:
  * it holds what happened after sublet_log_open. */
-sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace **out, char *err,
-                                     size_t err_cap);
+SUBLET_API sublet_status sublet_trace_parse_log(const void *buf, size_t len, sublet_trace **out,
+                                                char *err, size_t err_cap);
 /* RMM's CSV log alone (header required). */
-sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace **out, char *err,
-                                     size_t err_cap);
+SUBLET_API sublet_status sublet_trace_parse_rmm(const char *buf, size_t len, sublet_trace **out,
+                                                char *err, size_t err_cap);
 
 /* ---- what a reader knew beyond the events ----------------------------------
  * Readers attach these to the trace they return; sublet_trace_free frees
  * them.  sublet_trace_extras_release(t) drops them earlier (stacks,
  * settings, format, device), keeping the events. */
-void sublet_trace_extras_release(const sublet_trace *t);
+SUBLET_API void sublet_trace_extras_release(const sublet_trace *t);
 
 /* The format the trace was read from (SUBLET_FORMAT_UNKNOWN when it was not
  * read by sublet_trace_parse / sublet_trace_load). */
-sublet_trace_format sublet_trace_source_format(const sublet_trace *t);
+SUBLET_API sublet_trace_format sublet_trace_source_format(const sublet_trace *t);
 /* The device whose events were read, -1 when unknown. */
-int64_t sublet_trace_device(const sublet_trace *t);
+SUBLET_API int64_t sublet_trace_device(const sublet_trace *t);
 /* The allocator settings the source recorded, as a PYTORCH_CUDA_ALLOC_CONF
  * string: the raw string when the snapshot kept one, else rebuilt from the
  * snapshot's allocator_settings (max_split_size_mb, roundup_power2_divisions,
  * garbage_collection_threshold, expandable_segments, ...); "" when every
  * setting is the default; NULL when the source recorded none. */
-const char *sublet_trace_settings(const sublet_trace *t);
+SUBLET_API const char *sublet_trace_settings(const sublet_trace *t);
 /* What the reader warns about while it succeeded (an event log's torn tail
  * or lost events), NULL when nothing. */
-const char *sublet_trace_notice(const sublet_trace *t);
+SUBLET_API const char *sublet_trace_notice(const sublet_trace *t);
 /* The device's total memory in bytes when the source knew it, else 0. */
-uint64_t sublet_trace_device_memory(const sublet_trace *t);
+SUBLET_API uint64_t sublet_trace_device_memory(const sublet_trace *t);
 
 /* One stack frame; a stack lists them innermost first. */
 typedef struct sublet_trace_frame {
@@ -263,11 +266,12 @@ typedef struct sublet_trace_frame {
     int64_t line;         /* 0 when absent */
 } sublet_trace_frame;
 /* Number of distinct stacks (ids 1..count). */
-uint32_t sublet_trace_stack_count(const sublet_trace *t);
+SUBLET_API uint32_t sublet_trace_stack_count(const sublet_trace *t);
 /* Stack `id` (sublet_trace_event.frames): sets *out to its frames (valid
  * until the extras are released) and returns their count; 0 and *out = NULL
  * for id 0 or an unknown id. */
-size_t sublet_trace_stack(const sublet_trace *t, uint32_t id, const sublet_trace_frame **out);
+SUBLET_API size_t sublet_trace_stack(const sublet_trace *t, uint32_t id,
+                                     const sublet_trace_frame **out);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/sublet.h"
 #include "sublet/trace.h"
 
@@ -61,33 +62,37 @@ typedef struct sublet_trace_stream sublet_trace_stream;
  * extras the source gives at its start (an event log's settings, device
  * memory and device).  Messages start with the path ("stdin" for "-", as
  * sublet_input_load names it).  Close with sublet_trace_stream_close. */
-sublet_status sublet_trace_stream_open(const char *path, const sublet_trace_load_options *opt,
-                                       sublet_trace_stream **out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_open(const char *path,
+                                                  const sublet_trace_load_options *opt,
+                                                  sublet_trace_stream **out, char *err,
+                                                  size_t err_cap);
 /* A stream over a trace already in memory (borrowed: t must outlive the
  * stream).  Bounded, in the sense that it holds nothing of its own. */
-sublet_status sublet_trace_stream_from_trace(const sublet_trace *t, sublet_trace_stream **out);
-void sublet_trace_stream_close(sublet_trace_stream *s);
+SUBLET_API sublet_status sublet_trace_stream_from_trace(const sublet_trace *t,
+                                                        sublet_trace_stream **out);
+SUBLET_API void sublet_trace_stream_close(sublet_trace_stream *s);
 /* The format of the file at `path` ("-" is not looked at), as
  * sublet_trace_detect gives it for its first 64 KiB (inflated when gzip'd);
  * SUBLET_FORMAT_UNKNOWN when it cannot be read.  Whether
  * sublet_trace_stream_open would stream it: EVENTS_CSV and EVENT_LOG. */
-sublet_trace_format sublet_trace_detect_path(const char *path);
+SUBLET_API sublet_trace_format sublet_trace_detect_path(const char *path);
 
 /* The next recorded events (after the prelude): up to cap into ev, *n of
  * them; *n == 0 at the end.  SUBLET_ERR_PARSE / _IO / _NO_MEMORY with the
  * reason in err. */
-sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
-                                       size_t *n, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_next(sublet_trace_stream *s, sublet_trace_event *ev,
+                                                  size_t cap, size_t *n, char *err, size_t err_cap);
 /* Start again from the first recorded event (a file is reopened and its
  * prelude read again; standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
-sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_rewind(sublet_trace_stream *s, char *err,
+                                                    size_t err_cap);
 
 /* What sublet_trace_info_get gives for the trace, in one pass over the
  * stream (rewound first when it has handed out rows; standard input then
  * cannot be: SUBLET_ERR_UNSUPPORTED).  The stream is left at its end; a
  * malformed row is its error, as from _next.  Memory: the distinct streams. */
-sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out, char *err,
-                                       size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info *out,
+                                                  char *err, size_t err_cap);
 
 /* Write the trace as an events CSV at `path` (.gz: gzip'd), the same bytes
  * as sublet_trace_write_csv gives for the trace loaded whole, in memory for
@@ -97,8 +102,8 @@ sublet_status sublet_trace_stream_info(sublet_trace_stream *s, sublet_trace_info
  * ...") the target is left as it was.  The pool column (a private-pool
  * row) is found while writing: the file is then written again with it,
  * from the stream rewound (standard input cannot be: SUBLET_ERR_UNSUPPORTED). */
-sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path, char *err,
-                                            size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *path,
+                                                       char *err, size_t err_cap);
 
 /* A binary copy of the stream's recorded rows (read from its start,
  * rewound first when it has handed out rows, to its end) in an unnamed
@@ -107,19 +112,20 @@ sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, const char *
  * read of fixed records, no parsing.  Its prelude and extras are s's: s must
  * stay open while the copy is used (close the copy first).  The stream's
  * error and text for a malformed row. */
-sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
-                                       char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
+                                                  char *err, size_t err_cap);
 
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
-size_t sublet_trace_stream_prelude(const sublet_trace_stream *s, const sublet_trace_event **ev);
+SUBLET_API size_t sublet_trace_stream_prelude(const sublet_trace_stream *s,
+                                              const sublet_trace_event **ev);
 /* Rows handed out so far, the prelude included (after the end: the number
  * of rows of the trace, sublet_trace_count). */
-uint64_t sublet_trace_stream_rows(const sublet_trace_stream *s);
+SUBLET_API uint64_t sublet_trace_stream_rows(const sublet_trace_stream *s);
 /* 1 when the source is read in bounded memory, 0 when it was read whole. */
-int sublet_trace_stream_bounded(const sublet_trace_stream *s);
+SUBLET_API int sublet_trace_stream_bounded(const sublet_trace_stream *s);
 /* The in-memory trace behind a stream that has one (from_trace, or a format
  * read whole), else NULL. */
-const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s);
+SUBLET_API const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s);
 
 /* The extras, as sublet_trace_source_format / _device / _settings /
  * _device_memory / _notice / _stack_count / _stack give them for the loaded
@@ -127,14 +133,14 @@ const sublet_trace *sublet_trace_stream_trace(const sublet_trace_stream *s);
  * tail, lost events: after the end) and the stacks (an event log records a
  * stack before its first use: each is known by the time an event names
  * it). */
-sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s);
-int64_t sublet_trace_stream_device(const sublet_trace_stream *s);
-const char *sublet_trace_stream_settings(const sublet_trace_stream *s);
-uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s);
-const char *sublet_trace_stream_notice(const sublet_trace_stream *s);
-uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s);
-size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
-                                 const sublet_trace_frame **out);
+SUBLET_API sublet_trace_format sublet_trace_stream_format(const sublet_trace_stream *s);
+SUBLET_API int64_t sublet_trace_stream_device(const sublet_trace_stream *s);
+SUBLET_API const char *sublet_trace_stream_settings(const sublet_trace_stream *s);
+SUBLET_API uint64_t sublet_trace_stream_device_memory(const sublet_trace_stream *s);
+SUBLET_API const char *sublet_trace_stream_notice(const sublet_trace_stream *s);
+SUBLET_API uint32_t sublet_trace_stream_stack_count(const sublet_trace_stream *s);
+SUBLET_API size_t sublet_trace_stream_stack(const sublet_trace_stream *s, uint32_t id,
+                                            const sublet_trace_frame **out);
 
 #ifdef __cplusplus
 }

@@ -77,6 +77,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/replay.h"
 #include "sublet/trace.h"
 
@@ -107,12 +108,12 @@ typedef struct sublet_tune_cost_model {
     double unmap_us;          /* per physical page unmapped and released */
 } sublet_tune_cost_model;
 
-void sublet_tune_cost_model_default(sublet_tune_cost_model *m);
+SUBLET_API void sublet_tune_cost_model_default(sublet_tune_cost_model *m);
 /* Apply "key=value,key=value" (also newline- or space-separated; '#' starts a
  * comment to the end of the line) on top of *m.  Keys are the field names
  * above.  SUBLET_ERR_PARSE with the reason in err; *m unchanged then. */
-sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char *text, char *err,
-                                           size_t err_cap);
+SUBLET_API sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char *text,
+                                                      char *err, size_t err_cap);
 
 /* ---- the search space --------------------------------------------------------- */
 #define SUBLET_TUNE_PYTORCH_ONLY 1u /* leave policy:stitch out */
@@ -120,7 +121,8 @@ sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char
 /* The settings strings of the search space, in enumeration order (simplest
  * first; index 0 is "", PyTorch's defaults).  Writes up to cap of them to
  * confs (which may be NULL) and returns how many there are. */
-size_t sublet_tune_space(unsigned flags, char (*confs)[SUBLET_TUNE_CONF_MAX], size_t cap);
+SUBLET_API size_t sublet_tune_space(unsigned flags, char (*confs)[SUBLET_TUNE_CONF_MAX],
+                                    size_t cap);
 
 /* ---- options ------------------------------------------------------------------- */
 typedef struct sublet_tune_options {
@@ -156,7 +158,7 @@ typedef struct sublet_tune_options {
 
 /* Defaults: device from the traces, default cost model, every core, 2 MiB,
  * 0.5 %, diagnosis and warm-up plan on. */
-void sublet_tune_options_init(sublet_tune_options *o);
+SUBLET_API void sublet_tune_options_init(sublet_tune_options *o);
 
 /* ---- results -------------------------------------------------------------------- */
 typedef struct sublet_tune_calls {
@@ -169,9 +171,10 @@ typedef struct sublet_tune_calls {
 } sublet_tune_calls;
 
 /* Every device call (allocs, frees, reserves, releases, maps, unmaps). */
-uint64_t sublet_tune_calls_total(const sublet_tune_calls *c);
+SUBLET_API uint64_t sublet_tune_calls_total(const sublet_tune_calls *c);
 /* The cost of c under m, in microseconds. */
-double sublet_tune_calls_cost(const sublet_tune_calls *c, const sublet_tune_cost_model *m);
+SUBLET_API double sublet_tune_calls_cost(const sublet_tune_calls *c,
+                                         const sublet_tune_cost_model *m);
 
 /* One trace under one setting. */
 typedef struct sublet_tune_trace_eval {
@@ -219,14 +222,15 @@ typedef struct sublet_tune_eval {
     uint32_t oldest_release;
 } sublet_tune_eval;
 
-void sublet_tune_eval_free(sublet_tune_eval *e);
+SUBLET_API void sublet_tune_eval_free(sublet_tune_eval *e);
 
 /* Evaluate one setting exactly, the plain way: per trace,
  * sublet_replay_min_capacity and a replay on the device (the reference the
  * grid check compares sublet_tune with).  `current` in o is ignored. */
-sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, const char *conf,
-                                   const sublet_tune_options *o, sublet_tune_eval *out, char *err,
-                                   size_t err_cap);
+SUBLET_API sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n,
+                                              const char *conf,
+                                              const sublet_tune_options *o, sublet_tune_eval *out,
+                                              char *err, size_t err_cap);
 
 /* ---- an answer as a release takes it ------------------------------------------------
  * The search space spells the collector's memory fraction
@@ -256,8 +260,10 @@ typedef struct sublet_tune_conf_form {
  * release refuses for another reason), SUBLET_ERR_INVALID_ARGUMENT for a
  * NULL argument, an unknown target or a result too long; *out is zeroed
  * then. */
-sublet_status sublet_tune_conf_adapt(const char *conf, int target, const char *pytorch_version,
-                                     sublet_tune_conf_form *out, char *err, size_t err_cap);
+SUBLET_API sublet_status sublet_tune_conf_adapt(const char *conf, int target,
+                                                const char *pytorch_version,
+                                                sublet_tune_conf_form *out, char *err,
+                                                size_t err_cap);
 
 /* ---- the warm-up plan ------------------------------------------------------------
  * The segments to reserve at start (the `warmup` option of SUBLET_ALLOC_CONF,
@@ -318,9 +324,9 @@ typedef struct sublet_tune_plan {
  * device_memory, prelude, cost; NULL for the defaults).  Returns out->status:
  * SUBLET_ERR_UNSUPPORTED for policy:stitch, SUBLET_ERR_INVALID_ARGUMENT,
  * a replay's error; out->note says why.  Deterministic. */
-sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t n,
-                                      const char *conf, const sublet_tune_options *o,
-                                      sublet_tune_plan *out);
+SUBLET_API sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t n,
+                                                 const char *conf, const sublet_tune_options *o,
+                                                 sublet_tune_plan *out);
 
 typedef struct sublet_tune_result {
     sublet_status status; /* SUBLET_OK, or why the tuning failed (see error) */
@@ -365,9 +371,9 @@ typedef struct sublet_tune_result {
  * sublet_tune_result_free.  SUBLET_ERR_INVALID_ARGUMENT for no traces;
  * the replay's status when a trace cannot be replayed at all; SUBLET_ERR_OOM
  * when no setting runs a trace on any device the search tried. */
-sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
-                          sublet_tune_result *r);
-void sublet_tune_result_free(sublet_tune_result *r);
+SUBLET_API sublet_status sublet_tune(const sublet_trace *const *traces, size_t n,
+                                     const sublet_tune_options *o, sublet_tune_result *r);
+SUBLET_API void sublet_tune_result_free(sublet_tune_result *r);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sublet/api.h"
 #include "sublet/error.h"
 #include "sublet/frag.h"
 #include "sublet/replay.h"
@@ -38,7 +39,7 @@ extern "C" {
 #endif
 
 /* Frees a string a views call returned (NULL is fine). */
-void sublet_string_free(char *s);
+SUBLET_API void sublet_string_free(char *s);
 
 /* ---- inputs ---------------------------------------------------------------------------- */
 
@@ -48,25 +49,26 @@ void sublet_string_free(char *s);
  * formats); input that matches no format is read as the events CSV, so the
  * message names its line.  name (may be NULL) starts every message.  Free
  * *t with sublet_trace_free, *snap with sublet_snapshot_free. */
-sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
-                                 const sublet_trace_load_options *lo, sublet_trace **t,
-                                 sublet_snapshot **snap, char *err, size_t cap);
+SUBLET_API sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
+                                            const sublet_trace_load_options *lo, sublet_trace **t,
+                                            sublet_snapshot **snap, char *err, size_t cap);
 /* The same from a file ("-": stdin); messages start with the path. */
-sublet_status sublet_input_load(const char *path, const sublet_trace_load_options *lo,
-                                sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
+SUBLET_API sublet_status sublet_input_load(const char *path, const sublet_trace_load_options *lo,
+                                           sublet_trace **t, sublet_snapshot **snap, char *err,
+                                           size_t cap);
 /* A whole file ("-": stdin) into a malloc'd buffer (free()); SUBLET_ERR_IO
  * or SUBLET_ERR_NO_MEMORY with the reason, naming the path, in err. */
-sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
-                                size_t cap);
+SUBLET_API sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
+                                           size_t cap);
 
 /* The settings a replay of t uses: `given` when not NULL, else those the
  * trace recorded (*from_trace = 1 when from_trace is not NULL), else "". */
-const char *sublet_view_conf(const sublet_trace *t, const char *given, int *from_trace);
+SUBLET_API const char *sublet_view_conf(const sublet_trace *t, const char *given, int *from_trace);
 /* The simulated device of `sublet frag`, `diagnose` and `report`: `given`
  * when not 0, else the trace's recorded capacity, else 80 GiB. */
-uint64_t sublet_view_device_memory(const sublet_trace *t, uint64_t given);
+SUBLET_API uint64_t sublet_view_device_memory(const sublet_trace *t, uint64_t given);
 /* A prelude mode's name: "auto", "adopt" or "allocate". */
-const char *sublet_prelude_name(int mode);
+SUBLET_API const char *sublet_prelude_name(int mode);
 
 /* ---- documents from the analyses' options ------------------------------------------------ */
 
@@ -98,7 +100,7 @@ typedef struct sublet_view_options {
     size_t note_cap;
 } sublet_view_options;
 
-void sublet_view_options_init(sublet_view_options *v);
+SUBLET_API void sublet_view_options_init(sublet_view_options *v);
 
 /* `sublet replay --json`: the replay of t under o (its on_oom, when set, is
  * called too, its observers are not: it is sublet_replay_stream_json over a
@@ -107,8 +109,9 @@ void sublet_view_options_init(sublet_view_options *v);
  * diagnosis.  Returns the replay's status: *out is the document also when
  * the replay failed (its "error" says why); NULL only on
  * SUBLET_ERR_NO_MEMORY or bad arguments. */
-sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
-                                 const sublet_view_options *v, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_options *o,
+                                            const sublet_view_options *v, char **out, char *err,
+                                            size_t cap);
 
 /* The same document from a stream (sublet/trace_stream.h: an events CSV or
  * an event log read in bounded chunks), byte for byte what
@@ -119,32 +122,35 @@ sublet_status sublet_replay_json(const sublet_trace *t, const sublet_replay_opti
  * called; its on_oom is.  The stream is read to its end (rewind it to read
  * it again); its notice (sublet_trace_stream_notice) is the caller's to
  * tell. */
-sublet_status sublet_replay_stream_json(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                        const sublet_view_options *v, char **out, char *err,
-                                        size_t cap);
+SUBLET_API sublet_status sublet_replay_stream_json(sublet_trace_stream *ts,
+                                                   const sublet_replay_options *o,
+                                                   const sublet_view_options *v, char **out,
+                                                   char *err, size_t cap);
 
 /* `sublet mincap --json` (and `replay --min-capacity --json`): the smallest
  * simulated device that runs t under o (sublet_replay_min_capacity). */
-sublet_status sublet_mincap_json(const sublet_trace *t, const sublet_replay_options *o,
-                                 const sublet_view_options *v, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_mincap_json(const sublet_trace *t, const sublet_replay_options *o,
+                                            const sublet_view_options *v, char **out, char *err,
+                                            size_t cap);
 /* The same document for a search already run (sublet_mincap_result, e.g. of
  * sublet_replay_min_capacity_stream over a file read in chunks): o as the
  * search ran, v->name and v->resolution as above. */
-sublet_status sublet_mincap_result_json(const sublet_mincap_result *m,
-                                        const sublet_replay_options *o,
-                                        const sublet_view_options *v, char **out);
+SUBLET_API sublet_status sublet_mincap_result_json(const sublet_mincap_result *m,
+                                                   const sublet_replay_options *o,
+                                                   const sublet_view_options *v, char **out);
 
 /* `sublet frag --json`: the fragmentation state after v->at (metrics, the
  * free-block histogram, pinning segments, the segment map). */
-sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
-                               const sublet_view_options *v, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
+                                          const sublet_view_options *v, char **out, char *err,
+                                          size_t cap);
 
 /* `sublet diagnose --json`: every OOM of the replay explained, and the
  * settings that avoid it (d may be NULL: the defaults). */
-sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_options *o,
-                                   const sublet_frag_diagnose_options *d,
-                                   const sublet_view_options *v, char **out, char *err,
-                                   size_t cap);
+SUBLET_API sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_options *o,
+                                              const sublet_frag_diagnose_options *d,
+                                              const sublet_view_options *v, char **out, char *err,
+                                              size_t cap);
 
 /* The same two documents from a stream (sublet/trace_stream.h), byte for
  * byte those of the trace loaded whole, in memory for the live state: read
@@ -152,19 +158,22 @@ sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_op
  * behind it), then for each replay (the diagnosis replays it several
  * times: a file is best read from its binary copy, sublet_trace_stream_copy).
  * A malformed row is the stream's error and text. */
-sublet_status sublet_frag_json_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                      const sublet_view_options *v, char **out, char *err,
-                                      size_t cap);
-sublet_status sublet_diagnose_json_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                          const sublet_frag_diagnose_options *dopt,
-                                          const sublet_view_options *v, char **out, char *err,
-                                          size_t cap);
+SUBLET_API sublet_status sublet_frag_json_stream(sublet_trace_stream *ts,
+                                                 const sublet_replay_options *o,
+                                                 const sublet_view_options *v, char **out,
+                                                 char *err, size_t cap);
+SUBLET_API sublet_status sublet_diagnose_json_stream(sublet_trace_stream *ts,
+                                                     const sublet_replay_options *o,
+                                                     const sublet_frag_diagnose_options *dopt,
+                                                     const sublet_view_options *v, char **out,
+                                                     char *err, size_t cap);
 
 /* `sublet tune --json`: sublet_tune over n traces, names[i] naming each
  * (may be NULL).  On a failed tuning the message is in err. */
-sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
-                               size_t n, const sublet_tune_options *o, char **out, char *err,
-                               size_t cap);
+SUBLET_API sublet_status sublet_tune_json(const sublet_trace *const *traces,
+                                          const char *const *names,
+                                          size_t n, const sublet_tune_options *o, char **out,
+                                          char *err, size_t cap);
 
 typedef struct sublet_report_options {
     size_t buckets;        /* points drawn per series, 0 = 2000 */
@@ -178,7 +187,7 @@ typedef struct sublet_report_options {
     void *note_user;
 } sublet_report_options;
 
-void sublet_report_options_init(sublet_report_options *r);
+SUBLET_API void sublet_report_options_init(sublet_report_options *r);
 
 /* What a report holds, for the line that announces it. */
 typedef struct sublet_report_info {
@@ -191,9 +200,11 @@ typedef struct sublet_report_info {
 
 /* `sublet report`: the self-contained HTML page (no network) of t replayed
  * under o; *info (may be NULL) what it holds. */
-sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
-                                 const sublet_report_options *ro, const sublet_view_options *v,
-                                 char **out, sublet_report_info *info, char *err, size_t cap);
+SUBLET_API sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
+                                            const sublet_report_options *ro,
+                                            const sublet_view_options *v,
+                                            char **out, sublet_report_info *info, char *err,
+                                            size_t cap);
 
 /* The same page from a stream (sublet/trace_stream.h), byte for byte what
  * sublet_report_html gives for the trace loaded whole, in memory for the
@@ -203,10 +214,11 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
  * replays), so a file is best streamed from its binary copy
  * (sublet_trace_stream_copy).  SUBLET_VIEW_TUNE needs the trace loaded
  * whole (a stream with a trace behind it): else SUBLET_ERR_UNSUPPORTED. */
-sublet_status sublet_report_html_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
-                                        const sublet_report_options *ro,
-                                        const sublet_view_options *v, char **out,
-                                        sublet_report_info *info, char *err, size_t cap);
+SUBLET_API sublet_status sublet_report_html_stream(sublet_trace_stream *ts,
+                                                   const sublet_replay_options *o,
+                                                   const sublet_report_options *ro,
+                                                   const sublet_view_options *v, char **out,
+                                                   sublet_report_info *info, char *err, size_t cap);
 
 /* ---- the same from plain arguments (bindings) ---------------------------------------------- */
 /* conf NULL: the trace's recorded settings, else PyTorch's defaults;
@@ -215,34 +227,43 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *ts, const sublet_re
  * the calling thread or a worker of the tuning. */
 typedef void (*sublet_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-sublet_status sublet_view_replay(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t device_memory, uint64_t at, unsigned flags, char **out,
-                                 char *err, size_t cap);
-sublet_status sublet_view_mincap(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t at, char **out, char *err, size_t cap);
-sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
-                               const char *name, const char *conf, uint64_t device_memory,
-                               uint64_t at, char **out, char *err, size_t cap);
-sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name, const char *conf,
-                                   uint64_t device_memory, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_replay(const sublet_trace *t, const char *name,
+                                            const char *conf,
+                                            uint64_t device_memory, uint64_t at, unsigned flags,
+                                            char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_mincap(const sublet_trace *t, const char *name,
+                                            const char *conf,
+                                            uint64_t at, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
+                                          const char *name, const char *conf,
+                                          uint64_t device_memory,
+                                          uint64_t at, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name,
+                                              const char *conf,
+                                              uint64_t device_memory, char **out, char *err,
+                                              size_t cap);
 /* current: the settings in use (NULL: each trace's recorded ones);
  * threads 0: every online core. */
-sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *const *names,
-                               size_t n, const char *current, uint64_t device_memory,
-                               unsigned threads, sublet_progress_fn progress, void *user,
-                               char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_tune(const sublet_trace *const *traces,
+                                          const char *const *names,
+                                          size_t n, const char *current, uint64_t device_memory,
+                                          unsigned threads, sublet_progress_fn progress, void *user,
+                                          char **out, char *err, size_t cap);
 /* The same for the user's PyTorch release (sublet_tune_options.pytorch_version:
  * "2.6", ...; NULL: the newest), whose rules every replay follows and whose
  * parser takes the answers. */
-sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
-                                       const char *const *names, size_t n, const char *current,
-                                       uint64_t device_memory, unsigned threads,
-                                       const char *pytorch_version, sublet_progress_fn progress,
-                                       void *user, char **out, char *err, size_t cap);
-sublet_status sublet_view_report(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t device_memory, unsigned flags,
-                                 sublet_progress_fn progress, void *user, char **out,
-                                 size_t *len, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
+                                                  const char *const *names, size_t n,
+                                                  const char *current,
+                                                  uint64_t device_memory, unsigned threads,
+                                                  const char *pytorch_version,
+                                                  sublet_progress_fn progress,
+                                                  void *user, char **out, char *err, size_t cap);
+SUBLET_API sublet_status sublet_view_report(const sublet_trace *t, const char *name,
+                                            const char *conf,
+                                            uint64_t device_memory, unsigned flags,
+                                            sublet_progress_fn progress, void *user, char **out,
+                                            size_t *len, char *err, size_t cap);
 
 #ifdef __cplusplus
 }
