@@ -296,13 +296,46 @@ static void test_oom_advice(void **state)
     assert_true(oom_advises("pytorch_version:2.6,expandable_segments:True"));
 }
 
+/* Two cached 40 MiB segments, the older at the higher address (the lower one
+ * was released and made again): the segment a 12 MiB request is cut from. */
+static bool best_fit_takes_older(const char *conf)
+{
+    h_env e;
+    h_env_init(&e, H_SIM, GiB, conf);
+    void *x = h_malloc(e.a, 40 * MiB, 0);
+    void *older = h_malloc(e.a, 40 * MiB, 0);
+    h_free(e.a, x);
+    h_empty_cache(e.a);
+    void *newer = h_malloc(e.a, 40 * MiB, 0); /* where x was: below `older` */
+    assert_ptr_equal(newer, x);
+    h_free(e.a, older);
+    h_free(e.a, newer);
+    void *q = h_malloc(e.a, 12 * MiB, 0);
+    assert_true(q == older || q == newer);
+    bool took_older = q == older;
+    h_free(e.a, q);
+    h_env_fini(&e);
+    return took_older;
+}
+
+/* PyTorch 2.14 breaks a tie of free block sizes by the creation order of their segments
+ * (its registration counter), earlier releases by the lower address. */
+static void test_best_fit_tie(void **state)
+{
+    (void)state;
+    assert_true(best_fit_takes_older(""));
+    assert_true(best_fit_takes_older("pytorch_version:2.14"));
+    assert_false(best_fit_takes_older("pytorch_version:2.13"));
+    assert_false(best_fit_takes_older("pytorch_version:2.6"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_values),  cmocka_unit_test(test_roundup_fill),
         cmocka_unit_test(test_bounds_and_reset), cmocka_unit_test(test_texts_and_options),
         cmocka_unit_test(test_env_lookup),       cmocka_unit_test(test_fraction_limit),
-        cmocka_unit_test(test_oom_advice),
+        cmocka_unit_test(test_oom_advice),       cmocka_unit_test(test_best_fit_tie),
         cmocka_unit_test(test_version_whitespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

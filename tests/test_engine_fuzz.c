@@ -287,6 +287,7 @@ typedef struct mblock {
 
 typedef struct mseg {
     uint64_t addr, size;
+    uint64_t order; /* creation order under PyTorch 2.14 and later, else 0 */
     sublet_stream stream;
     int small, oversize;
     mblock *b;
@@ -307,6 +308,7 @@ typedef struct mmodel {
     uint64_t clock[2]; /* [0] small pool, [1] large pool */
     mseg segs[512];
     size_t nsegs;
+    uint64_t made; /* segments created (their order, from 2.14 on) */
     mevent q[2][MQ];
     size_t qn[2];
     uint64_t recorded[2], completed[2];
@@ -430,13 +432,21 @@ static void m_release_cached(mmodel *m)
             i++;
 }
 
-/* best fit by (size, addr) among free blocks of a pool and stream; the
- * predicate selects size >= lo (first) or the largest below (size, addr) */
+/* Is (s1, o1, a1) before (s2, o2, a2): size, then segment order (from 2.14
+ * on; 0 before), then address. */
+static int m_key_less(uint64_t s1, uint64_t o1, uint64_t a1, uint64_t s2, uint64_t o2,
+                      uint64_t a2)
+{
+    return s1 != s2 ? s1 < s2 : o1 != o2 ? o1 < o2 : a1 < a2;
+}
+
+/* best fit by (size, order, addr) among free blocks of a pool and stream;
+ * the predicate selects size >= lo (first) or the largest below a key */
 static int m_lower_bound(mmodel *m, int small, sublet_stream s, uint64_t lo, size_t *gi,
                          size_t *bi)
 {
     int found = 0;
-    uint64_t bs = 0, ba = 0;
+    uint64_t bs = 0, bo = 0, ba = 0;
     for (size_t i = 0; i < m->nsegs; i++) {
         mseg *g = &m->segs[i];
         if (g->small != small || g->stream != s)
@@ -445,9 +455,10 @@ static int m_lower_bound(mmodel *m, int small, sublet_stream s, uint64_t lo, siz
             mblock *b = &g->b[k];
             if (!m_free_blk(b) || b->size < lo)
                 continue;
-            if (!found || b->size < bs || (b->size == bs && b->addr < ba)) {
+            if (!found || m_key_less(b->size, g->order, b->addr, bs, bo, ba)) {
                 found = 1;
                 bs = b->size;
+                bo = g->order;
                 ba = b->addr;
                 *gi = i;
                 *bi = k;
@@ -458,10 +469,10 @@ static int m_lower_bound(mmodel *m, int small, sublet_stream s, uint64_t lo, siz
 }
 
 static int m_largest_below(mmodel *m, int small, sublet_stream s, int bounded, uint64_t size,
-                           uint64_t addr, size_t *gi, size_t *bi)
+                           uint64_t order, uint64_t addr, size_t *gi, size_t *bi)
 {
     int found = 0;
-    uint64_t bs = 0, ba = 0;
+    uint64_t bs = 0, bo = 0, ba = 0;
     for (size_t i = 0; i < m->nsegs; i++) {
         mseg *g = &m->segs[i];
         if (g->small != small || g->stream != s)
@@ -470,11 +481,12 @@ static int m_largest_below(mmodel *m, int small, sublet_stream s, int bounded, u
             mblock *b = &g->b[k];
             if (!m_free_blk(b))
                 continue;
-            if (bounded && !(b->size < size || (b->size == size && b->addr < addr)))
+            if (bounded && !m_key_less(b->size, g->order, b->addr, size, order, addr))
                 continue;
-            if (!found || b->size > bs || (b->size == bs && b->addr > ba)) {
+            if (!found || m_key_less(bs, bo, ba, b->size, g->order, b->addr)) {
                 found = 1;
                 bs = b->size;
+                bo = g->order;
                 ba = b->addr;
                 *gi = i;
                 *bi = k;
@@ -498,15 +510,15 @@ static int m_release_available(mmodel *m, int small, sublet_stream s, uint64_t s
         return 1;
     }
     uint64_t released = 0;
-    int have = m_largest_below(m, small, s, 0, 0, 0, &gi, &bi);
+    int have = m_largest_below(m, small, s, 0, 0, 0, 0, &gi, &bi);
     while (have && released < key && m->segs[gi].b[bi].size >= m->ms) {
-        uint64_t cs = m->segs[gi].b[bi].size, ca = m->segs[gi].b[bi].addr;
+        uint64_t cs = m->segs[gi].b[bi].size, co = m->segs[gi].order, ca = m->segs[gi].b[bi].addr;
         if (m->segs[gi].nb == 1) {
             m_release_seg(m, gi);
             m->avail_frees++;
             released += cs;
         }
-        have = m_largest_below(m, small, s, 1, cs, ca, &gi, &bi);
+        have = m_largest_below(m, small, s, 1, cs, co, ca, &gi, &bi);
     }
     return released >= key;
 }
@@ -559,7 +571,9 @@ static long m_alloc_block(mmodel *m, int small, sublet_stream s, uint64_t alloc_
         return -1;
     assert_true(m->nsegs < 512);
     mseg *g = &m->segs[m->nsegs];
-    *g = (mseg){.addr = addr, .size = alloc_size, .stream = s, .small = small};
+    *g = (mseg){.addr = addr, .size = alloc_size, .stream = s, .small = small,
+                .order = sublet_settings_since(m->set, SUBLET_PYTORCH_VERSION(2, 14)) ? ++m->made
+                                                                                      : 0};
     m_insert_block(g, 0, (mblock){.addr = addr, .size = alloc_size});
     g->oversize = alloc_size >= m->ms;
     m->total += alloc_size;
@@ -845,6 +859,8 @@ static void test_model_max_split(void **state)
     run_model("max_split_size_mb:40", 0.7, 12, 4000, 24);
     /* under pressure: the OOM path all the time */
     run_model("max_split_size_mb:40", 0.5, 15, 3000, 64);
+    /* before 2.14 equal sizes are taken by address, not by segment age */
+    run_model("pytorch_version:2.13,max_split_size_mb:40", 0.5, 15, 3000, 64);
 }
 
 static void test_model_gc(void **state)

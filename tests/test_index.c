@@ -5,7 +5,8 @@
  * of the index (best fit, before, after, max, the full walk) is compared with
  * it after every change, and sl_free_verify — which recounts the tree, its
  * links, order, counters and the size map — must pass each time.  Covered:
- * equal sizes (lowest address first), many streams, removal of arbitrary
+ * equal sizes (lowest address first; under segment orders, the first
+ * segment's blocks first), many streams, removal of arbitrary
  * blocks (roots, inner nodes, the lowest block of a size), best fit at the
  * boundaries, the size map's fallback when it is partial, the map dropped
  * and rebuilt as its lookups stop and start hitting, exact 128-bit sums
@@ -27,28 +28,32 @@
 /* ---- reference model ------------------------------------------------------------------ */
 
 typedef struct ref {
-    sl_block **v; /* sorted by (stream, size, addr) */
+    sl_block **v; /* sorted by (stream, size, segment order, addr) */
     size_t n, cap;
 } ref;
 
-static int key_cmp(const sl_block *x, sublet_stream stream, uint64_t size, uint64_t addr)
+static int key_cmp(const sl_block *x, sublet_stream stream, uint64_t size, uint64_t order,
+                   uint64_t addr)
 {
     if (x->stream != stream)
         return x->stream < stream ? -1 : 1;
     if (x->size != size)
         return x->size < size ? -1 : 1;
+    if (x->seg->order != order)
+        return x->seg->order < order ? -1 : 1;
     if (x->addr != addr)
         return x->addr < addr ? -1 : 1;
     return 0;
 }
 
-/* First index whose key is >= (stream, size, addr). */
-static size_t ref_lb(const ref *r, sublet_stream stream, uint64_t size, uint64_t addr)
+/* First index whose key is >= (stream, size, order, addr). */
+static size_t ref_lb(const ref *r, sublet_stream stream, uint64_t size, uint64_t order,
+                     uint64_t addr)
 {
     size_t lo = 0, hi = r->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (key_cmp(r->v[mid], stream, size, addr) < 0)
+        if (key_cmp(r->v[mid], stream, size, order, addr) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -63,7 +68,7 @@ static void ref_insert(ref *r, sl_block *b)
         r->v = realloc(r->v, r->cap * sizeof *r->v);
         assert_non_null(r->v);
     }
-    size_t i = ref_lb(r, b->stream, b->size, b->addr);
+    size_t i = ref_lb(r, b->stream, b->size, b->seg->order, b->addr);
     memmove(&r->v[i + 1], &r->v[i], (r->n - i) * sizeof *r->v);
     r->v[i] = b;
     r->n++;
@@ -71,7 +76,7 @@ static void ref_insert(ref *r, sl_block *b)
 
 static void ref_remove(ref *r, const sl_block *b)
 {
-    size_t i = ref_lb(r, b->stream, b->size, b->addr);
+    size_t i = ref_lb(r, b->stream, b->size, b->seg->order, b->addr);
     assert_true(i < r->n && r->v[i] == b);
     memmove(&r->v[i], &r->v[i + 1], (r->n - i - 1) * sizeof *r->v);
     r->n--;
@@ -80,31 +85,35 @@ static void ref_remove(ref *r, const sl_block *b)
 /* Expected answers, each restricted to one stream. */
 static sl_block *ref_lower_bound(const ref *r, sublet_stream s, uint64_t want)
 {
-    size_t i = ref_lb(r, s, want, 0);
+    size_t i = ref_lb(r, s, want, 0, 0);
     return i < r->n && r->v[i]->stream == s ? r->v[i] : NULL;
 }
 
-static sl_block *ref_after(const ref *r, sublet_stream s, uint64_t size, uint64_t addr)
+static sl_block *ref_after(const ref *r, sublet_stream s, const sl_block *k)
 {
-    size_t i = ref_lb(r, s, size, addr);
-    if (i < r->n && key_cmp(r->v[i], s, size, addr) == 0)
+    size_t i = ref_lb(r, s, k->size, k->seg->order, k->addr);
+    if (i < r->n && key_cmp(r->v[i], s, k->size, k->seg->order, k->addr) == 0)
         i++;
     return i < r->n && r->v[i]->stream == s ? r->v[i] : NULL;
 }
 
-static sl_block *ref_before(const ref *r, sublet_stream s, uint64_t size, uint64_t addr)
+static sl_block *ref_before(const ref *r, sublet_stream s, const sl_block *k)
 {
-    size_t i = ref_lb(r, s, size, addr);
+    size_t i = ref_lb(r, s, k->size, k->seg->order, k->addr);
     return i > 0 && r->v[i - 1]->stream == s ? r->v[i - 1] : NULL;
 }
 
 static sl_block *ref_max(const ref *r, sublet_stream s)
 {
-    size_t i = ref_lb(r, s + 1, 0, 0); /* streams in the tests stay far below UINT64_MAX */
+    size_t i = ref_lb(r, s + 1, 0, 0, 0); /* streams in the tests stay far below UINT64_MAX */
     return i > 0 && r->v[i - 1]->stream == s ? r->v[i - 1] : NULL;
 }
 
 /* ---- fixture -------------------------------------------------------------------------- */
+
+/* The segment of every block of the tests but test_segment_order: order 0,
+ * so that equal sizes are ordered by their addresses (releases before 2.14). */
+static sl_segment seg_unordered;
 
 typedef struct fx {
     sl_pool pool;
@@ -146,6 +155,7 @@ static sl_block *blk(fx *f, sublet_stream stream, uint64_t size, uint64_t addr)
     b->size = size;
     b->addr = addr;
     b->pool = &f->pool;
+    b->seg = &seg_unordered;
     return b;
 }
 
@@ -175,13 +185,18 @@ static void take(fx *f, sl_block *b)
     verify(f);
 }
 
-/* Every query at (size, addr) and at its neighbours, plus the whole walk
- * and the counters of each stream's tree. */
+/* Every query at the key (size, seg's order, addr) and at its neighbours. */
+static void check_key(fx *f, sublet_stream s, uint64_t size, sl_segment *seg, uint64_t addr)
+{
+    sl_block k = {.size = size, .addr = addr, .seg = seg};
+    assert_ptr_equal(sl_free_lower_bound(&f->pool, s, size), ref_lower_bound(&f->r, s, size));
+    assert_ptr_equal(sl_free_after(&f->pool, s, &k), ref_after(&f->r, s, &k));
+    assert_ptr_equal(sl_free_before(&f->pool, s, &k), ref_before(&f->r, s, &k));
+}
+
 static void check_at(fx *f, sublet_stream s, uint64_t size, uint64_t addr)
 {
-    assert_ptr_equal(sl_free_lower_bound(&f->pool, s, size), ref_lower_bound(&f->r, s, size));
-    assert_ptr_equal(sl_free_after(&f->pool, s, size, addr), ref_after(&f->r, s, size, addr));
-    assert_ptr_equal(sl_free_before(&f->pool, s, size, addr), ref_before(&f->r, s, size, addr));
+    check_key(f, s, size, &seg_unordered, addr);
 }
 
 static void check_all(fx *f, const sublet_stream *streams, size_t ns)
@@ -226,8 +241,9 @@ static void test_empty(void **state)
     fx *f = fx_new(1);
     assert_null(sl_free_lower_bound(&f->pool, 0, 512));
     assert_null(sl_free_max(&f->pool, 0));
-    assert_null(sl_free_before(&f->pool, 0, 512, 0));
-    assert_null(sl_free_after(&f->pool, 0, 512, 0));
+    sl_block k = {.size = 512, .seg = &seg_unordered};
+    assert_null(sl_free_before(&f->pool, 0, &k));
+    assert_null(sl_free_after(&f->pool, 0, &k));
     size_t n = 7;
     bool oom = true;
     assert_null(sl_free_collect(&f->pool, &n, &oom));
@@ -335,6 +351,53 @@ static void test_class_edges(void **state)
 
 /* Best fit at the edges: exact sizes, one byte over and under, nothing big
  * enough, and want = 0. */
+/* PyTorch 2.14 orders equal sizes by the creation of their segments, then by
+ * address (sl_segment.order): the older segment's block is the best fit
+ * even at a higher address, before/after step through (size, order,
+ * address), and the size map names the first block in that order. */
+static void test_segment_order(void **state)
+{
+    (void)state;
+    fx *f = fx_new(12);
+    /* made in the order new, old, middle at rising addresses: the oldest
+     * segment sits in the middle */
+    sl_segment seg[3] = {{.order = 3}, {.order = 1}, {.order = 2}};
+    enum { PER = 40 };
+    sl_block *b[3 * PER];
+    for (int i = 0; i < 3 * PER; i++) {
+        int k = (i * 37) % (3 * PER); /* scrambled */
+        int s = k / PER;
+        uint64_t size = k % 4 == 0 ? 8192 : 4096;
+        b[i] = blk(f, 0, size, (uint64_t)s * (1 << 24) + (uint64_t)(k % PER) * 16384 + 65536);
+        b[i]->seg = &seg[s];
+    }
+    for (int i = 0; i < 3 * PER; i++) {
+        put(f, b[i]);
+        for (int j = 0; j <= i; j++)
+            check_key(f, 0, b[j]->size, b[j]->seg, b[j]->addr);
+        check_all(f, (sublet_stream[]){0}, 1);
+    }
+    sl_block *first = sl_free_lower_bound(&f->pool, 0, 4096);
+    assert_ptr_equal(first->seg, &seg[1]);
+    assert_int_equal(first->addr, (uint64_t)1 << 24 | 65536 | 16384);
+    /* a key between the segments' orders */
+    sl_segment between = {.order = 2};
+    check_key(f, 0, 4096, &between, 0);
+    check_key(f, 0, 8192, &between, UINT64_MAX);
+    /* take the best fit repeatedly: segment 1's blocks, then 2's, then 0's */
+    uint64_t last_order = 0;
+    for (int i = 0; i < 3 * PER; i++) {
+        sl_block *x = sl_free_lower_bound(&f->pool, 0, 4096);
+        assert_ptr_equal(x, ref_lower_bound(&f->r, 0, 4096));
+        if (x->size == 4096) {
+            assert_true(x->seg->order >= last_order);
+            last_order = x->seg->order;
+        }
+        take(f, x);
+    }
+    fx_free(f);
+}
+
 static void test_lower_bound_boundaries(void **state)
 {
     (void)state;
@@ -384,7 +447,7 @@ static void run_random(fx *f, int ops, uint64_t nsizes, const sublet_stream *str
             sl_block *b = nfree ? pool_of_blocks[--nfree] : sl_block_new(&f->slab);
             assert_non_null(b);
             *b = (sl_block){.stream = s, .size = size, .addr = addr, .pool = &f->pool,
-                            .mapped = true, .uses_cap = 1};
+                            .seg = &seg_unordered, .mapped = true, .uses_cap = 1};
             put(f, b);
         } else {
             sl_block *b = f->r.v[rnd(f) % f->r.n];
@@ -765,6 +828,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_equal_sizes),
+        cmocka_unit_test(test_segment_order),
         cmocka_unit_test(test_lower_bound_boundaries),
         cmocka_unit_test(test_class_edges),
         cmocka_unit_test(test_random_one_stream),

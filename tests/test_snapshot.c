@@ -470,6 +470,9 @@ static void replay_recorded(const sublet_trace *t, finish_ctx *c)
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o);
+    /* the traces were recorded by releases before 2.14, whose best fit breaks
+     * a tie of sizes by address (docs/versions.md) */
+    o.conf = "pytorch_version:2.13";
     o.record = SUBLET_RECORD_ALL;
     o.record_context = sublet_trace_stack_count(t) ? SUBLET_CONTEXT_ALL : SUBLET_CONTEXT_NONE;
     o.record_max_entries = sublet_trace_count(t) * 2 + 16;

@@ -130,7 +130,8 @@ static sublet_status segment_create(sublet_allocator *a, sl_pool *pool, sublet_s
         sl_block_delete(&a->slab, b);
         return st;
     }
-    *seg = (sl_segment){.addr = addr, .size = size, .stream = stream, .pool = pool, .head = b};
+    *seg = (sl_segment){.addr = addr, .size = size, .stream = stream, .pool = pool, .head = b,
+                        .order = sl_segment_order(a)};
     b->addr = addr;
     b->size = size;
     b->stream = stream;
@@ -314,14 +315,14 @@ static sl_block *get_free_block(sublet_allocator *a, sl_pool *pool, sublet_strea
     if (b->seg->expandable) {
         if (sl_virtual(a)) {
             /* prefer a block that cannot grow over the growable tail (§6.4) */
-            for (sl_block *n = sl_free_after(pool, stream, b->size, b->addr);
+            for (sl_block *n = sl_free_after(pool, stream, b);
                  b->seg->expandable && n && sl_exp_size(n) < sl_exp_size(b);
-                 n = sl_free_after(pool, stream, n->size, n->addr))
+                 n = sl_free_after(pool, stream, n))
                 b = n;
         } else {
             /* expandable mode was switched off: skip its blocks */
             do
-                b = sl_free_after(pool, stream, b->size, b->addr);
+                b = sl_free_after(pool, stream, b);
             while (b && b->seg->expandable);
             if (!b)
                 return NULL;

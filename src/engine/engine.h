@@ -32,8 +32,8 @@ typedef struct sl_block {
      * touches one cache line. */
     _Alignas(64) uint64_t addr;
     uint64_t size;
-    /* free index: red-black tree keyed by (size, addr) within the pool's
-     * stream tree, threaded through the blocks (index.c) */
+    /* free index: red-black tree keyed by (size, seg->order, addr) within
+     * the pool's stream tree, threaded through the blocks (index.c) */
     struct sl_block *parent;
     union { /* kid[0] == left, kid[1] == right: a descent indexes by a flag */
         struct {
@@ -100,6 +100,12 @@ struct sl_segment {
     uint32_t stack; /* stack of the device allocation (recording) */
     struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */
     size_t slot;    /* its index in the allocator's segs[] */
+    /* where equal-sized free blocks of different segments are ordered by
+     * the segments' creation (PyTorch 2.14's registration counter, taken
+     * at each cudaMalloc and each new expandable segment, inherited by
+     * every block cut from it): its place in that order, from 1; else 0,
+     * and the free index ties on the address alone (sl_segment_order) */
+    uint64_t order;
 };
 
 /* A change to the set of segments not yet applied to its index (segs.c). */
@@ -109,15 +115,16 @@ typedef struct sl_seg_change {
     bool add;
 } sl_seg_change;
 
-/* Size map entry: the lowest-address free block of one exact size. */
+/* Size map entry: the first free block of one exact size (in segment order,
+ * then address). */
 typedef struct sl_size_slot {
     uint64_t size; /* 0 = empty slot */
     sl_block *min;
 } sl_size_slot;
 
-/* Free blocks of one stream inside one pool, ordered by (size, addr): a
- * red-black tree per size class plus a map from each size present to its
- * lowest block (index.c). */
+/* Free blocks of one stream inside one pool, ordered by (size, segment order,
+ * addr): a red-black tree per size class plus a map from each size present to
+ * its first block (index.c). */
 typedef struct sl_bins sl_bins;
 typedef struct sl_tree {
     sublet_stream stream;
@@ -215,13 +222,14 @@ void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size);
  * Until the sl_free_rekey(p, nw, old->size) that must follow,
  * only nw's fields may change and nothing may search the index. */
 void sl_free_replace(sl_pool *p, sl_block *old, sl_block *nw);
-/* Smallest free block of `stream` with size >= want (lowest address among
- * equals), or NULL. */
+/* Smallest free block of `stream` with size >= want (the first in (segment
+ * order, address) among equals), or NULL. */
 sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);
-/* Largest free block of `stream` ordered strictly before (size, addr). */
-sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
-/* Smallest free block of `stream` ordered strictly after (size, addr). */
-sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr);
+/* Largest free block of `stream` ordered strictly before block k's key
+ * (size, segment order, address). */
+sl_block *sl_free_before(sl_pool *p, sublet_stream stream, const sl_block *k);
+/* Smallest free block of `stream` ordered strictly after k's key. */
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, const sl_block *k);
 /* Largest free block of `stream`. */
 sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
 /* The root of the tree of size's class (tests), or NULL. */
@@ -233,8 +241,8 @@ sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
 void sl_pool_fini(sl_pool *p);
 /* Sum of the squared sizes of a tree's free blocks (spread metric). */
 double sl_tree_squares(const sl_tree *t);
-/* Check every tree against a recount: links, red-black colours, (size, addr)
- * order, membership, count, bytes, squares and the size map.  *count
+/* Check every tree against a recount: links, red-black colours, (size,
+ * order, addr) order, membership, count, bytes, squares and the size map.  *count
  * receives the number of free blocks. */
 bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);
 
@@ -329,6 +337,7 @@ struct sublet_allocator {
     sl_seg_change *seg_log;
     size_t seg_log_n, seg_log_cap;
     uint64_t total_allocated_memory; /* bytes reserved from the backend */
+    uint64_t segments_made; /* segments created so far (sl_segment_order) */
     /* policy:stitch's alias pages, sorted by page (stitch.c) */
     sl_alias *aliases;
     size_t naliases, aliases_cap;
@@ -385,6 +394,16 @@ static inline bool sl_virtual(const sublet_allocator *a)
 }
 
 static inline bool sl_is_split(const sl_block *b) { return b->prev || b->next; }
+
+/* A new segment's sl_segment.order: PyTorch 2.14 orders equal-sized free
+ * blocks by the creation of their segments before their addresses
+ * (BlockComparatorSizeCounterAddress, pytorch/pytorch#183591; earlier
+ * releases by the address alone: 0 for every segment). */
+static inline uint64_t sl_segment_order(sublet_allocator *a)
+{
+    return sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 14)) ? ++a->segments_made
+                                                                             : 0;
+}
 
 static inline bool sl_gc_active(const sublet_allocator *a)
 {

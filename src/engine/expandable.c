@@ -129,7 +129,7 @@ sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stre
         return st;
     }
     *seg = (sl_segment){.addr = addr, .size = size, .stream = stream, .pool = pool, .head = b,
-                        .expandable = true, .page = page};
+                        .expandable = true, .page = page, .order = sl_segment_order(a)};
     if (pool->owner)
         pool->owner->expandable_seen = true;
     b->addr = addr;

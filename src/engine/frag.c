@@ -87,13 +87,13 @@ uint64_t sublet_max_allocatable(sublet_allocator *a, sublet_stream stream)
      * lookup would not hand out (expandable ones when the mode is off). */
     sl_block *b = sl_free_max(&a->large, stream);
     while (b && b->seg->expandable && !sl_virtual(a))
-        b = sl_free_before(&a->large, stream, b->size, b->addr);
+        b = sl_free_before(&a->large, stream, b);
     if (b)
         best = largest_fitting(&a->settings, b->size, SL_SMALL_SIZE + 1);
     if (!best) {
         sl_block *sb = sl_free_max(&a->small, stream);
         while (sb && sb->seg->expandable && !sl_virtual(a))
-            sb = sl_free_before(&a->small, stream, sb->size, sb->addr);
+            sb = sl_free_before(&a->small, stream, sb);
         if (sb) {
             uint64_t cap = sb->size < SL_SMALL_SIZE ? sb->size : SL_SMALL_SIZE;
             best = largest_fitting(&a->settings, cap, 1);

@@ -2,19 +2,22 @@
  * allocated blocks and the block slab.
  *
  * The free index keeps one tree per stream in each pool, ordered by (size,
- * address) as PyTorch's std::set of blocks is ordered by (stream, size,
- * address).  Each tree is two structures over the same blocks:
+ * segment order, address) as PyTorch's std::set of blocks is ordered by
+ * (stream, size, address), and from 2.14 on by (stream, size, registration
+ * counter, address): the segment order (sl_segment.order) is 0 in every
+ * segment before 2.14, so that "the first" of a size is then its
+ * lowest-address block.  Each tree is two structures over the same blocks:
  *
  *   - red-black trees threaded through the blocks themselves (parent, left,
  *     right, colour), so that inserting never allocates: one per size class
  *     (32 an octave), with a bitmap of the classes that hold blocks ("the
  *     bins" below), so that a descent walks a few levels, not the dozen or
  *     more of one tree of all the blocks;
- *   - a size map: exact size -> the lowest-address free block of that size.
+ *   - a size map: exact size -> the first free block of that size.
  *
  * The size map makes the operations of a cached malloc+free independent of
  * the number of blocks: best fit for a size that is present is one probe
- * (the smallest block >= want is then the lowest-address block of size
+ * (the smallest block >= want is then the first block of size
  * want); a block below the lowest block of its size (what a malloc took and
  * its free gives back) is inserted as that block's in-order predecessor (a
  * walk down the right spine of its left subtree, then the red-black
@@ -37,14 +40,23 @@
 
 #include "engine/engine.h"
 
-/* ---- red-black tree with parent links, keyed by (size, addr) ---------------- */
+/* ---- red-black tree with parent links, keyed by (size, order, addr) --------- */
 
-static inline bool key_less(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
+/* The key (size, segment order, address): the order is 0 in every segment
+ * before PyTorch 2.14 (sl_segment_order), so that the address alone breaks
+ * a tie of sizes there. */
+static inline bool key_less(uint64_t s1, uint64_t o1, uint64_t a1, uint64_t s2, uint64_t o2,
+                            uint64_t a2)
 {
     /* bitwise, not short-circuit: a descent compares unpredictable keys, and
      * a flag computed without a branch lets the compiler pick the child
      * with a conditional move */
-    return (s1 < s2) | ((s1 == s2) & (a1 < a2));
+    return (s1 < s2) | ((s1 == s2) & ((o1 < o2) | ((o1 == o2) & (a1 < a2))));
+}
+
+static inline bool block_less(const sl_block *x, const sl_block *y)
+{
+    return key_less(x->size, x->seg->order, x->addr, y->size, y->seg->order, y->addr);
 }
 
 static inline bool is_red(const sl_block *n) { return n && n->red; }
@@ -142,7 +154,7 @@ static sl_block *tree_insert(sl_block **root, sl_block *b)
     sl_block *parent = NULL, *pred = NULL, **link = root;
     while (*link) {
         parent = *link;
-        bool right = !key_less(b->size, b->addr, parent->size, parent->addr);
+        bool right = !block_less(b, parent);
         pred = right ? parent : pred;
         link = &parent->kid[right];
     }
@@ -401,7 +413,7 @@ static sl_block *last_before(const sl_tree *t, unsigned c)
     return d < 0 ? NULL : tree_last(t->bins->root[d]);
 }
 
-/* The whole tree in (size, address) order: its first block, and the block
+/* The whole tree in (size, order, address) order: its first block, and the block
  * after n. */
 static sl_block *all_first(const sl_tree *t)
 {
@@ -419,7 +431,7 @@ sl_block *sl_free_bin_root(const sl_tree *t, uint64_t size)
     return t && t->bins ? *bin_root(t, size) : NULL;
 }
 
-/* ---- the size map: exact size -> lowest-address free block ------------------- */
+/* ---- the size map: exact size -> first free block of that size ------------------ */
 
 static inline size_t size_hash(uint64_t size, size_t cap)
 {
@@ -596,7 +608,7 @@ static void put(sl_tree *t, sl_block *b, unsigned c)
     sl_block **root = &t->bins->root[c];
     sl_size_slot *s = smap_find(t, b->size);
     if (s) {
-        if (b->addr < s->min->addr) {
+        if (block_less(b, s->min)) {
             tree_insert_before(root, s->min, b);
             s->min = b;
         } else {
@@ -676,8 +688,7 @@ void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size)
     unsigned oc = bin_of(old_size), nc = ns == old_size ? oc : bin_of(ns);
     /* (neighbours within b's class: the key may only move inside it) */
     sl_block *prev = tree_prev(b), *next = tree_next(b);
-    if (nc != oc || (prev && !key_less(prev->size, prev->addr, ns, b->addr)) ||
-        (next && !key_less(ns, b->addr, next->size, next->addr))) {
+    if (nc != oc || (prev && !block_less(prev, b)) || (next && !block_less(b, next))) {
         /* (take() needs the old size only: the tree unlinks by node) */
         take(t, b, old_size, oc, next);
         if (t->count == 1)
@@ -752,7 +763,7 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
     } else {
         unsigned c = bin_of(want);
         for (sl_block *n = t->bins->root[c]; n;) {
-            bool ge = n->size >= want; /* (size, addr) >= (want, 0) */
+            bool ge = n->size >= want; /* (size, order, addr) >= (want, 0, 0) */
             best = ge ? n : best;
             n = n->kid[!ge];
         }
@@ -765,30 +776,30 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
     return best;
 }
 
-sl_block *sl_free_before(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
+sl_block *sl_free_before(sl_pool *p, sublet_stream stream, const sl_block *k)
 {
     sl_tree *t = tree_of(p, stream);
     if (!t)
         return NULL;
-    unsigned c = bin_of(size);
+    unsigned c = bin_of(k->size);
     sl_block *n = t->bins->root[c], *best = NULL;
     while (n) {
-        bool lt = key_less(n->size, n->addr, size, addr);
+        bool lt = block_less(n, k);
         best = lt ? n : best;
         n = n->kid[lt];
     }
     return best ? best : last_before(t, c);
 }
 
-sl_block *sl_free_after(sl_pool *p, sublet_stream stream, uint64_t size, uint64_t addr)
+sl_block *sl_free_after(sl_pool *p, sublet_stream stream, const sl_block *k)
 {
     sl_tree *t = tree_of(p, stream);
     if (!t)
         return NULL;
-    unsigned c = bin_of(size);
+    unsigned c = bin_of(k->size);
     sl_block *n = t->bins->root[c], *best = NULL;
     while (n) {
-        bool gt = key_less(size, addr, n->size, n->addr);
+        bool gt = block_less(k, n);
         best = gt ? n : best;
         n = n->kid[!gt];
     }
@@ -875,8 +886,8 @@ static bool verify_node(vctx *c, const sl_block *n, int depth, int *black)
         return vfail(c, "block that is not free on this pool and stream", n);
     if (bin_of(n->size) != c->bin)
         return vfail(c, "block in another size class's tree", n);
-    if (c->prev && !key_less(c->prev->size, c->prev->addr, n->size, n->addr))
-        return vfail(c, "out of (size, address) order", n);
+    if (c->prev && !block_less(c->prev, n))
+        return vfail(c, "out of (size, order, address) order", n);
     if (!c->prev || c->prev->size != n->size) {
         c->distinct++;
         const sl_size_slot *s = smap_find(c->t, n->size);

@@ -130,7 +130,7 @@ bool sl_release_available(sublet_allocator *a, sl_pool *pool,
     uint64_t released = 0;
     b = sl_free_max(pool, stream);
     while (b && released < key && b->size >= ms) {
-        sl_block *below = sl_free_before(pool, stream, b->size, b->addr);
+        sl_block *below = sl_free_before(pool, stream, b);
         if (!sl_is_split(b) && !b->seg->expandable) {
             uint64_t sz = b->size;
             if (sl_segment_release(a, b) == SUBLET_OK)
