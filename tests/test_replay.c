@@ -544,6 +544,59 @@ static void test_deferred_free_order(void **state)
     sublet_trace_free(t);
 }
 
+/* A release run right before a request that makes a segment, while the
+ * garbage collector is over its threshold, is that request's own collection
+ * (§3.6), not an empty_cache: it frees only the oldest free segment.  On a
+ * 1 GiB device at fraction 0.5 and threshold 0.5 (256 MiB), 310 MiB are
+ * reserved; A (100 MiB) was freed before D (30 MiB) was taken and given back
+ * and before B (100 MiB) was freed, so when 120 MiB misses the cache A is
+ * 2 lookups old, B and D 1 (average 4/3): A alone goes (the 2.14 differential's
+ * programs 55 and 162). */
+static void test_gc_release_run(void **state)
+{
+    (void)state;
+    sublet_trace *t = parse("seq,action,addr,size,stream,time_us\n"
+                            "0,segment_alloc,140000000000000,104857600,0,\n"
+                            "1,alloc,140000000000000,104857600,0,\n"
+                            "2,segment_alloc,140000104857600,104857600,0,\n"
+                            "3,alloc,140000104857600,104857600,0,\n"
+                            "4,segment_alloc,140000209715200,83886080,0,\n"
+                            "5,alloc,140000209715200,83886080,0,\n"
+                            "6,segment_alloc,140000293601280,31457280,0,\n"
+                            "7,alloc,140000293601280,31457280,0,\n"
+                            "8,free_requested,140000293601280,31457280,0,\n"
+                            "9,free_completed,140000293601280,31457280,0,\n"
+                            "10,free_requested,140000000000000,104857600,0,\n"
+                            "11,free_completed,140000000000000,104857600,0,\n"
+                            "12,alloc,140000293601280,31457280,0,\n"
+                            "13,free_requested,140000293601280,31457280,0,\n"
+                            "14,free_completed,140000293601280,31457280,0,\n"
+                            "15,free_requested,140000104857600,104857600,0,\n"
+                            "16,free_completed,140000104857600,104857600,0,\n"
+                            "17,segment_free,140000000000000,104857600,0,\n"
+                            "18,segment_alloc,140000325058560,125829120,0,\n"
+                            "19,alloc,140000325058560,125829120,0,\n");
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = "garbage_collection_threshold:0.5,memory_fraction:0.5";
+    o.device_memory = 1024 * MiB;
+    o.check = 1;
+    sublet_replay_result r = replay(t, &o);
+    assert_full_fidelity("gc release run", t, &r);
+    assert_int_equal(r.empty_caches, 0);
+    assert_int_equal(r.fidelity.empty_caches_compared, 1);
+    assert_int_equal(r.fidelity.recorded_segment_frees, 1);
+    assert_int_equal(r.fidelity.addresses_matched, 6);
+    /* without the collector (no fraction) the run is an empty_cache: all three go */
+    o.conf = "garbage_collection_threshold:0.5";
+    sublet_replay_result_free(&r);
+    r = replay(t, &o);
+    assert_int_equal(r.empty_caches, 1);
+    assert_int_equal(r.fidelity.engine_segment_frees, 3);
+    sublet_replay_result_free(&r);
+    sublet_trace_free(t);
+}
+
 /* A run of segment_free rows is one empty_cache(). */
 static void test_empty_cache_run(void **state)
 {
@@ -1111,6 +1164,7 @@ int main(void)
         cmocka_unit_test(test_deferred_free),
         cmocka_unit_test(test_deferred_free_order),
         cmocka_unit_test(test_empty_cache_run),
+        cmocka_unit_test(test_gc_release_run),
         cmocka_unit_test(test_unknown_free),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_oom_events_prelude),

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine.h"          /* the garbage collector's state (malloc_releases) */
 #include "engine/history_internal.h" /* the snapshot marker */
 #include "analysis/replay_internal.h"
 #include "formats/trace_readers.h" /* sl_trace_stream_borrow */
@@ -86,6 +87,9 @@ typedef struct rp {
     rf_map pending; /* trace address -> synthetic stream of a deferred free */
     uint64_t next_stream;
     size_t oom_done; /* the oom row whose request a release run drove (else 0) */
+    /* a release run the next alloc's malloc makes itself (malloc_releases):
+     * its first row + 1 (else 0) and its length, judged at that alloc */
+    size_t own_run, own_run_len;
     uint64_t recorded_reserved;
     int64_t best_reserved;
     /* statistics read at each rise of reserved bytes: best holds those of
@@ -235,6 +239,8 @@ static void retire(rp *s, size_t i, uint32_t kind)
         s->in_map_run = 0;
     }
     s->keep_from = s->in_map_run ? s->map_run : i;
+    if (s->own_run && s->own_run - 1 < s->keep_from)
+        s->keep_from = s->own_run - 1; /* the alloc to come judges those rows */
 }
 
 /* ---- recording: the trace's clock and stacks -------------------------------------- */
@@ -628,9 +634,13 @@ static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
     rec.first_row += s->base;
     if (s->placement_hints)
         sublet_sim_next_hint(s->sim, rec.kind != RF_NONE ? rec.addr : 0);
-    if (rec.kind != RF_NONE)
+    size_t own = s->own_run; /* this malloc makes the release run before it */
+    s->own_run = 0;
+    if (own)
+        clock_rows(s, own - 1, i - own + 2);
+    else if (rec.kind != RF_NONE)
         clock_rows(s, rec.first_row, i - rec.first_row + 1);
-    rf_call_begin(&s->pr, 0);
+    rf_call_begin(&s->pr, own != 0);
     void *p = NULL;
     long k = 0;
     sublet_status st = rf_pool_malloc(&s->pools, r, s->a, e, e->size, &k, &p);
@@ -649,6 +659,8 @@ static sublet_status do_alloc(rp *s, size_t i, const sublet_trace_event *e)
     }
     r->allocs++;
     rf_judged j = rf_judge_alloc(f, i, &rec, &s->pr);
+    if (own && rf_judge_release(f, row(s, own - 1), own - 1, s->own_run_len, &s->pr) != 0)
+        return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
 
     if (st == SUBLET_ERR_OOM) {
         engine_oom(s, i, e);
@@ -747,6 +759,26 @@ static void do_free_completed(rp *s, size_t i, const sublet_trace_event *e)
     row_error(s, i, "free_completed of %llu without a pending free", (unsigned long long)e->addr);
 }
 
+/* Does the malloc of the alloc recorded at row `next` (after a release run)
+ * release cached segments itself before it makes the segment recorded for
+ * it?  So it does, PyTorch's garbage collection (§3.6), when the request
+ * misses the cache (a segment_alloc row, then the alloc) and the bytes
+ * reserved are over the threshold: the run is the collection's, which frees
+ * only the older blocks, not an empty_cache. */
+static int malloc_releases(rp *s, size_t next)
+{
+    if (!have(s, next + 1))
+        return 0;
+    const sublet_trace_event *seg = row(s, next), *al = row(s, next + 1);
+    if (seg->kind != SUBLET_ACT_SEGMENT_ALLOC || al->kind != SUBLET_ACT_ALLOC ||
+        al->addr != seg->addr)
+        return 0;
+    const sublet_allocator *a = s->a;
+    return sl_gc_active(a) &&
+           a->total_allocated_memory > (uint64_t)(a->settings.garbage_collection_threshold *
+                                                  (double)a->allowed_memory_maximum);
+}
+
 /* A run of segment_free / segment_unmap rows: one empty_cache(), whose
  * releases are compared with the run's as a set. */
 static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
@@ -787,6 +819,11 @@ static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
         s->oom_done = next;
         if (rf_judge_release(f, row(s, i), i, run, &s->pr) != 0)
             return fatal(s, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return SUBLET_OK;
+    }
+    if (dflt && malloc_releases(s, next)) {
+        s->own_run = i + 1;
+        s->own_run_len = run;
         return SUBLET_OK;
     }
     rf_call_begin(&s->pr, 1);
