@@ -15,7 +15,11 @@
  *                   blocks come back in the order of these rows, as
  *                   PyTorch's process_events gave them back.
  *   segment_free, segment_unmap  a run of consecutive rows (of either kind)
- *                   is one release: sublet_empty_cache().
+ *                   is one release: sublet_empty_cache(); but a run right
+ *                   before an oom row is that failed request's release, and
+ *                   one right before a segment_alloc and its alloc, while
+ *                   the garbage collector is over its threshold, is that
+ *                   malloc's collection: the request is driven there.
  *   segment_alloc, segment_map  not driven (the engine decides); remembered
  *                   as the oracle for the alloc that follows them.
  *   snapshot, oom   ignored.
