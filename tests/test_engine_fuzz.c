@@ -572,7 +572,8 @@ static long m_alloc_block(mmodel *m, int small, sublet_stream s, uint64_t alloc_
     assert_true(m->nsegs < 512);
     mseg *g = &m->segs[m->nsegs];
     *g = (mseg){.addr = addr, .size = alloc_size, .stream = s, .small = small,
-                .order = sublet_settings_since(m->set, SUBLET_PYTORCH_VERSION(2, 14)) ? ++m->made
+                .order = m->set->pytorch_version != SUBLET_PYTORCH_NEWEST &&
+                         sublet_settings_since(m->set, SUBLET_PYTORCH_VERSION(2, 14)) ? ++m->made
                                                                                       : 0};
     m_insert_block(g, 0, (mblock){.addr = addr, .size = alloc_size});
     g->oversize = alloc_size >= m->ms;
@@ -859,8 +860,8 @@ static void test_model_max_split(void **state)
     run_model("max_split_size_mb:40", 0.7, 12, 4000, 24);
     /* under pressure: the OOM path all the time */
     run_model("max_split_size_mb:40", 0.5, 15, 3000, 64);
-    /* before 2.14 equal sizes are taken by address, not by segment age */
-    run_model("pytorch_version:2.13,max_split_size_mb:40", 0.5, 15, 3000, 64);
+    /* 2.14 named: equal sizes are taken by segment age, not by address */
+    run_model("pytorch_version:2.14,max_split_size_mb:40", 0.5, 15, 3000, 64);
 }
 
 static void test_model_gc(void **state)

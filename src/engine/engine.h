@@ -398,11 +398,15 @@ static inline bool sl_is_split(const sl_block *b) { return b->prev || b->next; }
 /* A new segment's sl_segment.order: PyTorch 2.14 orders equal-sized free
  * blocks by the creation of their segments before their addresses
  * (BlockComparatorSizeCounterAddress, pytorch/pytorch#183591; earlier
- * releases by the address alone: 0 for every segment). */
+ * releases by the address alone: 0 for every segment).  Only where 2.14 or
+ * later is named: under `newest` the address decides, as in every release
+ * that recorded the traces users replay (docs/versions.md). */
 static inline uint64_t sl_segment_order(sublet_allocator *a)
 {
-    return sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 14)) ? ++a->segments_made
-                                                                             : 0;
+    return a->settings.pytorch_version != SUBLET_PYTORCH_NEWEST &&
+                   sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 14))
+               ? ++a->segments_made
+               : 0;
 }
 
 static inline bool sl_gc_active(const sublet_allocator *a)
