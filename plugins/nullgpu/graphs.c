@@ -252,26 +252,35 @@ static void run_destructors(cudaHostFn_t *fn, void **arg, int n)
             fn[i](arg[i]);
 }
 
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+/* Destroy a graph or an execution (kind) and drop the references to user
+ * objects it holds (a graph its counts, an execution one each). */
+static cudaError_t destroy_holder(uint64_t h, nd_kind kind)
 {
     nd_device *d = nd_dev();
-    nd_slot *g;
+    nd_slot *s, copy;
     cudaHostFn_t fn[ND_GRAPH_UOBJS] = {0};
     void *arg[ND_GRAPH_UOBJS] = {0};
     int n = 0;
     nd_lock(d);
-    g = nd_handle_get(d, hv(graph), ND_GRAPH);
-    if (g) {
-        nd_graph gr = g->u.graph;
-        nd_handle_free(d, hv(graph));
-        for (n = 0; n < gr.nuobj; n++)
-            uobj_release(d, gr.uobj[n], gr.uobj_refs[n], &fn[n], &arg[n]);
+    s = nd_handle_get(d, h, kind);
+    if (s) {
+        copy = *s;
+        nd_handle_free(d, h);
+        n = kind == ND_GRAPH ? copy.u.graph.nuobj : copy.u.exec.nuobj;
+        for (int i = 0; i < n; i++)
+            uobj_release(d, kind == ND_GRAPH ? copy.u.graph.uobj[i] : copy.u.exec.uobj[i],
+                         kind == ND_GRAPH ? copy.u.graph.uobj_refs[i] : 1, &fn[i], &arg[i]);
     }
     nd_unlock(d);
-    if (!g)
+    if (!s)
         return R(cudaErrorInvalidValue);
     run_destructors(fn, arg, n);
     return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    return destroy_holder(hv(graph), ND_GRAPH);
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count)
@@ -349,24 +358,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
-    nd_device *d = nd_dev();
-    nd_slot *x;
-    cudaHostFn_t fn[ND_GRAPH_UOBJS] = {0};
-    void *arg[ND_GRAPH_UOBJS] = {0};
-    int n = 0;
-    nd_lock(d);
-    x = nd_handle_get(d, hv(exec), ND_EXEC);
-    if (x) {
-        nd_exec ex = x->u.exec;
-        nd_handle_free(d, hv(exec));
-        for (n = 0; n < ex.nuobj; n++)
-            uobj_release(d, ex.uobj[n], 1, &fn[n], &arg[n]);
-    }
-    nd_unlock(d);
-    if (!x)
-        return R(cudaErrorInvalidValue);
-    run_destructors(fn, arg, n);
-    return cudaSuccess;
+    return destroy_holder(hv(exec), ND_EXEC);
 }
 
 static cudaError_t exec_on(cudaGraphExec_t exec, cudaStream_t s)

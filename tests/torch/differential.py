@@ -26,24 +26,21 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GiB = 1 << 30
-# (name, PYTORCH_CUDA_ALLOC_CONF, memory fraction or None): the 2.6 oracle's matrix
-MATRIX = [
-    ("defaults", "", None),
-    ("max_split 64", "max_split_size_mb:64", None),
-    ("max_split 256", "max_split_size_mb:256", None),
-    ("non_split_rounding 64", "max_non_split_rounding_mb:64", None),
-    ("max_split 128 + non_split 256", "max_split_size_mb:128,max_non_split_rounding_mb:256", None),
-    ("roundup 4", "roundup_power2_divisions:4", None),
-    ("roundup list", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", None),
-    ("gc 0.6, fraction 0.8", "garbage_collection_threshold:0.6", 0.8),
-    ("gc 0.8, fraction 0.5", "garbage_collection_threshold:0.8", 0.5),
-    ("gc 0.5, fraction 1.0", "garbage_collection_threshold:0.5", 1.0),
-    ("expandable", "expandable_segments:True", None),
-    ("expandable + roundup 4", "expandable_segments:True,roundup_power2_divisions:4", None),
-    ("expandable + gc 0.6, fraction 0.9", "expandable_segments:True,garbage_collection_threshold:0.6", 0.9),
-    ("max_split 64 + roundup 2 + gc 0.7, fraction 0.9",
-     "max_split_size_mb:64,roundup_power2_divisions:2,garbage_collection_threshold:0.7", 0.9),
-]
+
+def _oracle_matrix():
+    """The 2.6 oracle's matrix of settings (tests/oracle/differential.py): one list for both."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("oracle_differential",
+                                                  os.path.join(os.path.dirname(HERE), "oracle", "differential.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.MATRIX
+
+
+# (name, PYTORCH_CUDA_ALLOC_CONF, memory fraction or None)
+MATRIX = _oracle_matrix()
+
 SIZES = [8 * GiB, 24 * GiB, 80 * GiB, 2 * GiB]
 # where the null device's address range starts (plugins/nullgpu/device.c)
 NULLGPU_BASE = "0x200000000000"
@@ -85,24 +82,26 @@ def program_job(a, i, work):
     return {"argv": argv, "env": {"PYTORCH_CUDA_ALLOC_CONF": conf, "SUBLET_NULLGPU_MEMORY": str(size)}}
 
 
-def run_batch(a, work, k, indices):
-    """Programs `indices` in one process on the null device: {i: (exit code, its stderr)}."""
-    path = os.path.join(work, "batch%d.json" % k)
+def run_jobs(a, path, indices, jobs, env):
+    """Programs `indices` (their program.py --batch entries `jobs`) in one process on the null
+    device, with environment `env`: {i: (exit code, the process's stderr)}."""
     with open(path, "w") as f:
-        json.dump([program_job(a, i, work) for i in indices], f)
-    env = dict(os.environ)
-    env.pop("PYTORCH_ALLOC_CONF", None)
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        json.dump(jobs, f)
     p = subprocess.run([a.sublet, "nullgpu", "--", a.python, os.path.join(HERE, "program.py"), "--batch", path],
                        env=env, capture_output=True, text=True, timeout=3600)
     codes = {}
     for line in p.stdout.splitlines():
         j, code = line.split()
         codes[indices[int(j)]] = int(code)
-    out = {}
-    for i in indices:
-        out[i] = (codes.get(i, p.returncode or -1), p.stderr)
-    return out
+    return {i: (codes.get(i, p.returncode or -1), p.stderr) for i in indices}
+
+
+def run_batch(a, work, k, indices):
+    env = dict(os.environ)
+    env.pop("PYTORCH_ALLOC_CONF", None)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    return run_jobs(a, os.path.join(work, "batch%d.json" % k), indices,
+                    [program_job(a, i, work) for i in indices], env)
 
 
 def replay_program(a, i, work, code, stderr):

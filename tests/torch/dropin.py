@@ -69,22 +69,14 @@ def jobs_for(a, i, work, side):
 
 
 def run_side(a, work, side, k, indices):
-    path = os.path.join(work, "%s-batch%d.json" % (side, k))
-    with open(path, "w") as f:
-        json.dump([jobs_for(a, i, work, side) for i in indices], f)
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), SUBLET_TORCH_LIB=a.torch_lib)
     for v in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "SUBLET_ALLOC_CONF"):
         env.pop(v, None)
     if a.mode == "preload" and side == "sub":
         env["LD_PRELOAD"] = a.preload_lib
         env["SUBLET_PRELOAD_FREE_SYNC"] = "0"
-    p = subprocess.run([a.sublet, "nullgpu", "--", a.python, os.path.join(HERE, "program.py"), "--batch", path],
-                       env=env, capture_output=True, text=True, timeout=3600)
-    codes = {}
-    for line in p.stdout.splitlines():
-        j, code = line.split()
-        codes[indices[int(j)]] = int(code)
-    return {i: (codes.get(i, p.returncode or -1), p.stderr) for i in indices}
+    return D.run_jobs(a, os.path.join(work, "%s-batch%d.json" % (side, k)), indices,
+                      [jobs_for(a, i, work, side) for i in indices], env)
 
 
 def compare(a, i, work, ran):
