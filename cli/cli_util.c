@@ -216,15 +216,26 @@ sublet_status cli_replay_snapshot_stream(sublet_trace_stream *ts, uint64_t rows,
 /* --pytorch-version's value, NULL when not given */
 static const char *pytorch_version;
 
+/* The strings with_version made, each kept for the process's life and
+ * reachable from here (so no leak checker takes them for lost). */
+typedef struct versioned {
+    struct versioned *next;
+    char text[];
+} versioned;
+static versioned *made;
+
 /* "pytorch_version:V,conf" (or without the comma when conf is empty), kept for
  * the process's life; NULL when out of memory. */
 static char *with_version(const char *conf)
 {
     size_t n = strlen(pytorch_version) + strlen(conf) + 20;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "pytorch_version:%s%s%s", pytorch_version, *conf ? "," : "", conf);
-    return s;
+    versioned *v = malloc(sizeof *v + n);
+    if (!v)
+        return NULL;
+    snprintf(v->text, n, "pytorch_version:%s%s%s", pytorch_version, *conf ? "," : "", conf);
+    v->next = made;
+    made = v;
+    return v->text;
 }
 
 const char *cli_pytorch_version(void) { return pytorch_version; }
@@ -273,7 +284,6 @@ int cli_take_pytorch_version(const char *cmd, int *argc, char **argv)
                 return CLI_USAGE;
             }
             sprintf(arg, "--conf=%s", nv);
-            free(nv);
             argv[i] = arg;
         } else {
             argv[i] = nv;
