@@ -65,6 +65,7 @@ SLT_EXPORT void sublet_torch_reset(void);
 SLT_EXPORT void sublet_torch_memory_fraction(double fraction, int device);
 SLT_EXPORT void *sublet_torch_base_alloc(void *ptr, size_t *size);
 SLT_EXPORT void sublet_torch_record_stream(void *ptr, void *stream);
+SLT_EXPORT int sublet_torch_stream_id(void *stream, long long id);
 SLT_EXPORT long long sublet_torch_stats(int device, char *buf, size_t cap);
 SLT_EXPORT long long sublet_torch_pool_stats(int device, unsigned long long first,
                                             unsigned long long second, char *buf, size_t cap);
@@ -118,6 +119,50 @@ void slt_set_error(const char *msg)
     set_errf("%s", msg);
 }
 
+/* PyTorch's ids of its pool streams (sublet.torch tells them at install),
+ * for the key of PyTorch's cuda_events map (sublet_set_stream_key): the
+ * hash of a CUDAStream is CUDA (1) << 56 | device << 48 | its id's low 48
+ * bits; a stream not told (the default stream, 0; an external one) has its
+ * handle as its id, as PyTorch's external streams do. */
+#define SLT_MAX_STREAM_IDS 4096
+static struct slt_stream_id {
+    uint64_t stream;
+    long long id;
+} stream_ids[SLT_MAX_STREAM_IDS];
+static size_t nstream_ids;
+static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int sublet_torch_stream_id(void *stream, long long id)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ids_lock);
+    size_t k = 0;
+    while (k < nstream_ids && stream_ids[k].stream != (uint64_t)(uintptr_t)stream)
+        k++;
+    if (k < nstream_ids)
+        stream_ids[k].id = id;
+    else if (nstream_ids < SLT_MAX_STREAM_IDS)
+        stream_ids[nstream_ids++] = (struct slt_stream_id){(uint64_t)(uintptr_t)stream, id};
+    else
+        rc = -1;
+    pthread_mutex_unlock(&ids_lock);
+    return rc;
+}
+
+static uint64_t torch_stream_key(void *user, sublet_stream stream)
+{
+    uint64_t id = stream;
+    pthread_mutex_lock(&ids_lock);
+    for (size_t k = 0; k < nstream_ids; k++)
+        if (stream_ids[k].stream == stream) {
+            id = (uint64_t)stream_ids[k].id;
+            break;
+        }
+    pthread_mutex_unlock(&ids_lock);
+    uint64_t device = (uint64_t)(uintptr_t)user & 0xff;
+    return 1ull << 56 | device << 48 | (id & ((1ull << 48) - 1));
+}
+
 sublet_allocator *slt_get(int device)
 {
     pthread_once(&conf_once, configure);
@@ -128,6 +173,8 @@ sublet_allocator *slt_get(int device)
     a = slp_get(device, why, sizeof why);
     if (!a)
         set_errf("sublet: device %d: %s", device, why);
+    else
+        sublet_set_stream_key(a, torch_stream_key, (void *)(uintptr_t)device);
     return a;
 }
 

@@ -86,6 +86,17 @@ SUBLET_API sublet_status sublet_free(sublet_allocator *a, void *ptr);
 /* Mark that `ptr`'s block is used on `stream`: its memory is not reused until
  * work queued on `stream` before the free has completed (events). */
 SUBLET_API sublet_status sublet_record_stream(sublet_allocator *a, void *ptr, sublet_stream stream);
+
+/* PyTorch keeps the frees waiting for events in a ska::flat_hash_map keyed
+ * by CUDAStream, and process_events completes them in the map's slot order
+ * (fibonacci hashing of std::hash<CUDAStream>: device type << 56 | device
+ * index << 48 | the stream's id, the low 48 bits).  key(user, stream) gives
+ * that hash for a stream; once set, the engine keeps the same table and
+ * walks the queues in its order (by default: the order the queues were
+ * made, a dropped queue's place taken by the last).  Set it before the
+ * first record_stream. */
+typedef uint64_t (*sublet_stream_key_fn)(void *user, sublet_stream stream);
+SUBLET_API void sublet_set_stream_key(sublet_allocator *a, sublet_stream_key_fn key, void *user);
 /* Complete any pending cross-stream frees whose events have completed
  * (done at the start of every malloc too). */
 SUBLET_API sublet_status sublet_process_events(sublet_allocator *a);

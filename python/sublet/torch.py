@@ -387,11 +387,37 @@ def install(lib_path: Optional[str] = None):
             "sublet.torch: install() must run before PyTorch's first CUDA allocation "
             "(PyTorch says: %s)" % e
         ) from None
+    _tell_stream_ids(lib, torch)
     with _lock:
         _state.lib = lib
         _state.allocator = alloc
         _state.hooks = tuple(hooks)
     return alloc
+
+
+def _tell_stream_ids(lib: Library, torch) -> None:
+    """Tell the library PyTorch's ids of its pool streams: PyTorch walks the
+    frees waiting for events in the order of a hash map keyed by the stream
+    (its id, not its handle), and sublet follows that order.  Each pool
+    hands out its 32 streams round robin: taking 32 from each leaves every
+    pool's next stream as it was."""
+    if not lib.has("sublet_torch_stream_id"):
+        return
+    fn = lib.dll.sublet_torch_stream_id
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong]
+    fn.restype = ctypes.c_int
+    lo, hi = 0, -1
+    try:
+        lo, hi = torch.cuda.Stream.priority_range()
+    except Exception:  # noqa: BLE001 (older PyTorch: two priorities)
+        pass
+    priorities = sorted({max(min(p, lo), hi) for p in range(hi, lo + 1)} | {0})
+    for device in range(torch.cuda.device_count()):
+        for p in priorities:
+            for _ in range(32):
+                s = torch.cuda.Stream(device=device, priority=p)
+                if s.cuda_stream:
+                    fn(ctypes.c_void_p(s.cuda_stream), s.stream_id)
 
 
 def set_hooks(lib: Library, raw: Any) -> List[str]:

@@ -358,6 +358,19 @@ struct sublet_allocator {
     } *evq_spares;
     size_t nevq_spares, evq_spares_cap;
     size_t pending_events;
+    /* PyTorch's cuda_events map (ska::flat_hash_map keyed by CUDAStream),
+     * mirrored slot by slot when the user gives each stream its key
+     * (sublet_set_stream_key): process_events then walks the queues in the
+     * map's slot order, as PyTorch does (events.c) */
+    sublet_stream_key_fn ska_key;
+    void *ska_user;
+    struct sl_ska_slot {
+        sublet_stream stream;
+        int8_t dist; /* -1: empty */
+    } *ska;
+    size_t ska_buckets; /* 0 until the first insert, then a power of 2 */
+    int ska_maxlk, ska_shift;
+    size_t ska_n;
     /* process_events found every queue's head incomplete at the backend's
      * event_epoch ev_epoch, and no queue has changed since (see there) */
     bool ev_clean;

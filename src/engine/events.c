@@ -27,6 +27,144 @@
 
 #include "engine/engine.h"
 
+/* ---- PyTorch's map of the queues (ska::flat_hash_map, c10/util/flat_hash_map.h) ---- */
+
+/* The same table of streams as PyTorch's cuda_events, when the user gives
+ * the streams' keys: robin-hood open addressing, fibonacci hashing
+ * (index = key * 11400714819323198485 >> shift), at most half full, grown
+ * by doubling (at least 4 slots; rehash reinserts in slot order) and never
+ * shrunk, max_lookups = max(4, log2(slots)) probes, backward-shift erase.
+ * Its slots are the order of PyTorch's process_events walk. */
+static size_t ska_total(const sublet_allocator *a) /* slots walked (the sentinel excluded) */
+{
+    return a->ska_buckets ? a->ska_buckets + (size_t)a->ska_maxlk - 1 : 0;
+}
+
+static bool ska_emplace(sublet_allocator *a, sublet_stream s);
+
+static bool ska_rehash(sublet_allocator *a, size_t nb)
+{
+    size_t need = a->ska_n * 2;
+    if (nb < need)
+        nb = need;
+    size_t p = 2;
+    while (p < nb)
+        p *= 2;
+    if (p == a->ska_buckets)
+        return true;
+    int lg = 0;
+    while (((size_t)1 << lg) < p)
+        lg++;
+    int maxlk = lg > 4 ? lg : 4;
+    struct sl_ska_slot *n = malloc((p + (size_t)maxlk) * sizeof *n);
+    if (!n)
+        return false;
+    for (size_t i = 0; i < p + (size_t)maxlk; i++)
+        n[i] = (struct sl_ska_slot){0, -1};
+    n[p + (size_t)maxlk - 1].dist = 0; /* the sentinel */
+    struct sl_ska_slot *old = a->ska;
+    size_t oldtotal = ska_total(a);
+    a->ska = n;
+    a->ska_buckets = p;
+    a->ska_maxlk = maxlk;
+    a->ska_shift = 64 - lg;
+    a->ska_n = 0;
+    bool ok = true;
+    for (size_t i = 0; i < oldtotal; i++)
+        if (old[i].dist >= 0)
+            ok = ska_emplace(a, old[i].stream) && ok;
+    free(old);
+    return ok;
+}
+
+static bool ska_grow(sublet_allocator *a)
+{
+    return ska_rehash(a, a->ska_buckets * 2 > 4 ? a->ska_buckets * 2 : 4);
+}
+
+static bool ska_emplace(sublet_allocator *a, sublet_stream s)
+{
+    for (;;) {
+        if (!a->ska_buckets) {
+            if (!ska_grow(a))
+                return false;
+            continue;
+        }
+        uint64_t h = a->ska_key(a->ska_user, s);
+        size_t cur = (size_t)((h * 11400714819323198485ull) >> a->ska_shift);
+        int d = 0;
+        for (; a->ska[cur].dist >= d; cur++, d++)
+            if (a->ska[cur].stream == s)
+                return true;
+        if (d == a->ska_maxlk || (a->ska_n + 1) * 2 > a->ska_buckets) {
+            if (!ska_grow(a))
+                return false;
+            continue;
+        }
+        if (a->ska[cur].dist < 0) {
+            a->ska[cur] = (struct sl_ska_slot){s, (int8_t)d};
+            a->ska_n++;
+            return true;
+        }
+        /* robin hood: take the slot, carry its entry on */
+        size_t result = cur;
+        struct sl_ska_slot carry = a->ska[cur];
+        a->ska[cur] = (struct sl_ska_slot){s, (int8_t)d};
+        d = carry.dist;
+        for (++d, ++cur;; ++cur) {
+            if (a->ska[cur].dist < 0) {
+                a->ska[cur] = (struct sl_ska_slot){carry.stream, (int8_t)d};
+                a->ska_n++;
+                return true;
+            } else if (a->ska[cur].dist < d) {
+                struct sl_ska_slot t = a->ska[cur];
+                a->ska[cur] = (struct sl_ska_slot){carry.stream, (int8_t)d};
+                carry = t;
+                d = t.dist;
+                ++d;
+            } else {
+                ++d;
+                if (d == a->ska_maxlk) {
+                    /* the new key out again, the carried entry back */
+                    sublet_stream again = a->ska[result].stream;
+                    a->ska[result].stream = carry.stream;
+                    if (!ska_grow(a))
+                        return false;
+                    s = again;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+static size_t ska_find(const sublet_allocator *a, sublet_stream s)
+{
+    size_t t = ska_total(a);
+    for (size_t i = 0; i < t; i++)
+        if (a->ska[i].dist >= 0 && a->ska[i].stream == s)
+            return i;
+    return SIZE_MAX;
+}
+
+static void ska_erase_at(sublet_allocator *a, size_t cur)
+{
+    a->ska[cur].dist = -1;
+    a->ska_n--;
+    for (size_t next = cur + 1; a->ska[next].dist > 0; cur++, next++) {
+        a->ska[cur] = (struct sl_ska_slot){a->ska[next].stream, (int8_t)(a->ska[next].dist - 1)};
+        a->ska[next].dist = -1;
+    }
+}
+
+void sublet_set_stream_key(sublet_allocator *a, sublet_stream_key_fn key, void *user)
+{
+    sl_lock(a);
+    a->ska_key = key;
+    a->ska_user = user;
+    sl_unlock(a);
+}
+
 /* ---- the queues and their index by stream ------------------------------------------ */
 
 static inline size_t evq_home(sublet_stream s, size_t cap)
@@ -72,6 +210,8 @@ static sl_evq *evq_get(sublet_allocator *a, sublet_stream stream)
     if (q)
         return q;
     if ((a->nevqs + 1) * 2 > a->evq_index_cap && !index_grow(a))
+        return NULL;
+    if (a->ska_key && !ska_emplace(a, stream))
         return NULL;
     if (a->nevqs == a->evqs_cap) {
         size_t nc = a->evqs_cap ? a->evqs_cap * 2 : 4;
@@ -159,6 +299,11 @@ static void evq_drop(sublet_allocator *a, size_t pos)
         i = j;
     }
     a->evq_index[i] = 0;
+    if (a->ska_key) {
+        size_t at = ska_find(a, a->evqs[pos].stream);
+        if (at != SIZE_MAX)
+            ska_erase_at(a, at);
+    }
     keep_spare(a, a->evqs[pos].items, a->evqs[pos].cap);
     size_t last = --a->nevqs;
     if (pos != last) {
@@ -428,6 +573,25 @@ sublet_status sl_process_events(sublet_allocator *a)
     uint64_t ep = ops->event_epoch ? ops->event_epoch(a->backend) : 0;
     if (a->ev_clean && ep == a->ev_epoch)
         return SUBLET_OK;
+    if (a->ska_key) { /* PyTorch's walk: the map's slots in order */
+        a->ev_clean = false;
+        for (size_t i = 0; i < ska_total(a);) {
+            if (a->ska[i].dist < 0) {
+                i++;
+                continue;
+            }
+            sl_evq *q = evq_find(a, a->ska[i].stream);
+            bool dropped = false;
+            sublet_status st = q ? drain_queue(a, (size_t)(q - a->evqs), &dropped) : SUBLET_OK;
+            if (st != SUBLET_OK)
+                return st;
+            if (!dropped) /* a dropped queue's slot now holds the next entry, if any */
+                i++;
+        }
+        a->ev_clean = ops->event_epoch != NULL;
+        a->ev_epoch = ep;
+        return SUBLET_OK;
+    }
     if (a->ev_clean && ops->event_completions) {
         sublet_stream done[SL_COMPLETIONS_MAX];
         size_t n = 0;
@@ -519,6 +683,9 @@ void sl_evq_fini(sublet_allocator *a)
     }
     free(a->evqs);
     free(a->evq_index);
+    free(a->ska);
+    a->ska = NULL;
+    a->ska_buckets = a->ska_n = 0;
     for (size_t i = 0; i < a->nevq_spares; i++)
         free(a->evq_spares[i].items);
     free(a->evq_spares);

@@ -151,7 +151,7 @@ def main():
     order = [r["i"] for r in results if r.get("order_only")]
     if order:
         print("%s: programs %s differ only in inactive_split allocated/freed counts: the order in which one "
-              "process_events gives back neighbouring blocks of several streams (known, docs/nullgpu.md)"
+              "process_events gives back neighbouring blocks of several streams (docs/nullgpu.md)"
               % (a.mode, ", ".join(map(str, order))))
     graphs = sum(r.get("ops", {}).get("graph", 0) for r in results)
     pools = sum(r.get("ops", {}).get("pool", 0) for r in results)
