@@ -515,6 +515,72 @@ static void test_oom_first_try_reserves(void **state)
     sublet_trace_free(t);
 }
 
+/* The mirror of the case above: the release run right before the oom row is an
+ * empty_cache() of its own, not the request's release, when the recording's stacks say so.
+ * PyTorch records every row of one malloc (its release's unmaps and its oom row) with the
+ * context it gathered once; here the run's stack is empty_cache's and the oom row's the
+ * request's.  So the run comes first: stream 1's reservation goes back, the request's
+ * reservation takes the lowest range, its retry finds room there (nothing more to release),
+ * stream 3's new reservation goes above it (row 6), and stream 2 maps in its own (row 8).
+ * (PyTorch 2.11.0, the null device's program 123: an empty_cache() at rows 174-176, then a
+ * request of 10 GiB that failed at row 177.)  Rows without a stack are read as before. */
+static const char *stack_trace(char *buf, size_t cap, const char *run_stack)
+{
+    const unsigned long long b = 0x200000000000ull, r2 = b + 0x7800000ull, m = MiB;
+    const char *req = "[{\"filename\": \"p.py\", \"line\": 5, \"name\": \"alloc\"}]";
+#define ROW(act, stream)                                                                      \
+    "{\"action\": \"" act "\", \"addr\": %llu, \"size\": %llu, \"stream\": " stream            \
+    ", \"frames\": %s}"
+    snprintf(buf, cap,
+             "{\"segments\": [], \"device_traces\": [["
+             ROW("segment_map", "1") "," ROW("alloc", "1") ","
+             ROW("free_requested", "1") "," ROW("free_completed", "1") ","
+             ROW("segment_unmap", "1") ","
+             "{\"action\": \"oom\", \"size\": %llu, \"stream\": 2, \"device_free\": %llu, "
+             "\"frames\": %s},"
+             ROW("segment_map", "3") "," ROW("alloc", "3") ","
+             ROW("segment_map", "2") "," ROW("alloc", "2") "]], "
+             "\"allocator_settings\": {\"PYTORCH_CUDA_ALLOC_CONF\": \"" EXPANDABLE "\"}}",
+             b, 20 * m, req, b, 20 * m, req, b, 20 * m, req, b, 20 * m, req, b, 20 * m, run_stack,
+             102 * m, 100 * m, req, r2, 20 * m, req, r2, 20 * m, req, b, 20 * m, req, b, 20 * m,
+             req);
+#undef ROW
+    return buf;
+}
+
+static void test_oom_after_empty_cache(void **state)
+{
+    (void)state;
+    char snap[8192], err[1024];
+    const char *own[] = {"[{\"filename\": \"p.py\", \"line\": 9, \"name\": \"empty_cache\"}]",
+                         "[{\"filename\": \"p.py\", \"line\": 5, \"name\": \"alloc\"}]"};
+    for (int k = 0; k < 2; k++) {
+        stack_trace(snap, sizeof snap, own[k]);
+        sublet_trace *t = NULL;
+        if (sublet_trace_parse(snap, strlen(snap), NULL, &t, err, sizeof err) != SUBLET_OK)
+            fail_msg("parse: %s", err);
+        sublet_replay_options o;
+        oom_options(&o);
+        o.device_base = 0x200000000000ull;
+        sublet_replay_result r = replay(t, &o);
+        assert_int_equal(r.errors, 0);
+        assert_int_equal(r.fidelity.ooms_matched, 1);
+        assert_int_equal(r.fidelity.empty_cache_sets_matched, 1);
+        assert_int_equal(r.fidelity.allocs_compared, 3);
+        if (k == 0) { /* empty_cache's stack: an empty_cache, then the request */
+            assert_int_equal(r.empty_caches, 1);
+            assert_int_equal(r.fidelity.addresses_matched, 3);
+            assert_int_equal(r.fidelity.first_address_mismatch, SUBLET_REPLAY_NONE);
+        } else { /* the request's stack: its own release, as the CSV case above */
+            assert_int_equal(r.empty_caches, 0);
+            assert_int_equal(r.fidelity.addresses_matched, 1);
+            assert_int_equal(r.fidelity.first_address_mismatch, 7);
+        }
+        sublet_replay_result_free(&r);
+        sublet_trace_free(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -526,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_reader_prelude),
         cmocka_unit_test(test_oom_after_partial_growth),
         cmocka_unit_test(test_oom_first_try_reserves),
+        cmocka_unit_test(test_oom_after_empty_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -779,6 +779,17 @@ static int malloc_releases(rp *s, size_t next)
                                                   (double)a->allowed_memory_maximum);
 }
 
+/* Could rows a and b come from one call?  PyTorch records every row of one
+ * malloc, its own release_cached_blocks' unmaps and frees and its oom row,
+ * with the context it gathered once: rows whose recorded stacks differ come
+ * from two calls (a release run of torch.cuda.empty_cache() right before a
+ * request that fails without releasing anything, under a stack of its own).
+ * Rows without a stack may be either. */
+static bool same_call(const sublet_trace_event *a, const sublet_trace_event *b)
+{
+    return !a->frames || !b->frames || a->frames == b->frames;
+}
+
 /* A run of segment_free / segment_unmap rows: one empty_cache(), whose
  * releases are compared with the run's as a set. */
 static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
@@ -812,7 +823,8 @@ static sublet_status do_release(rp *s, size_t i, const sublet_trace_event *e)
      * alloc took) and reserve an address range, where the release has not
      * yet freed the ranges it frees. */
     size_t next = i + run;
-    if (s->o->replay_ooms && dflt && have(s, next) && row(s, next)->kind == SUBLET_ACT_OOM) {
+    if (s->o->replay_ooms && dflt && have(s, next) && row(s, next)->kind == SUBLET_ACT_OOM &&
+        same_call(row(s, i), row(s, next))) {
         const sublet_trace_event *oom = row(s, next);
         if ((st = oom_request(s, next, oom, 1)) != SUBLET_OK)
             return st;
