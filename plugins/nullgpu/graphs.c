@@ -330,10 +330,7 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t gra
     nd_lock(d);
     g = nd_handle_get(d, hv(graph), ND_GRAPH);
     if (g && (h = nd_handle_new(d, ND_EXEC)) != 0) {
-        x = nd_handle_get(d, h, ND_EXEC);
-        g = nd_handle_get(d, hv(graph), ND_GRAPH);
-        x->u.exec.graph = hv(graph);
-        x->u.exec.nodes = g->u.graph.nodes;
+        x = nd_handle_get(d, h, ND_EXEC); /* slots never move: g stays valid */
         for (int i = 0; i < g->u.graph.nuobj; i++) {
             nd_slot *u = nd_handle_get(d, g->u.graph.uobj[i], ND_UOBJ);
             if (u) {

@@ -69,9 +69,7 @@ typedef struct nd_graph {
 } nd_graph;
 
 typedef struct nd_exec {
-    uint64_t graph;
-    size_t nodes;
-    int nuobj;        /* the graph's user objects, one reference each */
+    int nuobj;        /* its graph's user objects, one reference each */
     uint64_t uobj[ND_GRAPH_UOBJS];
 } nd_exec;
 
@@ -115,7 +113,6 @@ typedef struct nd_device {
     size_t next_slot;
     unsigned long long next_capture_id;
     int global_captures;    /* captures in cudaStreamCaptureModeGlobal */
-    uint64_t host_count;    /* live cudaHostAlloc blocks */
 } nd_device;
 
 /* The device, started on first use (thread-safe); never NULL. */

@@ -701,17 +701,17 @@ cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
     return stream_ok(nd_dev(), s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
 
-/* A host-side wait on a stream or the device: refused on a capturing stream. */
-static cudaError_t host_wait(cudaStream_t s, int query)
+/* A host-side wait on (or query of) a stream: its work is done at once, so
+ * both answer alike; refused on a capturing stream, which it invalidates. */
+static cudaError_t host_wait(cudaStream_t s)
 {
     nd_device *d = nd_dev();
     cudaError_t e = cudaSuccess;
-    (void)query;
+    nd_stream *st;
     nd_lock(d);
     if (!stream_ok(d, s))
         e = cudaErrorInvalidResourceHandle;
-    else if (nd_capturing(d, (uint64_t)(uintptr_t)s)) {
-        nd_stream *st = nd_capturing(d, (uint64_t)(uintptr_t)s);
+    else if ((st = nd_capturing(d, (uint64_t)(uintptr_t)s)) != NULL) {
         st->capture = ND_CAPTURE_INVALIDATED;
         e = cudaErrorStreamCaptureUnsupported;
     } else if (nd_capture_forbids(d))
@@ -722,12 +722,12 @@ static cudaError_t host_wait(cudaStream_t s, int query)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    return host_wait(s, 0);
+    return host_wait(s);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-    return host_wait(s, 1);
+    return host_wait(s);
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
