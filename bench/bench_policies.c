@@ -1,5 +1,5 @@
 /* bench_policies — min-capacity overhead of the allocator policies on real
- * traces, as a Markdown table (the README's and docs/policies.md's).
+ * traces, as a Markdown table (docs/policies.md's).
  *
  * For every trace in TRACE_DIR (default ../shared/traces/pytorch_snapshot
  * relative to the current directory, then to its parent) the smallest

@@ -44,13 +44,13 @@ fi
 } >"$out"
 cat "$out"
 echo "written: bench/results/policies.md" >&2
-# README's copy of the table, between its policy-table markers
-readme=$root/README.md
-if [ -f "$readme" ] && grep -q '^<!-- policy-table' "$readme"; then
+# docs/policies.md's copy of the table, between its policy-table markers
+page=$root/docs/policies.md
+if [ -f "$page" ] && grep -q '^<!-- policy-table' "$page"; then
     awk -v tbl="$tmp" '
         /^<!-- policy-table/ { print; while ((getline l < tbl) > 0) if (l ~ /^\|/) print l; skip = 1; next }
         /^<!-- \/policy-table -->/ { skip = 0 }
-        !skip { print }' "$readme" >"$readme.tmp" && mv "$readme.tmp" "$readme"
-    echo "written: README.md (policy table)" >&2
+        !skip { print }' "$page" >"$page.tmp" && mv "$page.tmp" "$page"
+    echo "written: docs/policies.md (policy table)" >&2
 fi
 exit "$rc"
