@@ -65,6 +65,9 @@ void cli_trace_free(sublet_trace *t);
 /* --prelude's value: "auto", "adopt" or "allocate" into *mode
  * (SUBLET_PRELUDE_*); 0 or -1. */
 int cli_parse_prelude(const char *s, int *mode);
+/* 0 when conf parses as settings; else prints "sublet CMD: OPTION: why"
+ * on stderr and returns CLI_USAGE. */
+int cli_check_conf(const char *cmd, const char *option, const char *conf);
 /* A decimal event index (below UINT64_MAX); 0 or -1. */
 int cli_parse_index(const char *s, uint64_t *out);
 /* "--opt VALUE" or "--opt=VALUE": the value, or NULL (missing); *matched

@@ -94,6 +94,17 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
     return argv[++*i];
 }
 
+int cli_check_conf(const char *cmd, const char *option, const char *conf)
+{
+    sublet_settings probe;
+    sublet_settings_default(&probe);
+    char err[512];
+    if (sublet_settings_parse(&probe, conf, err, sizeof err) == SUBLET_OK)
+        return 0;
+    fprintf(stderr, "sublet %s: %s: %s\n", cmd, option, err);
+    return CLI_USAGE;
+}
+
 int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t *device_memory,
                       sublet_trace_load_options *lo, char *why, size_t cap)
 {

@@ -160,15 +160,11 @@ static int parse_args(int argc, char **argv, const char *cmd, void (*usage)(FILE
     }
     if (!a->path)
         return usage_error(cmd, usage, "%s", "no input given");
-    if (a->conf) {
-        sublet_settings probe;
-        sublet_settings_default(&probe);
-        char err[512];
-        if (sublet_settings_parse(&probe, a->conf, err, sizeof err) != SUBLET_OK) {
-            fprintf(stderr, "sublet %s: --conf: %s\n", cmd, err);
+    if (a->conf && cli_check_conf(cmd, "--conf", a->conf) != 0)
+        return CLI_USAGE;
+    for (size_t c = 0; c < a->ncands; c++)
+        if (cli_check_conf(cmd, "--candidate", a->cands[c]) != 0)
             return CLI_USAGE;
-        }
-    }
     return 0;
 }
 

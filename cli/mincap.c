@@ -256,6 +256,8 @@ int cli_mincap(int argc, char **argv)
         cli_mincap_usage(stderr);
         return CLI_USAGE;
     }
+    if (conf && cli_check_conf("mincap", "--conf", conf) != 0)
+        return CLI_USAGE;
     /* an events CSV or an event log streams, as in `sublet replay` */
     int rc = cli_min_capacity_streamed("sublet mincap", path, conf, &o, resolution, json, stdout);
     if (rc >= 0)

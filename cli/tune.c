@@ -396,7 +396,8 @@ static int read_cost_model(const char *prog, const char *arg, sublet_tune_cost_m
     sublet_status st = sublet_tune_cost_model_parse(m, text, err, sizeof err);
     free(buf);
     if (st != SUBLET_OK) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+        const char *why = strncmp(err, "cost model: ", 12) == 0 ? err + 12 : err;
+        fprintf(stderr, "%s: --cost-model '%s': %s\n", prog, arg, why);
         return -1;
     }
     return 0;

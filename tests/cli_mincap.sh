@@ -198,8 +198,8 @@ fi
 "$cli" mincap "$trace" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: exit 2"
 "$cli" mincap "$trace" --prelude sometimes >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --prelude: exit 2"
 "$cli" mincap "$trace" --at x >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --at: exit 2"
-"$cli" mincap "$trace" --conf 'policy:nope' >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "bad conf: exit 1"
-grep -q 'policy' "$tmp/err" || fail "bad conf message names the option"
+"$cli" mincap "$trace" --conf 'policy:nope' >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || fail "bad conf: exit 2"
+grep -q -- "--conf: .*policy" "$tmp/err" || fail "bad conf message names the option and the value"
 "$cli" mincap "$tmp/none.csv" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing file: exit 1"
 "$cli" mincap --help | grep -q 'usage: sublet mincap' || fail "--help"
 
