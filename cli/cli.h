@@ -64,6 +64,11 @@ void cli_tune_usage(FILE *out);
 void cli_trace_free(sublet_trace *t);
 /* --prelude's value: "auto", "adopt" or "allocate" into *mode
  * (SUBLET_PRELUDE_*); 0 or -1. */
+/* The --pytorch-version line of the usage of each command that takes --conf
+ * (cli/main.c takes the option before the command sees its arguments). */
+#define CLI_HELP_PYTORCH_VERSION                                                    \
+    "  --pytorch-version X   follow PyTorch release X's rules where they changed\n" \
+    "                        (2.6, 2.7, ...; default the newest; docs/versions.md)\n"
 int cli_parse_prelude(const char *s, int *mode);
 /* 0 when conf parses as settings; else prints "sublet CMD: OPTION: why"
  * on stderr and returns CLI_USAGE. */

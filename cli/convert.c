@@ -51,12 +51,15 @@ void cli_convert_usage(FILE *out)
           "                        with the most events)\n"
           "  --conf STR            settings for the replay (default: the trace's, else\n"
           "                        PyTorch's defaults)\n"
-          "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n"
+          "  --device-memory SIZE  simulated device capacity for the replay (default: the\n"
+          "                        trace's, else 80GiB)\n"
           "  --direct              build the snapshot from the trace without replaying it\n"
           "                        (the events verbatim; block sizes approximated); also\n"
           "                        used when the trace cannot be replayed or has rows in\n"
           "                        private pools\n"
-          "  --no-placement-hints  let the sim place new segments itself\n",
+          "  --no-placement-hints  let the sim place new segments itself\n"
+          CLI_HELP_PYTORCH_VERSION
+          "  -h, --help            this text\n",
           out);
 }
 

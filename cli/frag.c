@@ -31,7 +31,10 @@ void cli_frag_usage(FILE *out)
           "  --conf STR            settings for the replay (default: the trace's)\n"
           "  --width N             columns of the segment map (default 64)\n"
           "  --top N               pinning segments shown (default 5)\n"
-          "  --device N            device of a multi-device snapshot\n",
+          "  --device N            device of a multi-device snapshot (default: the one\n"
+          "                        with the most events)\n"
+          CLI_HELP_PYTORCH_VERSION
+          "  -h, --help            this text\n",
           out);
 }
 
@@ -49,9 +52,11 @@ void cli_diagnose_usage(FILE *out)
           "options:\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
           "  --conf STR            base settings (default: the trace's)\n"
-          "  --candidate STR       try this setting (repeatable; replaces the default list)\n"
+          "  --candidate STR       try this setting (repeatable; replaces the list above)\n"
           "  --detailed N          OOMs diagnosed with their pinning segments (default 3)\n"
-          "  --json                one JSON object\n",
+          "  --json                one JSON object\n"
+          CLI_HELP_PYTORCH_VERSION
+          "  -h, --help            this text\n",
           out);
 }
 

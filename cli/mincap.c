@@ -32,11 +32,12 @@ void cli_mincap_usage(FILE *out)
           "                        sublet's policy:stitch); default: the settings the trace\n"
           "                        recorded, else PyTorch's defaults\n"
           "  --prelude MODE        the state before a mid-run recording: auto, adopt or\n"
-          "                        allocate (as `sublet replay --prelude`)\n"
+          "                        allocate (as `sublet replay --prelude`; default auto)\n"
           "  --at N                the trace up to event N only (as `sublet replay --at`)\n"
           "  --no-placement-hints  let the sim place new segments itself\n"
           "  --resolution SIZE     search step (default 2MiB)\n"
           "  --json                print one JSON object instead of the text report\n"
+          CLI_HELP_PYTORCH_VERSION
           "  -h, --help            this text\n",
           out);
 }

@@ -45,7 +45,8 @@ void cli_nullgpu_usage(FILE *out)
             "  --event-polls N     queries an event answers \"not ready\" after each record\n"
             "                      (default 0: work completes at once)\n"
             "  --force             run even where a real CUDA driver gets loaded\n"
-            "  --lib PATH          libsublet_nullgpu.so to use (default: next to sublet)\n");
+            "  --lib PATH          libsublet_nullgpu.so to use (default: next to sublet)\n"
+            "  -h, --help          this text\n");
 }
 
 /* The folder of this executable, with a trailing '/'. */

@@ -48,10 +48,11 @@ void cli_replay_usage(FILE *out)
           "  --prelude MODE        the state before a mid-run recording's first event:\n"
           "                        'adopt' PyTorch's segments and blocks as recorded,\n"
           "                        'allocate' the live blocks through the engine, or\n"
-          "                        'auto' (default: adopt under the native policy without\n"
-          "                        expandable segments, allocate otherwise; a trace\n"
-          "                        recorded mid-run under expandable segments is refused\n"
-          "                        unless 'allocate' is given)\n"
+          "                        'auto': adopt under the native policy without\n"
+          "                        expandable segments, allocate otherwise (default auto;\n"
+          "                        a trace recorded mid-run under expandable segments is\n"
+          "                        refused unless 'allocate' is given)\n"
+          CLI_HELP_PYTORCH_VERSION
           "  -h, --help            this text\n",
           out);
 }

@@ -31,13 +31,20 @@ void cli_report_usage(FILE *out)
           "  --buckets N           points drawn per series (default 2000; each keeps min/max)\n"
           "  --oom-maps N          segment maps of the first N OOMs (default 3)\n"
           "  --no-diagnosis        skip the replays under candidate settings after an OOM\n"
-          "  --device N            device of a multi-device snapshot\n"
+          "  --device N            device of a multi-device snapshot (default: the one\n"
+          "                        with the most events)\n"
           "  --tune                add the tuning result (as `sublet tune`): both answers with\n"
           "                        what they fix, the evidence, the Pareto trade-offs and the\n"
           "                        warm-up plan; --device-memory is your device, --conf the\n"
-          "                        current settings; with --tune also --cost-model M,\n"
-          "                        --band PCT, --prelude MODE, --threads N, --no-warmup\n"
-          "                        (see `sublet help tune`)\n",
+          "                        current settings\n"
+          "  --cost-model M        with --tune: as `sublet tune --cost-model`\n"
+          "  --band PCT            with --tune: as `sublet tune --band` (default 0.5)\n"
+          "  --prelude MODE        with --tune: as `sublet tune --prelude` (default auto)\n"
+          "  --threads N           with --tune: parallel replays (default: every online\n"
+          "                        core)\n"
+          "  --no-warmup           with --tune: skip the warm-up plan\n"
+          CLI_HELP_PYTORCH_VERSION
+          "  -h, --help            this text\n",
           out);
 }
 
@@ -92,7 +99,7 @@ int cli_report(int argc, char **argv)
         } else if (((v = cli_opt_value(argc, argv, &i, "-o", &m)) || m) ||
                    ((v = cli_opt_value(argc, argv, &i, "--output", &m)) || m)) {
             if (!v)
-                return usage_error("%s needs a value", "-o");
+                return usage_error("%s needs a value: the page to write, e.g. OUT.html", argv[i]);
             outp = v;
         } else if ((src = cli_source_option(argc, argv, &i, &conf, &device_memory, &lo, why,
                                             sizeof why)) != 0) {

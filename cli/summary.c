@@ -25,10 +25,14 @@ void cli_summary_usage(FILE *out)
           "options:\n"
           "  --json                one JSON object: snapshot, device, source, summary,\n"
           "                        stats\n"
-          "  --device N            device of a multi-device snapshot\n"
+          "  --device N            device of a multi-device snapshot (default: the one\n"
+          "                        with the most events)\n"
           "  --segments            compute from the segments even when there are events\n"
           "  --conf STR            settings for the replay (default: the snapshot's)\n"
-          "  --device-memory SIZE  simulated device capacity for the replay (default 80GiB)\n",
+          "  --device-memory SIZE  simulated device capacity for the replay (default: the\n"
+          "                        snapshot's, else 80GiB)\n"
+          CLI_HELP_PYTORCH_VERSION
+          "  -h, --help            this text\n",
           out);
 }
 
