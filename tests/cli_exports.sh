@@ -6,7 +6,8 @@
 # libsublet_torch.so: their entry points only (version scripts in plugins/;
 # the names each must have are checked by tests/cli_preload.sh and
 # tests/cli_torch_exports.sh).  libsublet_nullgpu.so, when built: the CUDA
-# runtime's, driver's and NVML's names, none of sublet's.  $1 is the CLI
+# runtime's, driver's, NVML's, cuBLAS's and cuBLASLt's names (the last two
+# with their libraries' version nodes), none of sublet's.  $1 is the CLI
 # (its folder is the build).
 set -euo pipefail
 cli=${1:?usage: cli_exports.sh PATH_TO_SUBLET}
@@ -64,10 +65,14 @@ check_plugin() {  # NAME PATTERN (an extended regex for every name it may export
 }
 check_plugin libsublet_torch.so '^sublet_torch_'
 check_plugin libsublet_preload.so '^cuda[A-Z][A-Za-z0-9_]*$'
-# the null device: the CUDA runtime, driver and NVML (so none of sublet's
-# sublet_* or sl_* names)
+# the null device: the CUDA runtime, driver, NVML, cuBLAS and cuBLASLt (so
+# none of sublet's sublet_* or sl_* names)
 if [ -f "$build/libsublet_nullgpu.so" ]; then
-  check_plugin libsublet_nullgpu.so '^(cuda|__cuda|cu[A-Z]|nvml)'
+  check_plugin libsublet_nullgpu.so '^(cuda|__cuda|cu[A-Z]|nvml|cublas)'
+  nm -D --defined-only "$build/libsublet_nullgpu.so" > "$tmp/nullgpu.versions"
+  for v in cublasCreate_v2@@libcublas.so.13 cublasLtMatmul@@libcublasLt.so.13 cudaMalloc@@libcudart.so.13; do
+    grep -q " $v\$" "$tmp/nullgpu.versions" || fail "libsublet_nullgpu.so does not export $v"
+  done
   grep -qx cudaMalloc "$tmp/libsublet_nullgpu.so" || fail "libsublet_nullgpu.so does not export cudaMalloc"
   grep -qx cuMemAlloc_v2 "$tmp/libsublet_nullgpu.so" || fail "libsublet_nullgpu.so does not export cuMemAlloc_v2"
   grep -qx nvmlInit_v2 "$tmp/libsublet_nullgpu.so" || fail "libsublet_nullgpu.so does not export nvmlInit_v2"

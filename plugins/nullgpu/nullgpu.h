@@ -8,9 +8,10 @@
  * events, graphs, graph executions, physical allocations, user objects) are
  * numbers in a table, never host pointers, so that two runs of one program
  * see the same values.  The runtime (runtime.c, launch.c, graphs.c), the
- * driver (driver.c) and NVML (nvml.c) are three faces of that one device;
- * stubs.c answers every other call of the three APIs with an error naming
- * it.  One mutex guards the state; the calls are short. */
+ * driver (driver.c) and NVML (nvml.c) are three faces of that one device,
+ * cuBLAS and cuBLASLt (blas.c, blas_calls.c, blaslt.c) a fourth; stubs.c
+ * and blas_stubs.c answer every other call of these APIs with an error
+ * naming it.  One mutex guards the state; the calls are short. */
 #ifndef SUBLET_NULLGPU_H
 #define SUBLET_NULLGPU_H
 
@@ -34,6 +35,10 @@ typedef enum nd_kind {
     ND_UOBJ = 0x56,
     ND_NODE = 0x57,
     ND_FUNC = 0x58,
+    ND_BLAS = 0x59,      /* a cuBLAS handle (also a cuBLASLt handle) */
+    ND_LT_MATMUL = 0x5a, /* a cuBLASLt matmul descriptor */
+    ND_LT_LAYOUT = 0x5b, /* a cuBLASLt matrix layout */
+    ND_LT_PREF = 0x5c,   /* a cuBLASLt matmul preference */
 } nd_kind;
 
 enum { ND_RANGE_SEGMENT = 1, ND_RANGE_VA = 2 };
@@ -85,6 +90,21 @@ typedef struct nd_uobj {
     int refs;
 } nd_uobj;
 
+/* A cuBLAS handle's settings (blas.c). */
+typedef struct nd_blas {
+    uint64_t stream;          /* cublasSetStream's (0: the legacy default stream) */
+    uint64_t workspace;       /* cublasSetWorkspace's, 0 when none */
+    uint64_t workspace_size;
+    int math_mode, pointer_mode, atomics_mode, sm_count;
+} nd_blas;
+
+/* A cuBLASLt descriptor (matmul, layout or preference): its attributes by
+ * number, each kept in 8 bytes (blaslt.c). */
+#define ND_LT_ATTRS 40
+typedef struct nd_lt {
+    uint64_t attr[ND_LT_ATTRS];
+} nd_lt;
+
 typedef struct nd_slot {
     uint8_t kind; /* 0: free */
     union {
@@ -94,6 +114,8 @@ typedef struct nd_slot {
         nd_exec exec;
         nd_phys phys;
         nd_uobj uobj;
+        nd_blas blas;
+        nd_lt lt;
     } u;
 } nd_slot;
 
