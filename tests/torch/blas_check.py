@@ -144,6 +144,42 @@ def autocast_tf32(torch):
     ok("autocast bf16/fp16 forward and backward; tf32 on and off; reduced-precision reductions")
 
 
+def more_ops(torch):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.backends.cuda.preferred_blas_library("cublaslt")  # every gemm through cuBLASLt
+    try:
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            x = torch.empty(5, 96, 64, device="cuda", dtype=dtype)
+            y = torch.empty(5, 64, 48, device="cuda", dtype=dtype)
+            assert (x[0] @ y[0]).shape == (96, 48) and torch.bmm(x, y).shape == (5, 96, 48)
+            lin = torch.nn.Linear(64, 48, device="cuda", dtype=dtype)
+            inp = torch.empty(32, 64, device="cuda", dtype=dtype, requires_grad=True)
+            lin(inp).sum().backward()
+            assert lin.weight.grad.shape == (48, 64)
+    finally:
+        torch.backends.cuda.preferred_blas_library("cublas")
+    q = torch.empty(2, 4, 128, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with sdpa_kernel(SDPBackend.MATH):  # bmm; the fused kernels are cuDNN's or run nothing
+        o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        o.sum().backward()
+    assert o.shape == q.shape and q.grad.shape == q.shape
+    lin = torch.nn.Linear(64, 64, device="cuda")
+    m = torch.empty(8, 64, device="cuda")
+    assert torch.ops.aten._addmm_activation(lin.bias, m, lin.weight.t(), use_gelu=True).shape == (8, 64)
+    assert torch.addmv(torch.empty(32, device="cuda"), torch.empty(32, 64, device="cuda"),
+                       torch.empty(64, device="cuda")).shape == (32,)
+    assert torch.addbmm(torch.empty(96, 48, device="cuda"), torch.empty(5, 96, 64, device="cuda"),
+                        torch.empty(5, 64, 48, device="cuda")).shape == (96, 48)
+    assert torch.einsum("bij,bjk->bik", torch.empty(3, 4, 5, device="cuda"),
+                        torch.empty(3, 5, 6, device="cuda")).shape == (3, 4, 6)
+    c = torch.empty(5, device="cuda", dtype=torch.complex64)
+    assert torch.vdot(c, c).shape == ()
+    ok("cuBLASLt for every gemm (preferred_blas_library), attention (math), addmm with GELU, addmv, "
+       "addbmm, einsum, vdot")
+
+
 def graph_capture(torch):
     a = torch.empty(64, 64, device="cuda")
     bias = torch.empty(64, device="cuda")
@@ -185,6 +221,38 @@ def training(torch):
     ok("an MLP's training step (AdamW, bf16 autocast), twice")
 
 
+def lt_low_level(lib, h, p):
+    """cuBLASLt's heuristic answers an algorithm whose workspace fits the
+    preference's maximum; a matmul with less workspace than it fails."""
+    desc, pref = ctypes.c_void_p(), ctypes.c_void_p()
+    lay = [ctypes.c_void_p() for _ in range(3)]
+    assert lib.cublasLtMatmulDescCreate(ctypes.byref(desc), 68, 0) == 0  # CUBLAS_COMPUTE_32F, CUDA_R_32F
+    for i in range(3):
+        assert lib.cublasLtMatrixLayoutCreate(ctypes.byref(lay[i]), 0, ctypes.c_uint64(64), ctypes.c_uint64(64),
+                                              ctypes.c_int64(64)) == 0
+    assert lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)) == 0
+    result = (ctypes.c_char * 96)()  # cublasLtMatmulHeuristicResult_t: algo, workspaceSize at 64, state at 72
+    count = ctypes.c_int()
+    one = ctypes.c_float(1.0)
+    for limit in (0, 4096, 64 << 20):
+        v = ctypes.c_uint64(limit)
+        assert lib.cublasLtMatmulPreferenceSetAttribute(pref, 1, ctypes.byref(v), 8) == 0  # MAX_WORKSPACE_BYTES
+        assert lib.cublasLtMatmulAlgoGetHeuristic(h, desc, lay[0], lay[1], lay[2], lay[2], pref, 1, result,
+                                                  ctypes.byref(count)) == 0 and count.value == 1
+        ws = ctypes.c_uint64.from_buffer(result, 64).value
+        assert ws <= limit and ctypes.c_int.from_buffer(result, 72).value == 0, (limit, ws)
+    args = (h, desc, ctypes.byref(one), p, lay[0], p, lay[1], ctypes.byref(one), p, lay[2], p, lay[2], result, p)
+    assert lib.cublasLtMatmul(*args, ctypes.c_size_t(ws), None) == 0
+    assert lib.cublasLtMatmul(*args, ctypes.c_size_t(ws - 1), None) == 7
+    bad = ctypes.c_int32(7)  # transa: not an operation
+    assert lib.cublasLtMatmulDescSetAttribute(desc, 3, ctypes.byref(bad), 4) == 0
+    assert lib.cublasLtMatmul(*args, ctypes.c_size_t(ws), None) == 7
+    assert lib.cublasLtMatmulDescSetAttribute(desc, 3, ctypes.byref(bad), 8) == 7  # wrong size
+    assert lib.cublasLtMatmulPreferenceDestroy(pref) == 0 and lib.cublasLtMatmulDescDestroy(desc) == 0
+    for lt in lay:
+        assert lib.cublasLtMatrixLayoutDestroy(lt) == 0
+
+
 def low_level():
     lib = ctypes.CDLL(None)
     h = ctypes.c_void_p()
@@ -205,8 +273,20 @@ def low_level():
     host = (ctypes.c_float * 4096)()
     assert lib.cublasSgemm_v2(h, 0, 0, 64, 64, 64, ctypes.byref(one), host, 64, p, 64, ctypes.byref(one), p, 64) == 13
     assert lib.cublasSrot_v2(h) == 15 and lib.cublasSrot_v2(h) == 15  # not emulated: named once
+    # in a capture, each call is a node of the graph
+    stream = ctypes.c_void_p(torch.cuda.Stream().cuda_stream)
+    graph, n = ctypes.c_void_p(), ctypes.c_size_t()
+    assert lib.cublasSetStream_v2(h, stream) == 0
+    assert lib.cudaStreamBeginCapture(stream, 2) == 0  # relaxed
+    for _ in range(3):
+        assert lib.cublasSgemm_v2(h, 0, 1, 64, 64, 64, ctypes.byref(one), p, 64, p, 64, ctypes.byref(one), p, 64) == 0
+    assert lib.cudaStreamEndCapture(stream, ctypes.byref(graph)) == 0
+    assert lib.cudaGraphGetNodes(graph, None, ctypes.byref(n)) == 0 and n.value == 3, n.value
+    assert lib.cudaGraphDestroy(graph) == 0
+    lt_low_level(lib, h, p)
     assert lib.cublasDestroy_v2(h) == 0 and lib.cublasDestroy_v2(h) == 1
-    ok("low level: versions, a gemm with lda < m fails (7), host memory fails (13), a stub fails (15)")
+    ok("low level: versions, a gemm with lda < m fails (7), host memory fails (13), a stub fails (15), "
+       "gemms in a capture are its nodes, cuBLASLt's heuristic fits the workspace limit")
 
 
 def main():
@@ -216,6 +296,7 @@ def main():
     torch.empty(1, device="cuda")
     matmuls(torch)
     autocast_tf32(torch)
+    more_ops(torch)
     graph_capture(torch)
     training(torch)
     low_level()
