@@ -11,6 +11,7 @@
  * kernel launch on the handle's stream.  Nothing is computed: a dot product
  * into host memory reads 0. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <string.h>
 
 #include "blas.h"
@@ -382,6 +383,15 @@ static int solver_bad(const char *call, const char *param, long long v, int *inf
     return nd_blas_bad(call, param, v);
 }
 
+static int not_supported(const char *call, const char *what, long long v, int *info)
+{
+    if (info)
+        *info = 0;
+    fprintf(stderr, "sublet nullgpu: cuBLAS call %s: %s (%lld) is not supported by cuBLAS: "
+                    "CUBLAS_STATUS_NOT_SUPPORTED\n", call, what, v);
+    return ND_BLAS_NOT_SUPPORTED;
+}
+
 static int solver_launch(const char *call, void *h, const void *a1, const void *a2, int batch)
 {
     uint64_t stream = 0;
@@ -457,17 +467,17 @@ static int solver_launch(const char *call, void *h, const void *a1, const void *
         (void)dinfo;                                                                                    \
         if (!nd_blas_valid(h))                                                                          \
             return ND_BLAS_NOT_INITIALIZED;                                                             \
-        if (trans != ND_OP_N) /* the only one cuBLAS implements */                                      \
-            return solver_bad(c, "trans", trans, info, 1);                                              \
-        if (m < 0 || n < 0 || nrhs < 0 || m < n)                                                        \
-            return solver_bad(c, m < 0 ? "m" : n < 0 || m < n ? "n" : "nrhs", m < 0 ? m : n < 0 || m < n ? n : nrhs, \
-                              info, m < 0 ? 2 : n < 0 || m < n ? 3 : 4);                                \
+        if (m < 0 || n < 0 || nrhs < 0)                                                                 \
+            return solver_bad(c, m < 0 ? "m" : n < 0 ? "n" : "nrhs", m < 0 ? m : n < 0 ? n : nrhs, info,   \
+                              m < 0 ? 2 : n < 0 ? 3 : 4);                                               \
+        if (trans != ND_OP_N || m < n) /* cuBLAS solves only overdetermined, untransposed systems */    \
+            return not_supported(c, trans != ND_OP_N ? "trans" : "m < n", trans != ND_OP_N ? trans : m, info); \
         if (lda < MAX1(m))                                                                              \
             return solver_bad(c, "lda", lda, info, 6);                                                  \
         if (ldc < MAX1(m))                                                                              \
             return solver_bad(c, "ldc", ldc, info, 8);                                                  \
         if (batch < 0)                                                                                  \
-            return solver_bad(c, "batchSize", batch, info, 10);                                         \
+            return solver_bad(c, "batchSize", batch, info, 11);                                         \
         if (info)                                                                                       \
             *info = 0;                                                                                  \
         return m == 0 || n == 0 || nrhs == 0 ? ND_BLAS_SUCCESS : solver_launch(c, h, A, C, batch);      \
