@@ -180,6 +180,18 @@ def more_ops(torch):
        "addbmm, einsum, vdot")
 
 
+def linalg(torch):
+    """Batched solvers PyTorch runs through cuBLAS for small batched matrices."""
+    a = torch.empty(4, 8, 8, device="cuda")
+    b = torch.empty(4, 8, 2, device="cuda")
+    assert torch.linalg.lstsq(torch.empty(4, 8, 4, device="cuda"), b, driver="gels").solution.shape == (4, 4, 2)
+    assert torch.linalg.lu_factor(a)[0].shape == (4, 8, 8)
+    assert torch.linalg.solve_triangular(a, b, upper=True).shape == (4, 8, 2)
+    assert torch.linalg.solve(a, b).shape == (4, 8, 2)
+    assert torch.geqrf(a)[0].shape == (4, 8, 8)
+    ok("linalg through cuBLAS's batched solvers: lstsq (gels), lu_factor, solve_triangular, solve, geqrf")
+
+
 def graph_capture(torch):
     a = torch.empty(64, 64, device="cuda")
     bias = torch.empty(64, device="cuda")
@@ -297,6 +309,7 @@ def main():
     matmuls(torch)
     autocast_tf32(torch)
     more_ops(torch)
+    linalg(torch)
     graph_capture(torch)
     training(torch)
     low_level()

@@ -13,7 +13,7 @@ source "$(dirname "$0")/env.sh"
 rc=$?
 cat "$tmp/out"
 [ $rc = 0 ] || { cat "$tmp/err" >&2; fail "blas_check.py exited $rc"; }
-grep -q "^blas_check: 7 checks passed$" "$tmp/out" || fail "not every check passed"
+grep -q "^blas_check: 8 checks passed$" "$tmp/out" || fail "not every check passed"
 grep -q "cuBLAS call cublasSgemm_v2: parameter lda had an illegal value (32)" "$tmp/err" ||
   fail "the gemm with lda < m is not named on stderr"
 grep -q "cuBLAS call cublasSgemm_v2: A \[.*) is not device memory" "$tmp/err" ||
