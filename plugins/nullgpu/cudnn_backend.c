@@ -587,7 +587,8 @@ static nd_st answer(int type, int want, const void *val, size_t size, int64_t ha
 static int computed(nd_bd *d, int name, int type, int64_t req, int64_t *n, void *vals, nd_st *st)
 {
     static const char json[] = "{\"engineId\":0,\"knobs\":{},\"sublet\":\"null device\"}";
-    int64_t ws = d->ws, zero = 0;
+    int64_t ws = d->ws;
+    int32_t zero32 = 0;
     switch (d->type * 10000 + name) {
     case ND_BD_ENGINEHEUR * 10000 + ND_A_ENGINEHEUR_RESULTS:
         *st = type != ND_AT_BACKEND_DESCRIPTOR ? ND_DNN_BAD_PARAM_ATTRIBUTE_TYPE : heur_results(d, req, n, vals);
@@ -600,7 +601,7 @@ static int computed(nd_bd *d, int name, int type, int64_t req, int64_t *n, void 
         *st = answer(type, ND_AT_INT64, &ws, 8, 1, req, n, vals);
         return 1;
     case ND_BD_ENGINECFG * 10000 + ND_A_ENGINECFG_SHARED_MEMORY_USED:
-        *st = answer(type, ND_AT_INT64, &zero, 8, 1, req, n, vals);
+        *st = answer(type, ND_AT_INT32, &zero32, 4, 1, req, n, vals);
         return 1;
     case ND_BD_ENGINECFG * 10000 + ND_A_ENGINECFG_KNOB_CHOICES:
     case ND_BD_ENGINECFG * 10000 + ND_A_ENGINECFG_INTERMEDIATE_INFO:
@@ -664,18 +665,22 @@ static nd_st pack_covers(nd_bd *graph, nd_bd *pack)
             nd_battr *a = &op->attr[j];
             nd_bd *t = a->type == ND_AT_BACKEND_DESCRIPTOR && a->n == 1 ? ((nd_bd **)(void *)a->v)[0] : NULL;
             nd_battr *virt = t && t->type == ND_BD_TENSOR ? attr_find(t, ND_A_TENSOR_IS_VIRTUAL) : NULL;
+            nd_battr *byval = t && t->type == ND_BD_TENSOR ? attr_find(t, ND_A_TENSOR_IS_BY_VALUE) : NULL;
             int64_t k = 0;
             const int64_t *uid = t && t->type == ND_BD_TENSOR ? attr_i64(t, ND_A_TENSOR_UNIQUE_ID, &k) : NULL;
             if (!uid || (virt && virt->v[0]))
                 continue;
+            int host = byval && byval->v[0]; /* a scalar passed by value: a host pointer */
             int64_t m = 0;
             while (m < ids->n && ((const int64_t *)(const void *)ids->v)[m] != uid[0])
                 m++;
-            if (m == ids->n)
+            void *p = m < ids->n ? ((void **)(void *)ptrs->v)[m] : NULL;
+            if (m == ids->n || !p || (!host && !nd_is_device(dev, p, 1))) {
+                if (trace())
+                    fprintf(stderr, "sublet nullgpu: cudnn execute: tensor %lld (operation type %d) has %s\n",
+                            (long long)uid[0], op->type, m == ids->n ? "no pointer" : "no device pointer");
                 return ND_DNN_BAD_PARAM;
-            void *p = ((void **)(void *)ptrs->v)[m];
-            if (!nd_is_device(dev, p, 1))
-                return ND_DNN_BAD_PARAM;
+            }
         }
     }
     return ND_DNN_SUCCESS;
