@@ -41,7 +41,8 @@ typedef struct nd_bd {
     uint32_t magic;
     int type;
     int finalized;
-    int refs;        /* the owner's, plus one per attribute referring to it */
+    int refs;        /* the owner's, plus one per attribute referring to it (atomic:
+                      * PyTorch's threads share cached plans and what they refer to) */
     int nattr;
     nd_battr attr[ND_BD_ATTRS];
     int64_t engines; /* an operation graph: engine count */
@@ -123,7 +124,7 @@ static void bd_clear(nd_bd *d)
 
 static void bd_unref(nd_bd *d)
 {
-    if (!d || --d->refs > 0)
+    if (!d || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     bd_clear(d);
     d->magic = 0;
@@ -168,7 +169,7 @@ static nd_st attr_put(nd_bd *d, int name, int type, int64_t n, const void *vals)
         memcpy(v, vals, (size_t)n * es);
     if (type == ND_AT_BACKEND_DESCRIPTOR)
         for (int64_t i = 0; i < n; i++)
-            ((nd_bd **)(void *)v)[i]->refs++;
+            __atomic_add_fetch(&((nd_bd **)(void *)v)[i]->refs, 1, __ATOMIC_RELAXED);
     attr_clear(a);
     a->type = type;
     a->n = n;
