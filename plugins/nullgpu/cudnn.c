@@ -2,7 +2,8 @@
  * besides the backend descriptors (cudnn_backend.c): the handle and its
  * stream, versions and error strings, tensor, filter, convolution and
  * activation descriptors, the v7 convolution algorithms with their
- * workspaces and the convolutions themselves (TORCH_CUDNN_V8_API_DISABLED=1),
+ * workspaces and the convolutions themselves, the fused bias-activation one
+ * included (TORCH_CUDNN_V8_API_DISABLED=1),
  * and batch normalization with its workspace and reserve space.
  *
  * As on hardware the caller allocates every workspace and reserve space, of
@@ -585,6 +586,31 @@ nd_st cudnnConvolutionBackwardFilter(void *h, const void *alpha, void *xd, const
     (void)alpha, (void)beta;
     return conv_run(call, ND_CONV_BWD_FILTER, h, ptrs, conv_args(call, h, xd, dwd, cd, dyd, &a), &a, algo, ws,
                     ws_size);
+}
+
+nd_st cudnnConvolutionBiasActivationForward(void *h, const void *alpha1, void *xd, const void *x, void *wd,
+                                            const void *w, void *cd, int algo, void *ws, size_t ws_size,
+                                            const void *alpha2, void *zd, const void *z, void *bd, const void *bias,
+                                            void *act, void *yd, void *y);
+
+/* The fused forward (y = act(alpha1 * conv(x) + alpha2 * z + bias)): the
+ * convolution's checks, the activation set, z and bias in device memory. */
+nd_st cudnnConvolutionBiasActivationForward(void *h, const void *alpha1, void *xd, const void *x, void *wd,
+                                            const void *w, void *cd, int algo, void *ws, size_t ws_size,
+                                            const void *alpha2, void *zd, const void *z, void *bd, const void *bias,
+                                            void *act, void *yd, void *y)
+{
+    nd_conv_args a;
+    const char *call = "cudnnConvolutionBiasActivationForward";
+    const void *ptrs[3] = {x, w, y};
+    nd_ld *ad = ld_get(act, ND_LD_ACTIVATION);
+    nd_device *d = nd_dev();
+    (void)alpha1, (void)alpha2;
+    if (!ad || !ad->set || !ld_get(zd, ND_LD_TENSOR) || !ld_get(bd, ND_LD_TENSOR))
+        return fail(ND_DNN_BAD_PARAM, call, "the activation, z or bias descriptor is missing");
+    if (!nd_is_device(d, z, 1) || !nd_is_device(d, bias, 1))
+        return fail(ND_DNN_BAD_PARAM, call, "z or the bias is not in device memory");
+    return conv_run(call, ND_CONV_FWD, h, ptrs, conv_args(call, h, xd, wd, cd, yd, &a), &a, algo, ws, ws_size);
 }
 
 nd_st cudnnFindConvolutionForwardAlgorithmEx(void *h, void *xd, const void *x, void *wd, const void *w, void *cd,
