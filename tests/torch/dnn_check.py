@@ -105,6 +105,13 @@ def variants():
             check(list(y.shape) == [2, 8, 16, 16], f"{mod}: shape {list(y.shape)}")
         y.sum().backward()
         check(x.grad.shape == x.shape and mod.weight.grad.shape == mod.weight.shape, f"{mod}: gradients")
+    # the fused graphs (a convolution, pointwise additions and a ReLU), as torch.ao's frozen models call them
+    x, w = torch.randn(2, 8, 16, 16, device="cuda"), torch.randn(16, 8, 3, 3, device="cuda")
+    b, z = torch.randn(16, device="cuda"), torch.randn(2, 16, 14, 14, device="cuda")
+    y = torch.cudnn_convolution_relu(x, w, b, (1, 1), (0, 0), (1, 1), 1)
+    check(y.shape == (2, 16, 14, 14), f"cudnn_convolution_relu: shape {tuple(y.shape)}")
+    y = torch.cudnn_convolution_add_relu(x, w, z, 1.0, b, (1, 1), (0, 0), (1, 1), 1)
+    check(y.shape == (2, 16, 14, 14), f"cudnn_convolution_add_relu: shape {tuple(y.shape)}")
     print("dnn_check: convolution variants: ok", flush=True)
 
 
