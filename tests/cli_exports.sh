@@ -65,12 +65,12 @@ check_plugin() {  # NAME PATTERN (an extended regex for every name it may export
 }
 check_plugin libsublet_torch.so '^sublet_torch_'
 check_plugin libsublet_preload.so '^cuda[A-Z][A-Za-z0-9_]*$'
-# the null device: the CUDA runtime, driver, NVML, cuBLAS and cuBLASLt (so
+# the null device: the CUDA runtime, driver, NVML, cuBLAS, cuBLASLt and cuDNN (so
 # none of sublet's sublet_* or sl_* names)
 if [ -f "$build/libsublet_nullgpu.so" ]; then
-  check_plugin libsublet_nullgpu.so '^(cuda|__cuda|cu[A-Z]|nvml|cublas)'
+  check_plugin libsublet_nullgpu.so '^(cuda|__cuda|cu[A-Z]|nvml|cublas|cudnn)'
   nm -D --defined-only "$build/libsublet_nullgpu.so" > "$tmp/nullgpu.versions"
-  for v in cublasCreate_v2@@libcublas.so.13 cublasLtMatmul@@libcublasLt.so.13 cudaMalloc@@libcudart.so.13; do
+  for v in cublasCreate_v2@@libcublas.so.13 cublasLtMatmul@@libcublasLt.so.13 cudnnCreate@@libcudnn.so.9 cudaMalloc@@libcudart.so.13; do
     grep -q " $v\$" "$tmp/nullgpu.versions" || fail "libsublet_nullgpu.so does not export $v"
   done
   grep -qx cudaMalloc "$tmp/libsublet_nullgpu.so" || fail "libsublet_nullgpu.so does not export cudaMalloc"
