@@ -18,6 +18,12 @@ enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
 /* `sublet nullgpu [options] -- COMMAND...` (nullgpu.c): COMMAND on the null device. */
 int cli_nullgpu(int argc, char **argv);
 void cli_nullgpu_usage(FILE *out);
+/* The environment of a program run on the null device, set in this process
+ * for a child to inherit: libsublet_nullgpu.so (lib_arg, else found beside
+ * this program) last in LD_PRELOAD, the folder of its other names first in
+ * LD_LIBRARY_PATH.  The device's settings are the caller's SUBLET_NULLGPU_*
+ * variables.  CLI_OK, or CLI_ERROR after saying why (prefixed "sublet prog"). */
+int cli_nullgpu_prepare(const char *prog, const char *lib_arg);
 /* `sublet replay ...`: argv[0] is "replay". */
 int cli_replay(int argc, char **argv);
 /* The replay part of `sublet help`. */

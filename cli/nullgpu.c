@@ -71,13 +71,13 @@ static int is_file(const char *p)
 }
 
 /* The library: --lib, else beside this program, in ../lib or ../lib64. */
-static int find_lib(const char *given, char *lib, size_t cap)
+static int find_lib(const char *prog, const char *given, char *lib, size_t cap)
 {
     static const char *const rel[] = {"", "../lib/", "../lib64/"};
     char dir[PATH_MAX];
     if (given) {
         if (!realpath(given, lib) || !is_file(lib)) {
-            fprintf(stderr, "sublet nullgpu: --lib %s: no such file\n", given);
+            fprintf(stderr, "sublet %s: --lib %s: no such file\n", prog, given);
             return -1;
         }
         return 0;
@@ -90,10 +90,10 @@ static int find_lib(const char *given, char *lib, size_t cap)
                 return 0;
         }
     fprintf(stderr,
-            "sublet nullgpu: %s is not next to this program, nor in ../lib: this build has no "
+            "sublet %s: %s is not next to this program, nor in ../lib: this build has no "
             "null device (it needs the CUDA toolkit's headers, cuda_runtime_api.h, at build time); "
             "give one with --lib PATH\n",
-            NULLGPU_LIB);
+            prog, NULLGPU_LIB);
     return -1;
 }
 
@@ -175,6 +175,23 @@ static int links_dir(const char *lib, char *dir)
     return 0;
 }
 
+int cli_nullgpu_prepare(const char *prog, const char *lib_arg)
+{
+    char lib[PATH_MAX], dir[PATH_MAX];
+    if (find_lib(prog, lib_arg, lib, sizeof lib) != 0)
+        return CLI_ERROR;
+    if (links_dir(lib, dir) != 0) {
+        fprintf(stderr, "sublet %s: cannot make the folder of the null device's other names "
+                        "(libcuda.so.1, libnvidia-ml.so.1) at %s: %s\n", prog, dir, strerror(errno));
+        return CLI_ERROR;
+    }
+    if (add_to("LD_PRELOAD", lib, 0) != 0 || add_to("LD_LIBRARY_PATH", dir, 1) != 0) {
+        fprintf(stderr, "sublet %s: out of memory\n", prog);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
 static int need_value(int i, int argc, char **argv)
 {
     if (i + 1 < argc)
@@ -186,7 +203,6 @@ static int need_value(int i, int argc, char **argv)
 int cli_nullgpu(int argc, char **argv)
 {
     const char *lib_arg = NULL;
-    char lib[PATH_MAX], dir[PATH_MAX];
     int i;
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *a = argv[i];
@@ -248,17 +264,8 @@ int cli_nullgpu(int argc, char **argv)
         fprintf(stderr, "sublet nullgpu: no command: sublet nullgpu [options] -- COMMAND [ARGS...]\n");
         return CLI_USAGE;
     }
-    if (find_lib(lib_arg, lib, sizeof lib) != 0)
+    if (cli_nullgpu_prepare("nullgpu", lib_arg) != CLI_OK)
         return CLI_ERROR;
-    if (links_dir(lib, dir) != 0) {
-        fprintf(stderr, "sublet nullgpu: cannot make the folder of the null device's other names "
-                        "(libcuda.so.1, libnvidia-ml.so.1) at %s: %s\n", dir, strerror(errno));
-        return CLI_ERROR;
-    }
-    if (add_to("LD_PRELOAD", lib, 0) != 0 || add_to("LD_LIBRARY_PATH", dir, 1) != 0) {
-        fprintf(stderr, "sublet nullgpu: out of memory\n");
-        return CLI_ERROR;
-    }
     execvp(argv[i + 1], argv + i + 1);
     fprintf(stderr, "sublet nullgpu: cannot run '%s': %s\n", argv[i + 1], strerror(errno));
     return errno == ENOENT ? 127 : 126;
