@@ -24,6 +24,65 @@ void cli_nullgpu_usage(FILE *out);
  * LD_LIBRARY_PATH.  The device's settings are the caller's SUBLET_NULLGPU_*
  * variables.  CLI_OK, or CLI_ERROR after saying why (prefixed "sublet prog"). */
 int cli_nullgpu_prepare(const char *prog, const char *lib_arg);
+/* `sublet record [options] -o FILE -- COMMAND...` (record.c). */
+int cli_record(int argc, char **argv);
+void cli_record_usage(FILE *out);
+/* ---- recording a PyTorch program (record_run.c) ----------------------------------------- */
+/* Exit code of `sublet record` when sublet's replay of the recording differs
+ * from PyTorch's own figures. */
+enum { CLI_RECORD_MISMATCH = 3 };
+typedef struct cli_rec_setup {
+    const char *prog;     /* "record", for messages */
+    int null_device;      /* run on the null device */
+    const char *memory;   /* its memory (NULL: its default) */
+    const char *name;     /* its name (NULL: its default) */
+    const char *conf;     /* PYTORCH_ALLOC_CONF for the child; NULL: inherited */
+    size_t max_entries;   /* the history's ring buffer */
+    const char *stacks;   /* "none" or "python" */
+} cli_rec_setup;
+/* The figures the hook wrote (stats.json): PyTorch's own. */
+#define CLI_REC_NSTATS 5
+typedef struct cli_rec_stats {
+    char torch_version[64], device_name[256], conf[1024], exception[128];
+    uint64_t total_memory, trace_entries, max_entries;
+    double fraction; /* the memory fraction in force; -1: not known */
+    /* allocated_bytes.all.peak, reserved_bytes.all.peak, segment.all.peak,
+     * segment.all.allocated, num_ooms (-1: absent) */
+    const char *name[CLI_REC_NSTATS];
+    int64_t torch[CLI_REC_NSTATS];
+} cli_rec_stats;
+/* 1 when a real CUDA driver and device are found (sublet's cuda backend). */
+int cli_record_have_gpu(void);
+/* This process's environment for the children: the hook written and on
+ * PYTHONPATH, its settings, conf, the null device.  CLI_OK or CLI_ERROR. */
+int cli_record_env(const cli_rec_setup *s);
+/* Run cmd with the hook recording into dir (made by cli_record_workdir);
+ * its output to the file log (NULL: this process's).  *code: its exit code,
+ * 128 + the signal that killed it.  CLI_OK, or CLI_ERROR when not run. */
+int cli_record_run(const cli_rec_setup *s, const char *dir, char *const *cmd, const char *log,
+                   int *code);
+int cli_record_workdir(const char *prog, char *dir, size_t cap);
+void cli_record_rmdir(const char *dir);
+/* Read the hook's stats.json at path.  CLI_OK or CLI_ERROR (said). */
+int cli_record_read_stats(const char *prog, const char *path, cli_rec_stats *st);
+/* The settings to replay a recording with: "pytorch_version:V," (V: version;
+ * NULL: the recorded release's; "": none), then conf (NULL: the recorded
+ * settings) and the recorded memory fraction below 1. */
+void cli_record_conf(const cli_rec_stats *st, const char *version, const char *conf, char *out,
+                     size_t cap);
+/* Replay options at device_memory (0: the recorded device's), recorded OOMs
+ * asked again, the null device's address base when null_device. */
+void cli_record_replay_options(const cli_rec_stats *st, const char *conf, int null_device,
+                               uint64_t device_memory, sublet_replay_options *o);
+/* Replay t: sublet's figures for the keys of cli_rec_stats into out, the
+ * rows driven in *events.  CLI_OK, or CLI_ERROR with the reason in err. */
+int cli_record_replay_stats(const sublet_trace *t, const sublet_replay_options *o, int64_t *out,
+                            uint64_t *events, char *err, size_t cap);
+/* 1 when path's extension is one record writes (.pickle, .pkl, .json, .csv; + .gz). */
+int cli_record_format_ok(const char *path);
+/* The hook's snapshot pickle written as path (by its extension). */
+int cli_record_write(const char *prog, const char *snapshot, const char *path);
+
 /* `sublet replay ...`: argv[0] is "replay". */
 int cli_replay(int argc, char **argv);
 /* The replay part of `sublet help`. */

@@ -24,6 +24,8 @@ static void usage(FILE *out)
             "                             device and the fewest device calls\n"
             "  nullgpu [opts] -- COMMAND  run a CUDA program or PyTorch on the null device:\n"
             "                             a GPU that is not there (no GPU needed)\n"
+            "  record -o FILE -- COMMAND  run a PyTorch program and write its trace, checked\n"
+            "                             against PyTorch's own figures\n"
             "  help [COMMAND]             this text, or a command's options\n"
             "  --version                  print the version\n"
             "Every command that takes --conf, and tune, also take --pytorch-version X: follow\n"
@@ -64,6 +66,8 @@ int main(int argc, char **argv)
             cli_tune_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "nullgpu") == 0)
             cli_nullgpu_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "record") == 0)
+            cli_record_usage(stdout);
         else if (argc > 2) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
@@ -100,6 +104,8 @@ int main(int argc, char **argv)
         return cli_tune(argc - 1, argv + 1);
     if (strcmp(cmd, "nullgpu") == 0)
         return cli_nullgpu(argc - 1, argv + 1);
+    if (strcmp(cmd, "record") == 0)
+        return cli_record(argc - 1, argv + 1);
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;
