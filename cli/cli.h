@@ -27,12 +27,15 @@ int cli_nullgpu_prepare(const char *prog, const char *lib_arg);
 /* `sublet record [options] -o FILE -- COMMAND...` (record.c). */
 int cli_record(int argc, char **argv);
 void cli_record_usage(FILE *out);
-/* ---- recording a PyTorch program (record_run.c) ----------------------------------------- */
+/* `sublet fit [options] -- COMMAND ... {batch} ...` (fit.c). */
+int cli_fit(int argc, char **argv);
+void cli_fit_usage(FILE *out);
+/* ---- recording a PyTorch program (record_run.c), shared by record and fit ---------------- */
 /* Exit code of `sublet record` when sublet's replay of the recording differs
  * from PyTorch's own figures. */
 enum { CLI_RECORD_MISMATCH = 3 };
 typedef struct cli_rec_setup {
-    const char *prog;     /* "record", for messages */
+    const char *prog;     /* "record" or "fit", for messages */
     int null_device;      /* run on the null device */
     const char *memory;   /* its memory (NULL: its default) */
     const char *name;     /* its name (NULL: its default) */

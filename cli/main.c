@@ -26,6 +26,8 @@ static void usage(FILE *out)
             "                             a GPU that is not there (no GPU needed)\n"
             "  record -o FILE -- COMMAND  run a PyTorch program and write its trace, checked\n"
             "                             against PyTorch's own figures\n"
+            "  fit [opts] -- COMMAND {n}  the largest {n} that runs without an OOM on a device,\n"
+            "                             now and under `sublet tune`'s settings\n"
             "  help [COMMAND]             this text, or a command's options\n"
             "  --version                  print the version\n"
             "Every command that takes --conf, and tune, also take --pytorch-version X: follow\n"
@@ -68,6 +70,8 @@ int main(int argc, char **argv)
             cli_nullgpu_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "record") == 0)
             cli_record_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "fit") == 0)
+            cli_fit_usage(stdout);
         else if (argc > 2) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
@@ -106,6 +110,8 @@ int main(int argc, char **argv)
         return cli_nullgpu(argc - 1, argv + 1);
     if (strcmp(cmd, "record") == 0)
         return cli_record(argc - 1, argv + 1);
+    if (strcmp(cmd, "fit") == 0)
+        return cli_fit(argc - 1, argv + 1);
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;

@@ -1,5 +1,5 @@
-/* sublet CLI — running a PyTorch program under the recording hook, for
- * `sublet record`.
+/* sublet CLI — running a PyTorch program under the recording hook, shared by
+ * `sublet record` and `sublet fit`.
  *
  * The hook (cli/record_hook.py, embedded at build time) is written as
  * sitecustomize.py into $XDG_CACHE_HOME/sublet/record/ (else

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# `sublet record` under a real PyTorch on the null device (issue 29, point
-# 1), with tests/torch/rec_prog.py (tensors whose
+# `sublet record` and `sublet fit` under a real PyTorch on the null device
+# (issue 29, points 1 and 3), with tests/torch/rec_prog.py (tensors whose
 # sizes grow with its argument).  record: each format is written and read
 # back by replay, report and tune; the check (sublet's replay against
 # PyTorch's own memory_stats) passes, under settings, without stacks, and
 # for a program that runs out of memory (its OOM counted alike); a bad
 # --conf, an overflowing ring buffer and a failing program are said and
 # exit as documented; a subprocess that imports torch leaves the recording
-# alone; the user's own sitecustomize still runs.  $1 is the CLI.
+# alone.  fit: its answers agree with PyTorch's own allocator run at the
+# target (the answer runs, the answer + 1 runs out of memory).  $1 is the CLI.
 set -u
 source "$(dirname "$0")/env.sh"
 prog=$repo/tests/torch/rec_prog.py
@@ -107,7 +108,44 @@ expect 2 "-o FILE is required" record -- true
 expect 2 "must end in .pickle" record -o x.txt -- true
 expect 2 "no command" record -o x.pickle
 expect 2 "--stacks 'all'" record --stacks all -o x.pickle -- true
+expect 2 "no placeholder" fit -- "$py" "$prog" 3
+expect 2 "--min is above --max" fit --min 5 --max 3 -- "$py" "$prog" {n}
 expect 0 "usage: sublet record" help record
+expect 0 "usage: sublet fit" help fit
 
+# fit: the answers, checked against PyTorch's own allocator at the target
+"$cli" fit --device-memory 200MiB --max 64 -o "$tmp/fit.json" --keep "$tmp/keep" -- "$py" "$prog" {batch} >"$tmp/fit" 2>&1 ||
+  fail "sublet fit exited $?: $(cat "$tmp/fit")"
+cat "$tmp/fit"
+n=$(grep -c "^sublet fit: probing" "$tmp/fit")
+[ "$n" -le 8 ] || fail "fit made $n probes for a program linear in its value (at most 8 expected)"
+ls "$tmp"/keep/1/snapshot.pickle "$tmp"/keep/1/stats.json >/dev/null 2>&1 || fail "--keep kept no probe"
+read -r now tuned tconf tnext < <("$py" - "$tmp/fit.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+nxt = [p["tuned_conf"] for p in r["probes"] if p["value"] == r["fits_tuned"] + 1]
+print(r["fits_now"], r["fits_tuned"], r["tuned_conf"] or "-", (nxt or ["-"])[0] or "-")
+EOF
+)
+[ -n "$now" ] && [ "$now" != None ] && [ "$now" -gt 1 ] || fail "fit: no answer now ($now)"
+conf_of() { [ "$1" = - ] && echo "" || echo "$1"; }
+if [ -n "$now" ] && [ "$now" != None ]; then
+  rc=$(record "$tmp/out" --no-gpu --memory 200MiB -o "$tmp/f1.pickle" -- "$py" "$prog" "$now")
+  grep -q "^program: *exit status 0$" "$tmp/out" || fail "fit says $now fits now, PyTorch ran out of memory"
+  rc=$(record "$tmp/out" --no-gpu --memory 200MiB -o "$tmp/f2.pickle" -- "$py" "$prog" $((now + 1)))
+  grep -q "torch.OutOfMemoryError" "$tmp/out" || fail "fit says $((now + 1)) does not fit now, PyTorch ran it"
+  rc=$(record "$tmp/out" --no-gpu --memory 200MiB --conf "$(conf_of "$tconf")" -o "$tmp/f3.pickle" -- "$py" "$prog" "$tuned")
+  grep -q "^program: *exit status 0$" "$tmp/out" || fail "fit says $tuned fits under '$tconf', PyTorch ran out of memory"
+  [ "$tuned" -ge "$now" ] || fail "the tuned answer $tuned is below the current one $now"
+  if [ "$tnext" != - ] || grep -q "\"value\": $((tuned + 1))," "$tmp/fit.json"; then
+    rc=$(record "$tmp/out" --no-gpu --memory 200MiB --conf "$(conf_of "$tnext")" -o "$tmp/f4.pickle" -- "$py" "$prog" $((tuned + 1)))
+    grep -q "torch.OutOfMemoryError" "$tmp/out" || fail "fit says $((tuned + 1)) does not fit under '$tnext', PyTorch ran it"
+  fi
+fi
+# a program that runs out of memory even on the probe device: no value fits, under any setting
+"$cli" fit --device-memory 100MiB --min 30 --max 64 -- "$py" "$prog" {n} >"$tmp/fit" 2>&1 ||
+  fail "sublet fit (nothing fits) exited $?: $(cat "$tmp/fit")"
+grep -q "^fits now: *none: {n} = 30 does not fit$" "$tmp/fit" && grep -q "^fits tuned: *none" "$tmp/fit" &&
+  grep -q "out of memory on the 200.00 MiB probe device" "$tmp/fit" || fail "fit where nothing fits: $(cat "$tmp/fit")"
 [ $fails = 0 ] && echo "record_check: all passed"
 exit $((fails > 0))
