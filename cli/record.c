@@ -226,7 +226,7 @@ static int finish(const rec_args *a, const char *dir, int code)
     if (cli_record_read_stats("record", stats, &st) != CLI_OK) {
         fprintf(stderr, "sublet record: the program (exit status %d) left no recording: it never "
                         "started Python with the hook (python -I and -E skip PYTHONPATH), never "
-                        "imported torch, or was killed before its exit\n", code);
+                        "imported torch, or was killed (or left by os._exit) before its exit\n", code);
         return code ? code : CLI_ERROR;
     }
     oom = strcmp(st.exception, "OutOfMemoryError") == 0 || (code != 0 && !*st.exception && st.torch[4] > 0);
