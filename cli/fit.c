@@ -260,6 +260,7 @@ static int ask(const fit_ctx *c, const sublet_trace *t, const cli_rec_stats *st,
     sublet_tune_options to;
     sublet_tune_result tr;
     int64_t at_peak = 0;
+    sublet_status st_m;
     release_of(st->torch_version, rel, sizeof rel);
     if (!version)
         version = rel;
@@ -284,13 +285,14 @@ static int ask(const fit_ctx *c, const sublet_trace *t, const cli_rec_stats *st,
         goto fail;
     p->now = r.ooms == 0 && r.errors == 0;
     sublet_replay_result_free(&r);
-    if (sublet_replay_min_capacity(t, &o, 0, &m, err, sizeof err) != SUBLET_OK)
-        goto fail;
+    st_m = sublet_replay_min_capacity(t, &o, 0, &m, err, sizeof err);
     p->mincap = m.min_capacity_bytes;
     sublet_mincap_result_free(&m);
+    if (st_m != SUBLET_OK)
+        goto fail_quiet;
     sublet_tune_options_init(&to);
     to.device_memory = c->target;
-    to.threads = 2;
+    to.threads = 0; /* every online core */
     to.diagnose = 0;
     to.warmup = 0;
     to.pytorch_version = *version ? version : NULL;
