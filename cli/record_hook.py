@@ -56,6 +56,7 @@ def _write_json(path, obj):
 def _start(folder):
     import atexit
     import pickle
+    import time
 
     import torch
 
@@ -112,6 +113,13 @@ def _start(folder):
             "exception_message": failure.get("message"),
             "memory_stats": stats,
         })
+        # Let PyTorch's autograd device threads drop their last references to
+        # finished graph tasks (which takes the GIL) before the interpreter is
+        # finalized: on a loaded machine one can still hold one, and a thread
+        # that asks for the GIL during finalization aborts the process
+        # ("terminate called without an active exception"; the snapshot above
+        # is complete either way).
+        time.sleep(0.05)
 
     atexit.register(finish)
 
