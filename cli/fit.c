@@ -54,13 +54,15 @@ void cli_fit_usage(FILE *out)
           "                         target)\n"
           "  --conf SETTINGS        PYTORCH_ALLOC_CONF for the program (default: as\n"
           "                         inherited)\n"
-          "  --min N, --max N       the values searched (default 1 and 1048576)\n"
+          "  --min N                the smallest value searched (default 1)\n"
+          "  --max N                the largest value searched (default 1048576)\n"
           "  --pytorch-version V    the release the replays follow (default: the one\n"
           "                         the program ran)\n"
-          "  -o TABLE.json          the probes and answers as JSON\n"
+          "  -o, --output FILE      the probes and answers as JSON\n"
           "  --keep DIR             keep each probe's recording in DIR/VALUE/\n"
           "                         (snapshot.pickle, stats.json, program.log)\n"
           "  --max-entries N        each recording's ring buffer (default 1000000)\n"
+          "  -h, --help             this text\n"
           "exit status: 0 answered (also when no value fits: the answer is then none),\n"
           "  1 a probe failed for another reason than an OOM, 2 usage.\n",
           out);
@@ -148,7 +150,7 @@ static int parse_args(int argc, char **argv, fit_ctx *c)
             cli_fit_usage(stdout);
             return -1;
         }
-        if (strcmp(arg, "-o") == 0) {
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if (i + 1 >= argc)
                 return usage_error("%s needs a value", arg);
             c->out = argv[++i];

@@ -1,4 +1,5 @@
 /* sublet — the command-line tool: subcommand dispatch. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,32 @@ static void usage(FILE *out)
     cli_summary_usage(out);
 }
 
+/* The commands: name, entry point, help text, and whether it takes
+ * --pytorch-version X (read here, before the command's own options). */
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    void (*usage)(FILE *out);
+    bool takes_version;
+} command;
+
+static const command commands[] = {
+    {"replay", cli_replay, cli_replay_usage, true},     {"convert", cli_convert, cli_convert_usage, true},
+    {"summary", cli_summary, cli_summary_usage, true},  {"mincap", cli_mincap, cli_mincap_usage, true},
+    {"frag", cli_frag, cli_frag_usage, true},           {"diagnose", cli_diagnose, cli_diagnose_usage, true},
+    {"report", cli_report, cli_report_usage, true},     {"tune", cli_tune, cli_tune_usage, true},
+    {"nullgpu", cli_nullgpu, cli_nullgpu_usage, false}, {"record", cli_record, cli_record_usage, false},
+    {"fit", cli_fit, cli_fit_usage, false},
+};
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -52,66 +79,30 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        if (argc > 2 && strcmp(argv[2], "replay") == 0)
-            cli_replay_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "convert") == 0)
-            cli_convert_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "summary") == 0)
-            cli_summary_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "frag") == 0)
-            cli_frag_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "diagnose") == 0)
-            cli_diagnose_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "report") == 0)
-            cli_report_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "tune") == 0)
-            cli_tune_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "nullgpu") == 0)
-            cli_nullgpu_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "record") == 0)
-            cli_record_usage(stdout);
-        else if (argc > 2 && strcmp(argv[2], "fit") == 0)
-            cli_fit_usage(stdout);
-        else if (argc > 2) {
+        if (argc <= 2) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        const command *c = find_command(argv[2]);
+        if (c == NULL) {
             fprintf(stderr, "sublet: no such command '%s'\n", argv[2]);
             usage(stderr);
             return CLI_USAGE;
-        } else
-            usage(stdout);
+        }
+        c->usage(stdout);
         return CLI_OK;
     }
-    static const char *const with_conf[] = {"replay", "convert",  "summary", "mincap",
-                                            "frag",   "diagnose", "report",  "tune"};
-    for (size_t i = 0; i < sizeof with_conf / sizeof with_conf[0]; i++)
-        if (strcmp(cmd, with_conf[i]) == 0) {
+    const command *c = find_command(cmd);
+    if (c != NULL) {
+        if (c->takes_version) {
             int sub_argc = argc - 1;
             int rc = cli_take_pytorch_version(cmd, &sub_argc, argv + 1);
             if (rc != 0)
                 return rc;
             argc = sub_argc + 1;
         }
-    if (strcmp(cmd, "replay") == 0)
-        return cli_replay(argc - 1, argv + 1);
-    if (strcmp(cmd, "convert") == 0)
-        return cli_convert(argc - 1, argv + 1);
-    if (strcmp(cmd, "summary") == 0)
-        return cli_summary(argc - 1, argv + 1);
-    if (strcmp(cmd, "mincap") == 0)
-        return cli_mincap(argc - 1, argv + 1);
-    if (strcmp(cmd, "frag") == 0)
-        return cli_frag(argc - 1, argv + 1);
-    if (strcmp(cmd, "diagnose") == 0)
-        return cli_diagnose(argc - 1, argv + 1);
-    if (strcmp(cmd, "report") == 0)
-        return cli_report(argc - 1, argv + 1);
-    if (strcmp(cmd, "tune") == 0)
-        return cli_tune(argc - 1, argv + 1);
-    if (strcmp(cmd, "nullgpu") == 0)
-        return cli_nullgpu(argc - 1, argv + 1);
-    if (strcmp(cmd, "record") == 0)
-        return cli_record(argc - 1, argv + 1);
-    if (strcmp(cmd, "fit") == 0)
-        return cli_fit(argc - 1, argv + 1);
+        return c->run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "sublet: unknown command '%s'\n", cmd);
     usage(stderr);
     return CLI_USAGE;

@@ -35,7 +35,7 @@ void cli_record_usage(FILE *out)
           "    .csv            an events CSV (no stacks)\n"
           "  each optionally followed by .gz; PyTorch's figures go to FILE.stats.json.\n"
           "options:\n"
-          "  -o FILE             the trace to write (required)\n"
+          "  -o, --output FILE   the trace to write (required)\n"
           "  --no-gpu            run on the null device even where a GPU is found\n"
           "  --memory SIZE       the null device's memory (default 81559MiB, an H100)\n"
           "  --name NAME         the null device's name\n"
@@ -43,7 +43,9 @@ void cli_record_usage(FILE *out)
           "                      program (default: as inherited)\n"
           "  --max-entries N     the history's ring buffer (default 1000000); a run that\n"
           "                      fills it is refused: give a larger N\n"
-          "  --stacks none|python  record Python stacks with each event (default python)\n"
+          "  --stacks MODE       python: record Python stacks with each event, or none\n"
+          "                      (default python)\n"
+          "  -h, --help          this text\n"
           "exit status: 0 the recording replays as PyTorch ran (an OOM of the program\n"
           "  included), 3 sublet's replay differs (FILE is kept), 1 no recording (the\n"
           "  ring buffer overflowed, the program never used CUDA, an error), 2 usage;\n"
@@ -85,7 +87,7 @@ static int parse_args(int argc, char **argv, rec_args *a)
             a->no_gpu = 1;
             continue;
         }
-        if (strcmp(arg, "-o") == 0) {
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if (i + 1 >= argc)
                 return usage_error("%s needs a value", arg);
             a->out = argv[++i];
