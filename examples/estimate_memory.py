@@ -65,6 +65,8 @@ class Example:
         self.name = model
         self.mod = load(model)
         self.args = self.mod.add_args(argparse.ArgumentParser(prog=f"estimate_memory.py {model}")).parse_args(argv)
+        if model == "gpt2":
+            self.mod.set_sdpa(self.args)
 
     def build(self, device):
         m = self.mod.build_model(self.args, device)

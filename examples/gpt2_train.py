@@ -21,6 +21,9 @@ torch.cuda.max_memory_allocated() and max_memory_reserved().
     sublet nullgpu -- python examples/gpt2_train.py     # the same on the null device
     python examples/gpt2_train.py --device cpu --layers 2 --embd 64 --seq 32 --batch 2
 
+--sdpa cudnn|flash|efficient|math allows one attention backend only (PyTorch
+2.14 picks cuDNN's on an H100; flash needs no cuDNN).
+
 examples/estimate_memory.py imports build_model, make_optimizer and train_step
 from here.
 """
@@ -112,7 +115,18 @@ def add_args(p):
                    help="attention heads (default 12, or embd/64 when --embd is under 768)")
     p.add_argument("--vocab", type=int, default=VOCAB)
     p.add_argument("--context", type=int, default=None, help="position embeddings (default max(1024, --seq))")
+    p.add_argument("--sdpa", default="default", choices=["default", "cudnn", "flash", "efficient", "math"],
+                   help="the only attention backend allowed (default: PyTorch's own choice)")
     return p
+
+
+def set_sdpa(args):
+    """Allow only the attention backend --sdpa names (all of them by default)."""
+    if args.sdpa == "default":
+        return
+    for name in ("cudnn", "flash", "efficient", "math"):
+        getattr(torch.backends.cuda, f"enable_{'mem_efficient' if name == 'efficient' else name}_sdp")(
+            name == args.sdpa)
 
 
 def config(args):
@@ -156,6 +170,7 @@ def train_step(model, opt, batch, device_type):
 def main():
     args = add_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0])).parse_args()
     dev = torch.device(args.device)
+    set_sdpa(args)
     t0 = time.perf_counter()
     model = build_model(args, dev)
     n = sum(p.numel() for p in model.parameters())
