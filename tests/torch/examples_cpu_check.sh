@@ -78,7 +78,7 @@ cpu_dev=$("$py" -c 'import torch; print("cuda" if torch.cuda.is_available() else
 run est_gpt2 "$py" "$ex/estimate_memory.py" gpt2 $tiny && check_json "$tmp/est_gpt2" $gpt2_p 16 "$cpu_dev"
 run est_resnet "$py" "$ex/estimate_memory.py" resnet50 --image 32 --batch 2 &&
   check_json "$tmp/est_resnet" $resnet_p 12 "$cpu_dev"
-run est_resnet_adamw "$py" "$ex/estimate_memory.py" resnet50 --image 32 --batch 2 --steps 1 --optimizer adamw --amp &&
+run est_resnet_adamw "$py" "$ex/estimate_memory.py" resnet50 --image 32 --batch 2 --steps 1 --optimizer adamw --amp --channels-last &&
   check_json "$tmp/est_resnet_adamw" $resnet_p 16 "$cpu_dev"
 # on the null device the fake tensors are CUDA tensors (nothing is computed either way)
 run est_gpt2_null "$cli" nullgpu -- "$py" "$ex/estimate_memory.py" gpt2 $tiny &&
