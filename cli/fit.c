@@ -261,7 +261,6 @@ static int ask(const fit_ctx *c, const sublet_trace *t, const cli_rec_stats *st,
     sublet_mincap_result m;
     sublet_tune_options to;
     sublet_tune_result tr;
-    int64_t at_peak = 0;
     sublet_status st_m;
     release_of(st->torch_version, rel, sizeof rel);
     if (!version)
@@ -273,8 +272,10 @@ static int ask(const fit_ctx *c, const sublet_trace *t, const cli_rec_stats *st,
         goto fail;
     p->peak_reserved = (int64_t)r.peak_reserved_bytes;
     (void)sublet_stats_lookup(&r.stats_end, "allocated_bytes.all.peak", &p->peak_alloc);
-    (void)sublet_stats_lookup(&r.stats_peak, "allocated_bytes.all.current", &at_peak);
-    p->frag = p->peak_reserved - at_peak;
+    /* reserved beyond the live bytes' peak: the cache's overhead (reserved
+     * minus allocated when reserved peaked would count, on the larger probe
+     * device, cache that the target's release paths would have freed) */
+    p->frag = p->peak_reserved - p->peak_alloc;
     if (p->peak_reserved != st->torch[1] || p->peak_alloc != st->torch[0])
         fprintf(stderr, "sublet fit: value %lld: sublet's replay does not give PyTorch's peaks on the "
                         "probe device (reserved %" PRId64 " against %" PRId64 ", allocated %" PRId64
@@ -464,6 +465,8 @@ static int search(fit_ctx *c, int which, long long *answer)
             long long top = hi == LLONG_MAX ? c->max : hi - 1, e = -1;
             if (estimates < FIT_ESTIMATES)
                 e = estimate(c, which, lo, hi);
+            if (e >= 0 && hi != LLONG_MAX && e > top)
+                e = -1; /* past a value already known not to fit: bisect instead */
             if (e >= 0) {
                 estimates++;
                 cand = e <= lo ? lo + 1 : e > top ? top : e;
