@@ -92,10 +92,31 @@ def frames(e, n=3):
     return ["%s:%s %s" % (f.get("filename", "?"), f.get("line", "?"), f.get("name", "?")) for f in fr[:n]]
 
 
+FREE_ACTIONS = ("free_requested", "free_completed")
+
+
+def canonical(norm):
+    """Each run of frees with nothing else between them in a fixed order:
+    PyTorch frees some groups of tensors in the order of a hash table keyed
+    by host pointers (autocast's cache of casts when the region ends), which
+    differs from run to run; the state after such a run does not depend on
+    its order (freed blocks merge with their neighbours either way)."""
+    out, run = [], []
+    for n in norm + [None]:
+        if n is not None and n[0] in FREE_ACTIONS:
+            run.append(n)
+            continue
+        out.extend(sorted(run, key=repr))
+        run = []
+        if n is not None:
+            out.append(n)
+    return out
+
+
 def compare(gpu, null):
     ng, nn = Normaliser(), Normaliser()
-    a = [ng.entry(e) for e in gpu]
-    b = [nn.entry(e) for e in null]
+    a = canonical([ng.entry(e) for e in gpu])
+    b = canonical([nn.entry(e) for e in null])
     equal = 0
     first = None
     for i, (x, y) in enumerate(zip(a, b)):
@@ -120,6 +141,8 @@ def compare(gpu, null):
         res["at_first_difference"] = {
             "gpu": [list(map(str, a[j])) for j in range(max(0, first - 2), min(len(a), first + 3))],
             "null": [list(map(str, b[j])) for j in range(max(0, first - 2), min(len(b), first + 3))],
+            # (the stacks of the entries at that index; in a run of frees
+            # put in order, the recorded entry there may be another one)
             "gpu_stack": frames(gpu[first]) if first < len(gpu) else [],
             "null_stack": frames(null[first]) if first < len(null) else [],
         }
