@@ -482,10 +482,8 @@ static int should_split(const mirror *m, uint64_t rounded, uint64_t block)
 {
     uint64_t remaining = block - rounded;
     int virt = m->set.expandable_segments || m->set.policy == SUBLET_POLICY_STITCH;
-    int small = m->set.policy != SUBLET_POLICY_STITCH && rounded <= SL_SMALL_SIZE;
-    if (small || virt)
-        return remaining >= SL_MIN_BLOCK;
-    return rounded < m->set.max_split_size && remaining > SL_SMALL_SIZE;
+    int small = m->set.policy != SUBLET_POLICY_STITCH && sl_rule_small(rounded);
+    return sl_rule_split(small || virt, rounded, remaining, m->set.max_split_size);
 }
 
 static void on_alloc(mirror *m, uint64_t addr, uint64_t req)

@@ -41,13 +41,12 @@
 
 #include "engine/engine.h"          /* the garbage collector's state (malloc_releases) */
 #include "engine/history_internal.h" /* the snapshot marker */
+#include "engine/rules.h"            /* kSmallBuffer, kSmallSize */
 #include "analysis/replay_internal.h"
 #include "formats/trace_readers.h" /* sl_trace_stream_borrow */
 #include "sublet/replay.h"
 
 #define SYNTHETIC_STREAM_BASE UINT64_C(0xFFFF000000000000)
-#define SMALL_SEGMENT ((uint64_t)2 << 20) /* kSmallBuffer */
-#define SMALL_SIZE ((uint64_t)1 << 20)    /* kSmallSize */
 
 /* ---- the replay state ---------------------------------------------------------- */
 
@@ -511,7 +510,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
             allocs[nalloc++] = e;
             continue;
         }
-        int small = e->size == SMALL_SEGMENT;
+        int small = e->size == SL_SMALL_BUFFER;
         s->recorded_reserved += e->size;
         s->cur = i;
         clock_rows(s, i, 1);
@@ -550,7 +549,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
             block = sublet_round_size(&set, e->size ? e->size : 1);
             if (block > room)
                 block = room; /* inconsistent prelude: keep the next block intact */
-            else if (!sg->small && room - block <= SMALL_SIZE)
+            else if (!sg->small && room - block <= SL_SMALL_SIZE)
                 block = room; /* PyTorch would not have split this tail off */
         }
         s->cur = i;

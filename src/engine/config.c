@@ -1,5 +1,6 @@
 /* sublet — allocator settings: defaults, the PYTORCH_CUDA_ALLOC_CONF parser,
- * size rounding (§1.2–1.5 of the reference) and human size parsing.
+ * and human size parsing.  The size rules themselves (round_size,
+ * get_allocation_size) are in rules.c.
  *
  * The parser follows current PyTorch main (c10/core/AllocatorConfig.{h,cpp}
  * and c10/cuda/CUDAAllocatorConfig.cpp):
@@ -40,15 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/rules.h"
 #include "sublet/stats.h" /* SUBLET_POOL_SMALL / LARGE */
 
-#define MiB ((uint64_t)1 << 20)
-#define K_MIN_BLOCK 512u
-#define K_SMALL_SIZE (1 * MiB)
-#define K_SMALL_BUFFER (2 * MiB)
-#define K_LARGE_BUFFER (20 * MiB)
-#define K_MIN_LARGE_ALLOC (10 * MiB)
-#define K_ROUND_LARGE (2 * MiB)
+#define MiB SL_MIB
 #define PINNED_MAX_REGISTER_THREADS 128u
 /* Longer configuration strings are refused outright. */
 #define CONF_MAX_LEN ((size_t)64 * 1024)
@@ -63,7 +59,7 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static unsigned ilog2_u64(uint64_t v) /* v > 0; on every malloc (sublet_round_size) */
+static unsigned ilog2_u64(uint64_t v) /* v > 0 */
 {
 #if defined(__GNUC__) || defined(__clang__)
     return 63u - (unsigned)__builtin_clzll(v);
@@ -304,10 +300,10 @@ static sublet_status check_min_large_segment(pctx *c, const opt_desc *o, const c
     (void)key;
     (void)d;
     if (c->legacy) /* 2.6: strictly above kLargeBuffer */
-        return u > K_LARGE_BUFFER / MiB
+        return u > SL_LARGE_BUFFER / MiB
                    ? SUBLET_OK
                    : fail(c, "CachingAllocator option %s too small, must be > %llu", o->name,
-                          (unsigned long long)(K_LARGE_BUFFER / MiB));
+                          (unsigned long long)(SL_LARGE_BUFFER / MiB));
     if (u < min_mb)
         return fail(c, "CachingAllocator option %s too small, must be >= %llu", o->name,
                     (unsigned long long)min_mb);
@@ -318,9 +314,9 @@ static sublet_status check_large_segment(pctx *c, const opt_desc *o, const char 
                                          double d)
 {
     (void)o, (void)key, (void)d;
-    if (u <= K_MIN_LARGE_ALLOC / MiB)
+    if (u <= SL_MIN_LARGE_ALLOC / MiB)
         return fail(c, "CachingAllocator option large_segment_size_mb must be > %llu MB",
-                    (unsigned long long)(K_MIN_LARGE_ALLOC / MiB));
+                    (unsigned long long)(SL_MIN_LARGE_ALLOC / MiB));
     return SUBLET_OK;
 }
 
@@ -809,11 +805,11 @@ void sublet_settings_default(sublet_settings *s)
         return;
     memset(s, 0, sizeof *s);
     s->max_split_size = SUBLET_SIZE_UNLIMITED;
-    s->max_non_split_rounding = K_LARGE_BUFFER;
+    s->max_non_split_rounding = SL_LARGE_BUFFER;
     s->garbage_collection_threshold = 0.0;
     s->pinned_num_register_threads = 1;
     s->per_process_memory_fraction = 1.0;
-    s->large_segment_size = K_LARGE_BUFFER;
+    s->large_segment_size = SL_LARGE_BUFFER;
     s->backend_async = 0;
     s->policy = SUBLET_POLICY_NATIVE;
     s->pytorch_version = SUBLET_PYTORCH_NEWEST;
@@ -907,7 +903,7 @@ sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint6
     const char *pool = pool_kind == SUBLET_POOL_SMALL ? "small" : "large";
     char msg[192] = "";
     sublet_status st = SUBLET_ERR_INVALID_ARGUMENT;
-    uint64_t lss = s ? s->large_segment_size : K_LARGE_BUFFER;
+    uint64_t lss = s ? s->large_segment_size : SL_LARGE_BUFFER;
     if (!s || (pool_kind != SUBLET_POOL_SMALL && pool_kind != SUBLET_POOL_LARGE)) {
         snprintf(msg, sizeof msg, "the pool must be small (%d) or large (%d)", SUBLET_POOL_SMALL,
                  SUBLET_POOL_LARGE);
@@ -918,18 +914,18 @@ sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint6
     } else if (size == 0 || size >= ((uint64_t)1 << 60)) {
         snprintf(msg, sizeof msg, "the size must be from 1 byte to 1 EiB");
     } else if (s->expandable_segments) {
-        uint64_t page = pool_kind == SUBLET_POOL_SMALL ? K_SMALL_BUFFER : lss;
+        uint64_t page = pool_kind == SUBLET_POOL_SMALL ? SL_SMALL_BUFFER : lss;
         if (size % page == 0)
             return SUBLET_OK;
         snprintf(msg, sizeof msg, "with expandable segments the %s pool maps pages of %llu MiB: "
                                   "the size must be a multiple of that",
                  pool, (unsigned long long)(page / MiB));
     } else if (pool_kind == SUBLET_POOL_SMALL) {
-        if (size == K_SMALL_BUFFER)
+        if (size == SL_SMALL_BUFFER)
             return SUBLET_OK;
         snprintf(msg, sizeof msg, "a small-pool segment is 2 MiB (kSmallBuffer)");
     } else {
-        if (size == lss || (size % K_ROUND_LARGE == 0 && size >= K_MIN_LARGE_ALLOC))
+        if (size == lss || (size % SL_ROUND_LARGE == 0 && size >= SL_MIN_LARGE_ALLOC))
             return SUBLET_OK;
         snprintf(msg, sizeof msg, "a large-pool segment is large_segment_size (%llu MiB) or a "
                                   "multiple of 2 MiB of at least 10 MiB",
@@ -995,56 +991,6 @@ const char *sublet_settings_env_for(uint32_t pytorch_version, const char **which
     if (which_out)
         *which_out = NULL;
     return NULL;
-}
-
-/* Bucket lookup of §1.3. */
-static uint32_t divisions_for(const sublet_settings *s, uint64_t n)
-{
-    unsigned lg = ilog2_u64(n);
-    unsigned idx = lg > 20 ? lg - 20 : 0;
-    if (idx > SUBLET_ROUNDUP_BUCKETS - 1)
-        idx = SUBLET_ROUNDUP_BUCKETS - 1;
-    return s->roundup_power2_divisions[idx];
-}
-
-/* §1.2.  Saturates: when the exact result does not fit in 64 bits (n within a
- * step of UINT64_MAX) UINT64_MAX is returned.  UINT64_MAX is never a multiple
- * of 512, so callers can recognise it; the engine rejects n >= 2^60 before
- * rounding anyway.  A NULL `s` means default settings (no divisions). */
-uint64_t sublet_round_size(const sublet_settings *s, uint64_t n)
-{
-    if (n < K_MIN_BLOCK)
-        return K_MIN_BLOCK;
-    uint32_t d = s ? divisions_for(s, n) : 0;
-    if (d > 1 && n > (uint64_t)K_MIN_BLOCK * d) {
-        /* next_power2_division(n, d) */
-        if (is_pow2(n))
-            return n;
-        uint64_t f = (uint64_t)1 << ilog2_u64(n);
-        uint64_t step = is_pow2(d) ? f >> ilog2_u64(d) : f / d;
-        if (step == 0)
-            return f > UINT64_MAX / 2 ? UINT64_MAX : 2 * f;
-        uint64_t lo = n & ~(step - 1);
-        if (lo == n)
-            return lo;
-        return lo > UINT64_MAX - step ? UINT64_MAX : lo + step;
-    }
-    if (n > UINT64_MAX - (K_MIN_BLOCK - 1))
-        return UINT64_MAX;
-    return (n + K_MIN_BLOCK - 1) & ~(uint64_t)(K_MIN_BLOCK - 1);
-}
-
-/* §1.5, with s->large_segment_size for kLargeBuffer; saturates like
- * sublet_round_size. */
-uint64_t sublet_allocation_size(const sublet_settings *s, uint64_t rounded)
-{
-    if (rounded <= K_SMALL_SIZE)
-        return K_SMALL_BUFFER;
-    if (rounded < K_MIN_LARGE_ALLOC)
-        return s ? s->large_segment_size : K_LARGE_BUFFER;
-    if (rounded > UINT64_MAX - (K_ROUND_LARGE - 1))
-        return UINT64_MAX;
-    return (rounded + K_ROUND_LARGE - 1) & ~(K_ROUND_LARGE - 1);
 }
 
 /* "<number>[<unit>]" with optional whitespace around the number and before the

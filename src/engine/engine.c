@@ -348,7 +348,7 @@ static sublet_status use_on_oom_block(sublet_allocator *a, sublet_stream stream,
         sl_private *p = a->privs[i];
         if (!p->use_on_oom)
             continue;
-        sl_pool *pool = size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+        sl_pool *pool = sl_rule_small(size) && a->settings.policy != SUBLET_POLICY_STITCH
                             ? &p->small
                             : &p->large;
         if (!sl_pool_tree(pool, stream, true))
@@ -383,9 +383,8 @@ static bool should_split(const sublet_allocator *a, const sl_block *b, uint64_t 
     if (b->pool->owner && b->pool->owner->no_split &&
         sublet_settings_since(&a->settings, SUBLET_PYTORCH_VERSION(2, 9)))
         return false;
-    if (b->pool->is_small || sl_virtual(a))
-        return remaining >= SL_MIN_BLOCK;
-    return size < a->settings.max_split_size && remaining > SL_SMALL_SIZE;
+    return sl_rule_split(b->pool->is_small || sl_virtual(a), size, remaining,
+                         a->settings.max_split_size);
 }
 
 /* alloc_found_block (§3.9).  `b` is out of the free index, or in it when

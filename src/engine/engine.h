@@ -11,14 +11,11 @@
 
 #include "base/mutex.h"
 #include "base/rtree.h"
+#include "engine/rules.h" /* PyTorch's constants and size rules */
 #include "sublet/history.h"
 #include "sublet/pool.h"
 #include "sublet/sublet.h"
 
-#define SL_MIN_BLOCK ((uint64_t)512)
-#define SL_SMALL_SIZE ((uint64_t)1 << 20)   /* kSmallSize: 1 MiB */
-#define SL_SMALL_BUFFER ((uint64_t)2 << 20) /* kSmallBuffer: 2 MiB */
-#define SL_MAX_REQUEST ((uint64_t)1 << 60)  /* a request >= this is refused */
 
 typedef struct sl_segment sl_segment;
 typedef struct sl_pool sl_pool;
@@ -581,7 +578,7 @@ static inline sl_pool *sl_pool_for(sublet_allocator *a, uint64_t rounded, sublet
      * costs a partly used page of its own */
     if (a->settings.policy == SUBLET_POLICY_STITCH)
         return &a->large;
-    return rounded <= SL_SMALL_SIZE ? &a->small : &a->large;
+    return sl_rule_small(rounded) ? &a->small : &a->large;
 }
 
 #endif

@@ -46,7 +46,7 @@ sl_pool *sl_redirect_pool(sublet_allocator *a, uint64_t size, sublet_stream stre
     for (size_t k = 0; k < a->nredirects; k++) {
         const sl_redirect *r = &a->redirects[newest_first ? a->nredirects - 1 - k : k];
         if (redirect_accepts(r, stream)) /* policy:stitch: one pool, as sl_pool_for */
-            return size <= SL_SMALL_SIZE && a->settings.policy != SUBLET_POLICY_STITCH
+            return sl_rule_small(size) && a->settings.policy != SUBLET_POLICY_STITCH
                        ? &r->pool->small
                        : &r->pool->large;
     }

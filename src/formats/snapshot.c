@@ -18,6 +18,7 @@
 #include "base/read_file.h"
 #include "formats/atomic_write.h"
 #include "engine/engine.h" /* the allocator's device number */
+#include "engine/rules.h"  /* kSmallBuffer */
 #include "formats/gz.h"
 #include "engine/history_internal.h"
 #include "formats/json_codec.h"
@@ -682,7 +683,7 @@ static bool segment_view(const pyval *sg, sublet_segment_view *sv, sublet_block_
     sv->total_size = get_u(sg, "total_size", 0);
     sv->stream = get_u(sg, "stream", 0);
     const char *ty = pv_str(pv_dict_get(sg, "segment_type"), NULL);
-    sv->is_small = ty ? strcmp(ty, "small") == 0 : sv->total_size <= ((uint64_t)2 << 20);
+    sv->is_small = ty ? strcmp(ty, "small") == 0 : sv->total_size <= SL_SMALL_BUFFER;
     bool ex = false;
     pv_as_bool(pv_dict_get(sg, "is_expandable"), &ex);
     sv->is_expandable = ex;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/rules.h" /* kSmallBuffer, kSmallSize */
 #include "formats/atomic_write.h"
 #include "formats/snapshot_internal.h"
 #include "sublet/snapshot.h"
@@ -358,7 +359,7 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
     for (size_t k = 0; k < ns && !b.fail; k++) {
         const sublet_trace_event *sg = &ev[segs[k]];
         uint64_t lo = sg->addr, hi = sg->addr + sg->size;
-        bool small = sg->size == ((uint64_t)2 << 20);
+        bool small = sg->size == SL_SMALL_BUFFER;
         pyval *d = snap_new_dict(&b), *blocks = pv_new_list(b.ar);
         if (!d || !blocks) {
             b.fail = true;
@@ -378,7 +379,7 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
             uint64_t room = limit - e->addr;
             uint64_t size = e->block_size ? e->block_size
                                           : sublet_round_size(&cfg, e->size ? e->size : 1);
-            if (size > room || (!small && !e->block_size && room - size <= ((uint64_t)1 << 20)))
+            if (size > room || (!small && !e->block_size && room - size <= SL_SMALL_SIZE))
                 size = room;
             pyval *bd = snap_new_dict(&b);
             if (!bd)
