@@ -1,4 +1,4 @@
-/* Tests of src/config.c: size arithmetic (§1.2–1.5), the PYTORCH_CUDA_ALLOC_CONF
+/* Tests of src/config.c: size arithmetic (docs/rules.md §1.2–1.5), the PYTORCH_CUDA_ALLOC_CONF
  * parser (§5), environment lookup and sublet_parse_size. */
 #include <stdarg.h>
 #include <stddef.h>

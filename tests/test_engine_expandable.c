@@ -1,4 +1,4 @@
-/* Expandable segments (reference §6): mapping page by page, the changed
+/* Expandable segments (docs/rules.md §6): mapping page by page, the changed
  * lookup and split rules, unmapping on empty_cache, statistics and trace
  * events.  sublet_check() runs after every operation (tests/support). */
 #include <setjmp.h>

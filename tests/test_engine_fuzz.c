@@ -1,6 +1,6 @@
 /* sublet — randomized engine tests.
  *
- * test_allocator_fuzz is PyTorch's test of the same name (reference §10):
+ * test_allocator_fuzz is PyTorch's test of the same name (docs/rules.md §10):
  * 10,000 seeded random steps of alloc (2–20 MB, plus some small requests),
  * free and empty_cache, here on the host backend so that the blocks are real
  * memory: every block is filled with its own byte and checked when freed, no
@@ -269,7 +269,7 @@ static void test_fuzz_streams(void **state)
 
 /* ---- a reference model, in lockstep ------------------------------------------------------
  *
- * A naive re-statement of the reference's policy (§1–§4, §7.3): blocks in
+ * A naive re-statement of the rules' policy (docs/rules.md §1–§4, §7.3): blocks in
  * per-segment arrays, linear best-fit search, its own sim backend for
  * segment addresses (the sim is deterministic, so the same sequence of
  * segment allocs and frees gives the same addresses).  Driven with the same

@@ -1,6 +1,6 @@
 /* sublet — engine policy tests: rounding, segment sizes and pools, best fit,
  * split and merge rules, max_split_size, the OOM-path releases, garbage
- * collection, the memory fraction, empty_cache and the §7.3 statistics.
+ * collection, the memory fraction, empty_cache and the docs/rules.md §7.3 statistics.
  *
  * Ports of the assertions of PyTorch's test_cuda.py tests that apply to an
  * allocator without CUDA graphs, expandable segments or MemPools (reference

@@ -1,10 +1,10 @@
 /* sublet — engine tests: private pools (CUDA graphs' pools and MemPools,
- * reference §2.3, §3.5, §4.5; sublet/pool.h).
+ * docs/rules.md §2.3, §3.5, §4.5; sublet/pool.h).
  *
  * Ports of test_graph_memory_stats_and_use_result_after_destroy_graph,
  * test_graph_two_successive, test_graph_capture_oom and the allocator side
  * of TestMemPool (with_allocator, no_split, use_on_oom, nested,
- * ctx_multithread, empty_cache inside use_mem_pool) (reference §10), plus
+ * ctx_multithread, empty_cache inside use_mem_pool) (docs/rules.md §10), plus
  * capture-time frees with stream uses and misuse.  A graph capture on
  * stream s is sublet_pool_begin_allocate(id, STREAM, s) ...  end_allocate;
  * deleting the graph is sublet_pool_release; use_mem_pool is begin with the
@@ -949,7 +949,7 @@ static void test_graph_capture_reclaim_joins(void **state)
     h_env_fini(&e);
 }
 
-/* ---- reserved_bytes_by_private_pools (newest PyTorch, reference §7) ---------------------------- */
+/* ---- reserved_bytes_by_private_pools (newest PyTorch, docs/rules.md §7) ------------- */
 
 static void test_stats_by_private_pools(void **state)
 {

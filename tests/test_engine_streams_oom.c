@@ -5,7 +5,7 @@
  * Ports of test_record_stream, test_record_stream_on_shifted_view,
  * test_caching_allocator_record_stream_oom, test_out_of_memory,
  * test_out_of_memory_retry, test_raises_oom and test_notifies_oom (reference
- * §10).  sublet_check() runs after every operation (support/harness.c). */
+ * docs/rules.md §10).  sublet_check() runs after every operation (support/harness.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

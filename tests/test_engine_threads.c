@@ -6,7 +6,7 @@
  * threads' streams; one more thread runs empty_cache, completes the sim's
  * streams, reads statistics and runs sublet_check() until the workers are
  * done.  Workers check the invariants after every operation.  At the end:
- * sublet_check() passes and nothing is allocated.  Sized for TSan.
+ * sublet_check() passes and nothing is allocated.  Sized for TSan.  § numbers are docs/rules.md's.
  *
  * cmocka's assertions are not thread-safe, so the threads record the first
  * failure and the main thread reports it. */

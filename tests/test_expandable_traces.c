@@ -3,7 +3,7 @@
  *
  * Every shared trace and every trace of tests/data is replayed under
  * expandable_segments:True with sublet_check() after every event, while a
- * checker built from reference §6's text watches from outside: the engine's
+ * checker built from docs/rules.md §6's text watches from outside: the engine's
  * trace events (forwarded by the replay's `trace` observer) and a segment
  * walk (sublet_segments_walk) before each decision.  The checker is an
  * oracle of the spec's rules, not a second allocator: it keeps no blocks of

@@ -117,7 +117,7 @@ static void test_one_pool(void **state)
     int n[1] = {0};
     sublet_segments_walk(e.a, check_seg, n);
     assert_int_equal(n[0], 1); /* one mapped run */
-    /* never counted as inactive_split (§6.5) */
+    /* never counted as inactive_split (docs/rules.md §6.5) */
     assert_int_equal(h_stat(e.a, "inactive_split.all.current"), 0);
 
     h_free(e.a, p);

@@ -546,7 +546,7 @@ static void test_deferred_free_order(void **state)
 
 /* A release run right before a request that makes a segment, while the
  * garbage collector is over its threshold, is that request's own collection
- * (§3.6), not an empty_cache: it frees only the oldest free segment.  On a
+ * (docs/rules.md §3.6), not an empty_cache: it frees only the oldest free segment.  On a
  * 1 GiB device at fraction 0.5 and threshold 0.5 (256 MiB), 310 MiB are
  * reserved; A (100 MiB) was freed before D (30 MiB) was taken and given back
  * and before B (100 MiB) was freed, so when 120 MiB misses the cache A is

@@ -2,7 +2,7 @@
  *
  * Ground truth without a GPU comes in two forms:
  *   - tests/data/expandable_by_hand.json, a snapshot whose every row was
- *     worked out by hand from reference §6 (the walk-through is in
+ *     worked out by hand from docs/rules.md §6 (the walk-through is in
  *     tests/data/README.md): maps that grow a free tail, the §6.4 walk that
  *     prefers a hole that cannot grow over the growable tail, two maps for
  *     one alloc, unmaps of the whole pages of free blocks, a reservation per

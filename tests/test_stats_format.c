@@ -98,7 +98,7 @@ enum { LINE_BYTES = 78 };
 #define RULE_EQ "|===========================================================================|\n"
 #define RULE_DASH "|---------------------------------------------------------------------------|\n"
 
-/* Computed by hand from the rules of the spec, §8. */
+/* Computed by hand from the rules of the spec, docs/rules.md §8. */
 static const char k_sample_summary[] =
     RULE_EQ
     "|                  PyTorch CUDA memory summary, device ID 7                 |\n"

@@ -51,7 +51,7 @@ typedef struct sublet_warmup_entry {
 } sublet_warmup_entry;
 
 typedef struct sublet_settings {
-    /* PyTorch options (§5.3 of the reference). */
+    /* PyTorch options (docs/rules.md §5.3). */
     uint64_t max_split_size;         /* bytes; SUBLET_SIZE_UNLIMITED = unset */
     uint64_t max_non_split_rounding; /* bytes; default = large_segment_size */
     uint32_t roundup_power2_divisions[SUBLET_ROUNDUP_BUCKETS]; /* 0 = off */

@@ -1,5 +1,5 @@
 /* sublet — private pools: CUDA graphs' pools and torch.cuda.MemPool
- * (reference §2.3, §3.5, §4.5; docs/pools.md).
+ * (docs/rules.md §2.3, §3.5, §4.5; docs/pools.md).
  *
  * A private pool holds its own small and large free blocks; blocks never
  * migrate between pools.  While a pool is being allocated to

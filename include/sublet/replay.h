@@ -41,7 +41,7 @@
  *
  * Fidelity: for every alloc, PyTorch's decision is what came just before it:
  * a segment_alloc row (a new segment), a run of segment_map rows (pages
- * mapped into an expandable segment, §6.3) or neither (served from the
+ * mapped into an expandable segment, docs/rules.md §6.3) or neither (served from the
  * cache); the engine's is what it emitted during that malloc.  The decision
  * matches when both did the same of the three; the segment size matches when
  * both created a segment of the same size, the map size when both mapped the

@@ -1,7 +1,7 @@
 /* sublet — memory snapshots: PyTorch's torch.cuda.memory._snapshot() dict.
  *
  * sublet_snapshot_take() builds, from a live allocator, the same structure
- * PyTorch's _snapshot() returns (reference §9.2):
+ * PyTorch's _snapshot() returns (docs/rules.md §9.2):
  *
  *   {"segments":            [Segment, ...],       address order
  *    "device_traces":       [[TraceEntry, ...]],  indexed by device number,

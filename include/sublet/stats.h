@@ -77,7 +77,7 @@ SUBLET_API size_t sublet_stats_format_json(const sublet_stats *s, char *buf, siz
 /* Look up one flat key; returns 0 and sets *out, or -1 for an unknown key. */
 SUBLET_API int sublet_stats_lookup(const sublet_stats *s, const char *key, int64_t *out);
 
-/* The newest PyTorch's per-pool keys (reference §7):
+/* The newest PyTorch's per-pool keys (docs/rules.md §7):
  * reserved_bytes_by_private_pools.<a>_<b>.<pool>.<metric>, one group of 12
  * per private pool (a, b), from that pool's reserved_bytes (sublet/pool.h's
  * sublet_pool_reserved_read fills them, under the release that has them). */

@@ -27,7 +27,7 @@
  * the recorded placement keeps ties broken the way PyTorch broke them.  The
  * same hint, the address of the recorded first segment_map before an alloc,
  * places a virtual reservation the engine creates for that alloc: an
- * expandable segment's first map is at its reservation's start (§6.3).
+ * expandable segment's first map is at its reservation's start (docs/rules.md §6.3).
  *
  * Private pools.  A row with a pool id (sublet_trace_event.pool_id) is driven
  * in that pool, and a release run of private pools' segments releases those

@@ -2,7 +2,7 @@
  * engine did during each call, compared with what PyTorch recorded.
  *
  * Allocs.  PyTorch's decision for an alloc is in the rows just before it: a
- * segment_alloc row (cudaMalloc of a new segment, §3.3), a run of
+ * segment_alloc row (cudaMalloc of a new segment, docs/rules.md §3.3), a run of
  * segment_map rows (pages mapped into an expandable segment, §6.3: one row
  * per unmapped block the request grows into, all before the alloc row), or
  * neither (served from the cache).  The engine's is what it emitted during

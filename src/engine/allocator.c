@@ -43,7 +43,7 @@ static sublet_status check_supported(const sublet_backend *b, const sublet_setti
 
 /* torch.cuda.set_per_process_memory_fraction (and the option of 2.9+): a limit
  * is in effect below 1.0; a call (`call`) before 2.9 puts one in effect at any
- * value (§4.8, docs/versions.md). */
+ * value (docs/rules.md §4.8, docs/versions.md). */
 static void set_fraction(sublet_allocator *a, double f, uint64_t total, int call)
 {
     a->fraction = f;

@@ -488,7 +488,7 @@ static sublet_status int_value(pctx *c, const char *key, size_t i, uint64_t *u)
 }
 
 /* roundup_power2_divisions: a single power of two for every bucket, or the
- * list [k:v,...,>:v] of §5.3 (current main fill rules).  The list spans
+ * list [k:v,...,>:v] of docs/rules.md §5.3 (current main fill rules).  The list spans
  * tokens v (the '[') to end (its ']'). */
 static sublet_status apply_roundup(pctx *c, const char *key, size_t v, size_t end)
 {

@@ -1,5 +1,5 @@
 /* sublet — the engine: PyTorch's native caching allocator, decision for
- * decision (reference §1–§4, §7.3).  The malloc ladder is
+ * decision (docs/rules.md §1–§4, §7.3).  The malloc ladder is
  *   process events → best fit → GC → device alloc (within the fraction)
  *   → release oversize blocks and retry → release all cached and retry → OOM.
  * Every state change happens under the allocator's one lock; the hot path

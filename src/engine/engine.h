@@ -92,7 +92,7 @@ struct sl_segment {
     sl_pool *pool;
     sl_block *head; /* lowest-address block */
     bool oversize;  /* counted in oversize_segments */
-    bool expandable; /* a virtual reservation mapped page by page (§6) */
+    bool expandable; /* a virtual reservation mapped page by page (docs/rules.md §6) */
     uint64_t page;   /* expandable: page size */
     uint32_t stack; /* stack of the device allocation (recording) */
     struct sl_block *stack_holder; /* block carrying it, as PyTorch's Block does */

@@ -1,5 +1,5 @@
 /* sublet — the engine's events: the frees that wait for other streams'
- * work (record_stream, §4.2-4.6).
+ * work (record_stream, docs/rules.md §4.2-4.6).
  *
  * A block freed after record_stream gets one event a stream it was used on
  * (insert_events) and is freed for good once all have completed; the events

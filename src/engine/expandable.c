@@ -1,4 +1,4 @@
-/* sublet — expandable segments, exactly as PyTorch's (reference §6).
+/* sublet — expandable segments, exactly as PyTorch's (docs/rules.md §6).
  *
  * One virtual reservation per (stream, pool kind), 9/8 of the device's
  * memory, backed page by page on demand: 2 MiB pages for the small pool,

@@ -411,7 +411,7 @@ void sublet_segments_walk(sublet_allocator *a, sublet_segment_fn fn, void *user)
             views = nv;
             views_cap = n;
         }
-        /* an expandable segment shows as one segment per mapped run (§6.5);
+        /* an expandable segment shows as one segment per mapped run (docs/rules.md §6.5);
          * a stitched run's shadow blocks (stitch.c) are usable elsewhere, so
          * they end a run too */
         for (sl_block *b = seg->head; b;) {

@@ -1,4 +1,4 @@
-/* sublet — private pools (reference §2.3, §4.5; PyTorch's PrivatePool,
+/* sublet — private pools (docs/rules.md §2.3, §4.5; PyTorch's PrivatePool,
  * beginAllocateToPool, endAllocateToPool, releasePool, MemPool).
  *
  * A private pool is two more sl_pools (small, large) whose blocks point back
@@ -520,7 +520,7 @@ sublet_status sublet_pool_reserved_read(sublet_allocator *a, sublet_pool_reserve
     if (!a || !n || (cap && !out))
         return SUBLET_ERR_INVALID_ARGUMENT;
     sl_lock(a);
-    /* only the newest release has the keys (reference §7) */
+    /* only the newest release has the keys (docs/rules.md §7) */
     size_t total = a->settings.pytorch_version == SUBLET_PYTORCH_NEWEST ? a->nprivs : 0;
     sublet_pool_reserved *all = total ? malloc(total * sizeof *all) : NULL;
     sublet_status st = total && !all ? SUBLET_ERR_NO_MEMORY : SUBLET_OK;

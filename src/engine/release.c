@@ -1,5 +1,5 @@
 /* sublet — the engine's slow paths after a miss: releasing cached memory
- * (release_cached_blocks §3.5, the oversize blocks of §3.4), the garbage
+ * (release_cached_blocks docs/rules.md §3.5, the oversize blocks of §3.4), the garbage
  * collector (§3.6), and the OOM message (§3.7).  Split from engine.c, whose
  * malloc ladder calls them in this order; nothing here is on the hot path. */
 #include <stdio.h>

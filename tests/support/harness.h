@@ -116,7 +116,7 @@ void h_stats_equal_at(const sublet_stats *want, const sublet_stats *got, const c
                       int line);
 #define h_stats_equal(w, g) h_stats_equal_at((w), (g), __FILE__, __LINE__)
 
-/* A §7.1 Stat model for expected values. */
+/* A docs/rules.md §7.1 Stat model for expected values. */
 void h_stat_inc(sublet_stat *s, int64_t x);
 void h_stat_dec(sublet_stat *s, int64_t x);
 /* all + the pool kind's entry (SUBLET_POOL_SMALL / SUBLET_POOL_LARGE); x may
