@@ -17,7 +17,6 @@
 
 #include "base/read_file.h"
 #include "formats/atomic_write.h"
-#include "engine/engine.h" /* the allocator's device number */
 #include "engine/rules.h"  /* kSmallBuffer */
 #include "formats/gz.h"
 #include "engine/history_internal.h"
@@ -290,7 +289,8 @@ sublet_status sublet_snapshot_take(sublet_allocator *a, sublet_snapshot **out)
     snap_bld b;
     memset(&b, 0, sizeof b);
     b.a = a;
-    b.device = a->device < 0 ? 0 : a->device; /* fixed at creation */
+    int dev = sublet_allocator_device(a); /* fixed at creation */
+    b.device = dev < 0 ? 0 : dev;
     if (!s || !(s->arena = b.ar = pv_arena_create()) || !snap_bld_init(&b)) {
         sublet_snapshot_free(s);
         return SUBLET_ERR_NO_MEMORY;
