@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/index.h"
 #include "support/harness.h"
 
 /* ---- reference model ------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/segs.h"
 #include "support/harness.h"
 
 #define SEG (UINT64_C(2) << 20)

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/rules.h"
 #include "engine/frag_internal.h"
 #include "analysis/replay_internal.h"
 #include "sublet/frag.h"

@@ -12,6 +12,13 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/events.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/pools_internal.h"
+#include "engine/release.h"
+#include "engine/segs.h"
+#include "engine/stitch.h"
 #include "engine/history_internal.h"
 
 /* ---- small helpers ------------------------------------------------------------- */

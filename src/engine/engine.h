@@ -1,5 +1,34 @@
-/* sublet — engine internals shared by engine.c, index.c and inspect.c.
- * Host-side metadata only: nothing here is ever written to device memory. */
+/* sublet — the engine's data model and engine.c's shared steps.
+ *
+ * What it holds: the records every engine file works on (sl_block,
+ * sl_segment, sl_pool with its free-index trees, sl_private, the capture
+ * records, the allocator object struct sublet_allocator), the inline tests
+ * on them (sl_virtual, sl_is_split, sl_gc_active, sl_segment_order, ...),
+ * and the functions of engine.c that other engine files call (the lock,
+ * statistics, trace emission, merge, segment creation and release,
+ * free_block).  Host-side metadata only: nothing here is ever written to
+ * device memory.
+ *
+ * What it does not: each other file's functions are declared in that
+ * file's own header, included where they are called:
+ *   rules.h            PyTorch's constants and size rules (rules.c; included here)
+ *   index.h            the free index (index.c)
+ *   ptrmap.h, slab.h   the pointer map and the block slab (included here:
+ *                      the allocator object embeds them)
+ *   segs.h             the set of segments (segs.c)
+ *   pools_internal.h   private pools, redirections, get_pool (pools.c)
+ *   release.h          release paths, garbage collector, OOM report (release.c)
+ *   events.h           cross-stream frees (events.c)
+ *   reserve.h          the warm-up plan (reserve.c)
+ *   expandable.h       expandable segments (expandable.c)
+ *   stitch.h           policy:stitch's OOM path (stitch.c)
+ *   frag_internal.h, history_internal.h   fragmentation and recording
+ *
+ * Who includes it: the engine files that work on these records (and the headers
+ * above), src/analysis/replay.c (the garbage collector's state, read
+ * between events) and the unit tests of the index and the segments
+ * (tests/test_index.c, test_segs.c, test_check.c).  § numbers in the
+ * engine's comments are headings of docs/rules.md. */
 #ifndef SUBLET_ENGINE_H
 #define SUBLET_ENGINE_H
 
@@ -15,7 +44,6 @@
 #include "sublet/history.h"
 #include "sublet/pool.h"
 #include "sublet/sublet.h"
-
 
 typedef struct sl_segment sl_segment;
 typedef struct sl_pool sl_pool;
@@ -207,72 +235,8 @@ typedef struct sl_cap_mark {
     uint64_t at;
 } sl_cap_mark;
 
-/* ---- index.c: free index, pointer map, block slab --------------------------- */
-sl_tree *sl_pool_tree(sl_pool *p, sublet_stream stream, bool create);
-void sl_free_insert(sl_pool *p, sl_block *b);
-void sl_free_remove(sl_pool *p, sl_block *b);
-/* b, in the index, now has the key (b->size, b->addr) instead of its old
- * one, of size old_size: kept in place when its neighbours allow, else moved
- * to where the new key goes. */
-void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size);
-/* nw takes old's place in the index (same stream and pool); old leaves it.
- * Until the sl_free_rekey(p, nw, old->size) that must follow,
- * only nw's fields may change and nothing may search the index. */
-void sl_free_replace(sl_pool *p, sl_block *old, sl_block *nw);
-/* Smallest free block of `stream` with size >= want (the first in (segment
- * order, address) among equals), or NULL. */
-sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want);
-/* Largest free block of `stream` ordered strictly before block k's key
- * (size, segment order, address). */
-sl_block *sl_free_before(sl_pool *p, sublet_stream stream, const sl_block *k);
-/* Smallest free block of `stream` ordered strictly after k's key. */
-sl_block *sl_free_after(sl_pool *p, sublet_stream stream, const sl_block *k);
-/* Largest free block of `stream`. */
-sl_block *sl_free_max(sl_pool *p, sublet_stream stream);
-/* The root of the tree of size's class (tests), or NULL. */
-sl_block *sl_free_bin_root(const sl_tree *t, uint64_t size);
-/* All free blocks of the pool in PyTorch's (stream, size, addr) order.
- * Returns a malloc'd array (caller frees) or NULL when empty/out of memory;
- * *n receives the count, *oom is set on allocation failure. */
-sl_block **sl_free_collect(sl_pool *p, size_t *n, bool *oom);
-void sl_pool_fini(sl_pool *p);
-/* Sum of the squared sizes of a tree's free blocks (spread metric). */
-double sl_tree_squares(const sl_tree *t);
-/* Check every tree against a recount: links, red-black colours, (size,
- * order, addr) order, membership, count, bytes, squares and the size map.  *count
- * receives the number of free blocks. */
-bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap);
-
-typedef struct sl_ptr_slot {
-    uint64_t addr; /* UINT64_MAX = empty */
-    sl_block *b;
-} sl_ptr_slot;
-
-typedef struct sl_ptrmap {
-    sl_ptr_slot *slots;
-    size_t cap, count; /* cap is a power of two */
-} sl_ptrmap;
-bool sl_ptrmap_init(sl_ptrmap *m);
-void sl_ptrmap_fini(sl_ptrmap *m);
-sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr);
-/* The slot holding addr, or SIZE_MAX; valid until the map next changes. */
-size_t sl_ptrmap_find(const sl_ptrmap *m, uint64_t addr);
-void sl_ptrmap_del_at(sl_ptrmap *m, size_t slot);
-/* Room for one more entry (growing when needed); false when out of memory. */
-bool sl_ptrmap_reserve(sl_ptrmap *m);
-bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b);
-/* sl_ptrmap_put after a successful sl_ptrmap_reserve (cannot fail). */
-void sl_ptrmap_insert(sl_ptrmap *m, uint64_t addr, sl_block *b);
-void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr);
-
-typedef struct sl_slab {
-    sl_block *free_list;
-    void **chunks;
-    size_t nchunks, chunks_cap;
-} sl_slab;
-sl_block *sl_block_new(sl_slab *s);
-void sl_block_delete(sl_slab *s, sl_block *b);
-void sl_slab_fini(sl_slab *s);
+#include "engine/ptrmap.h"
+#include "engine/slab.h"
 
 /* ---- the allocator object --------------------------------------------------- */
 typedef struct sl_evq_entry {
@@ -424,29 +388,23 @@ static inline bool sl_gc_active(const sublet_allocator *a)
     return a->limit_in_effect && a->settings.garbage_collection_threshold > 0.0;
 }
 
-/* engine.c helpers used by inspect.c */
+/* ---- engine.c: the lock, the shared steps of the allocation path ------------ */
 static inline void sl_lock(sublet_allocator *a) { sl_mutex_lock(&a->lock); }
 static inline void sl_unlock(sublet_allocator *a)
 {
     a->now_cache = 0; /* the next locked call reads the clock again */
     sl_mutex_unlock(&a->lock);
 }
-sl_segment *sl_segment_find(const sublet_allocator *a, uint64_t addr);
 bool sl_block_active(const sl_block *b);
 sublet_status sl_segment_adopt(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
                                uint64_t size, uint64_t hint, sl_block **out);
 void sl_stat_inc(sublet_stat *s, int64_t x);
+/* a statistic array: the aggregate entry and pool kind `kind`'s */
+void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
+void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
 void sl_emit(sublet_allocator *a, sublet_action act, uint64_t addr, uint64_t size,
              sublet_stream stream, uint32_t stack);
 uint64_t sl_try_merge(sublet_allocator *a, sl_block *dst, sl_block *src);
-/* The set of segments (segs.c): room for one sl_segs_insert (false: out
- * of memory); add, remove (neither can fail); segs[] in address order
- * until the next change; free it all. */
-bool sl_segs_reserve(sublet_allocator *a);
-void sl_segs_insert(sublet_allocator *a, sl_segment *s);
-void sl_segs_remove(sublet_allocator *a, sl_segment *s);
-void sl_segs_sort(sublet_allocator *a);
-void sl_segs_fini(sublet_allocator *a);
 /* A new segment of exactly `size` bytes through the device path (counted as
  * a device alloc, segment_alloc emitted; its block not yet indexed), and the
  * release of a free whole segment: sublet_reserve (reserve.c). */
@@ -454,131 +412,12 @@ sublet_status sl_segment_new(sublet_allocator *a, sl_pool *pool, sublet_stream s
                              uint64_t size, sl_block **out);
 sublet_status sl_segment_release(sublet_allocator *a, sl_block *b);
 
-/* ---- pools.c ----------------------------------------------------------------------- */
-/* The private pool a request of rounded size `size` on `stream` is
- * redirected to (call only when a->nredirects), or NULL. */
-sl_pool *sl_redirect_pool(sublet_allocator *a, uint64_t size, sublet_stream stream);
-sl_private *sl_private_find(const sublet_allocator *a, sublet_pool_id id);
-/* The pool the calling thread is allocating to (use_mem_pool), or NULL. */
-sl_private *sl_thread_pool(const sublet_allocator *a);
-/* Forget a freeable pool that holds no segment. */
-void sl_private_delete(sublet_allocator *a, sl_private *p);
-void sl_pools_fini(sublet_allocator *a);
-/* release.c: release_cached_blocks(id) with `only` the pool (or NULL: all,
- * then policy:stitch's alias pages whose bytes are all free go back to their
- * owners, and the pages that become wholly free there are unmapped too). */
-sublet_status sl_release_cached(sublet_allocator *a, sl_private *only);
-
-/* pools.c, graph_capture_record_stream_reuse (§4.6): put the free markers of
- * a block whose free is deferred during a capture (none when out of host
- * memory: the block then waits for the end of the captures, as without the
- * option); is a deferred block allocated on `stream` safe to reuse from
- * `stream` now (every marker an ancestor of its current work); drop its
- * markers; forget the capture graph when the last capture ends. */
-void sl_capture_mark(sublet_allocator *a, struct sl_block *b);
-bool sl_capture_ready(const sublet_allocator *a, const struct sl_block *b, sublet_stream stream);
-void sl_capture_unmark(sublet_allocator *a, const struct sl_block *b);
-void sl_capture_graph_reset(sublet_allocator *a);
-/* release.c: release_available_cached_blocks (§3.4): free just enough
- * oversize blocks of `pool` for `size` on `stream` (true: some were). */
-bool sl_release_available(sublet_allocator *a, sl_pool *pool, sublet_stream stream, uint64_t size);
-/* release.c: the garbage collector (§3.6; call when sl_gc_active). */
-void sl_garbage_collect(sublet_allocator *a);
-/* release.c: count the OOM, emit its trace event and compose its message
- * (§3.7); the limit and the device's free bytes for the observers. */
-void sl_oom_report(sublet_allocator *a, uint64_t alloc_size, uint64_t rounded,
-                   sublet_stream stream, uint64_t *limit_out, uint64_t *free_out);
 /* engine.c: free_block (§4.4): a block's memory returns to its pool. */
 void sl_free_block(sublet_allocator *a, struct sl_block *b);
 
-/* events.c: the frees that wait for other streams' work (§4.2-4.6). */
-/* synchronize_and_free_events (§3.5 step 1), for `only`'s blocks (NULL: every block). */
-sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
-/* process_events (§4.3): complete the frees whose events have completed. */
-sublet_status sl_process_events(sublet_allocator *a);
-static inline sublet_status sl_events_poll(sublet_allocator *a) /* malloc's: most often nothing */
-{
-    return a->ndeferred || a->pending_events ? sl_process_events(a) : SUBLET_OK;
-}
-/* insert_events (§4.2): b's events, one a stream it was used on; b stays allocated on failure. */
-sublet_status sl_insert_events(sublet_allocator *a, struct sl_block *b);
-/* room for one more free deferred until no capture is under way (§4.5) */
-bool sl_deferred_reserve(sublet_allocator *a);
-/* graph_capture_record_stream_reuse (§4.6) */
-void sl_capture_reclaim(sublet_allocator *a, sublet_stream stream);
-/* a new-capture-use record for record_stream */
-bool sl_capture_use_add(sublet_allocator *a, struct sl_block *b, sublet_stream s);
-void sl_evq_fini(sublet_allocator *a);
-bool sl_evq_verify(const sublet_allocator *a, char *msg, size_t cap);
 static inline sublet_pool_id sl_pool_id_of(const sl_pool *p)
 {
     return p->owner ? p->owner->id : (sublet_pool_id){0, 0};
-}
-
-/* ---- reserve.c ---------------------------------------------------------------------- */
-/* Make sure the allocator holds the warm-up plan of a->settings (lock held):
- * reserve what is missing on the default stream.  On failure the segments
- * this call created are released again (pages it mapped stay mapped, free)
- * and err says why. */
-sublet_status sl_warmup_apply(sublet_allocator *a, char *err, size_t err_cap);
-
-/* ---- expandable.c ------------------------------------------------------------------ */
-bool sl_unmapped_reserve(sl_pool *p, size_t extra);
-void sl_unmapped_insert(sl_pool *p, sl_block *b);
-void sl_unmapped_remove(sl_pool *p, sl_block *b);
-bool sl_unmapped_contains(const sl_pool *p, const sl_block *b);
-/* try_allocate_expandable_block: SUBLET_ERR_DEVICE_OOM when pages cannot be
- * mapped; the returned block is out of the free index. */
-sublet_status sl_exp_allocate(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                              uint64_t size, sl_block **out);
-sublet_status sl_exp_unmap_block(sublet_allocator *a, sl_block *b);
-sublet_status sl_exp_release_segment(sublet_allocator *a, sl_block *b);
-void sl_exp_destroy_segment(sublet_allocator *a, sl_segment *seg);
-/* A new reservation for (stream, pool): one unmapped block covering it. */
-sublet_status sl_exp_new_segment(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                                 sl_block **out);
-uint64_t sl_exp_size(const sl_block *b);
-/* policy:stitch: bytes the next sl_exp_allocate(size) would map, and the
- * address range of the run it would use (expandable.c). */
-uint64_t sl_exp_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, uint64_t *lo,
-                     uint64_t *hi);
-void sl_arr_inc(sublet_stat *arr, int kind, int64_t x);
-void sl_arr_dec(sublet_stat *arr, int kind, int64_t x);
-
-/* ---- stitch.c: policy:stitch's OOM path --------------------------------------------------- */
-/* Unmap the whole free pages of as few cached blocks as `size` is short of;
- * true when the device now has room for it. */
-bool sl_stitch_release_some(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                            uint64_t size);
-/* Serve `size` from a new run stitched from partly free pages (alias maps)
- * and fresh ones; SUBLET_ERR_DEVICE_OOM when nothing fits.  The block is out
- * of the free index. */
-sublet_status sl_stitch_alloc(sublet_allocator *a, sl_pool *pool, sublet_stream stream,
-                              uint64_t size, sl_block **out);
-/* Give back every alias page whose usable bytes are all free. */
-sublet_status sl_stitch_return_all(sublet_allocator *a);
-bool sl_stitch_is_alias(const sublet_allocator *a, uint64_t page);
-/* Bytes of alias pages in pool `kind`'s reservations (mapped, not reserved). */
-uint64_t sl_stitch_alias_bytes(const sublet_allocator *a, int kind);
-/* The alias invariants; `shadows` is the number of shadow blocks seen. */
-sublet_status sl_stitch_verify(sublet_allocator *a, size_t shadows, char *msg, size_t cap);
-void sl_stitch_fini(sublet_allocator *a);
-
-/* get_pool (§1.4): a redirection's private pool, else the default pool of
- * the size. */
-static inline sl_pool *sl_pool_for(sublet_allocator *a, uint64_t rounded, sublet_stream stream)
-{
-    if (a->nredirects) {
-        sl_pool *p = sl_redirect_pool(a, rounded, stream);
-        if (p)
-            return p;
-    }
-    /* policy:stitch keeps one pool: with 2 MiB pages a small block pins a
-     * page, not a segment, so the small pool's separation buys nothing and
-     * costs a partly used page of its own */
-    if (a->settings.policy == SUBLET_POLICY_STITCH)
-        return &a->large;
-    return sl_rule_small(rounded) ? &a->small : &a->large;
 }
 
 #endif

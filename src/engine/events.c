@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/events.h"
+#include "engine/pools_internal.h"
 
 /* ---- PyTorch's map of the queues (ska::flat_hash_map, c10/util/flat_hash_map.h) ---- */
 

@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/segs.h"
 
 /* ---- the unmapped index: sorted array of (stream, addr) -------------------------- */
 

@@ -4,6 +4,7 @@
  * insert and remove (count, bytes, sum of squares per stream tree) and from
  * the tree maxima: O(streams × log n), never a walk of the blocks. */
 #include "engine/engine.h"
+#include "engine/index.h"
 #include "engine/frag_internal.h"
 
 static void add_tree(sublet_frag_stats *o, double *squares, sl_pool *p, const sl_tree *t)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/pools_internal.h"
 #include "engine/frag_internal.h"
 #include "sublet/frag_state.h"
 

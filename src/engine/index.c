@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/index.h"
 
 /* ---- red-black tree with parent links, keyed by (size, order, addr) --------- */
 

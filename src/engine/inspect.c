@@ -13,6 +13,11 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/events.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/segs.h"
+#include "engine/stitch.h"
 
 /* A recount of the pool-split statistics (sublet/stats.h's one list). */
 #define RC_FIELD(key, title, bytes) int64_t key;

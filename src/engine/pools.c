@@ -13,6 +13,10 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/index.h"
+#include "engine/pools_internal.h"
+#include "engine/release.h"
+#include "engine/segs.h"
 
 static bool id_eq(sublet_pool_id x, sublet_pool_id y)
 {

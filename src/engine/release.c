@@ -7,6 +7,12 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/events.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/pools_internal.h"
+#include "engine/release.h"
+#include "engine/stitch.h"
 
 /* ---- releasing cached memory --------------------------------------------------- */
 

@@ -22,6 +22,9 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/reserve.h"
 #include "base/errmsg.h"
 #include "engine/history_internal.h"
 

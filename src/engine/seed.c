@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/index.h"
+#include "engine/segs.h"
 
 sublet_status sublet_seed_segment(sublet_allocator *a, uint64_t addr, uint64_t size,
                                   sublet_stream stream, int is_small)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/segs.h"
 
 #define LOG_SLACK 256 /* the log may run this far past twice the segments */
 

@@ -46,6 +46,10 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/expandable.h"
+#include "engine/index.h"
+#include "engine/segs.h"
+#include "engine/stitch.h"
 
 static inline bool is_free(const sl_block *b)
 {
