@@ -12,7 +12,7 @@
  * What it does not: each other file's functions are declared in that
  * file's own header, included where they are called:
  *   rules.h            PyTorch's constants and size rules (rules.c; included here)
- *   index.h            the free index (index.c)
+ *   index.h            the free index (index.c; its parts rbtree.h, sizemap.h)
  *   ptrmap.h, slab.h   the pointer map and the block slab (included here:
  *                      the allocator object embeds them)
  *   segs.h             the set of segments (segs.c)
@@ -53,12 +53,12 @@ typedef struct sl_private sl_private;
 typedef struct sl_block {
     /* The first 64 bytes are what a descent of the free index reads at each
      * node (key, links, colour) and what the cached malloc+free pair checks;
-     * blocks are 64-byte aligned in the slab (index.c), so a node visit
+     * blocks are 64-byte aligned in the slab (slab.c), so a node visit
      * touches one cache line. */
     _Alignas(64) uint64_t addr;
     uint64_t size;
     /* free index: red-black tree keyed by (size, seg->order, addr) within
-     * the pool's stream tree, threaded through the blocks (index.c) */
+     * the pool's stream tree, threaded through the blocks (rbtree.c, index.c) */
     struct sl_block *parent;
     union { /* kid[0] == left, kid[1] == right: a descent indexes by a flag */
         struct {

@@ -1,5 +1,7 @@
-/* sublet — the engine's indexes: the free index, the pointer map of
- * allocated blocks and the block slab.
+/* sublet — the free index of each pool (index.h).  Its parts have files of
+ * their own: the red-black trees (rbtree.c), the size map (sizemap.c); the
+ * engine's other indexes are the pointer map (ptrmap.c) and the block slab
+ * (slab.c).
  *
  * The free index keeps one tree per stream in each pool, ordered by (size,
  * segment order, address) as PyTorch's std::set of blocks is ordered by
@@ -40,269 +42,8 @@
 
 #include "engine/engine.h"
 #include "engine/index.h"
-
-/* ---- red-black tree with parent links, keyed by (size, order, addr) --------- */
-
-/* The key (size, segment order, address): the order is 0 in every segment
- * before PyTorch 2.14 (sl_segment_order), so that the address alone breaks
- * a tie of sizes there. */
-static inline bool key_less(uint64_t s1, uint64_t o1, uint64_t a1, uint64_t s2, uint64_t o2,
-                            uint64_t a2)
-{
-    /* bitwise, not short-circuit: a descent compares unpredictable keys, and
-     * a flag computed without a branch lets the compiler pick the child
-     * with a conditional move */
-    return (s1 < s2) | ((s1 == s2) & ((o1 < o2) | ((o1 == o2) & (a1 < a2))));
-}
-
-static inline bool block_less(const sl_block *x, const sl_block *y)
-{
-    return key_less(x->size, x->seg->order, x->addr, y->size, y->seg->order, y->addr);
-}
-
-static inline bool is_red(const sl_block *n) { return n && n->red; }
-
-/* Put `c` where `old` hangs under `parent` (NULL: the root, *root). */
-static inline void replace_child(sl_block **root, sl_block *parent, const sl_block *old,
-                                 sl_block *c)
-{
-    if (!parent)
-        *root = c;
-    else if (parent->left == old)
-        parent->left = c;
-    else
-        parent->right = c;
-    if (c)
-        c->parent = parent;
-}
-
-static void rot_right(sl_block **root, sl_block *n)
-{
-    sl_block *l = n->left;
-    replace_child(root, n->parent, n, l);
-    n->left = l->right;
-    if (n->left)
-        n->left->parent = n;
-    l->right = n;
-    n->parent = l;
-}
-
-static void rot_left(sl_block **root, sl_block *n)
-{
-    sl_block *r = n->right;
-    replace_child(root, n->parent, n, r);
-    n->right = r->left;
-    if (n->right)
-        n->right->parent = n;
-    r->left = n;
-    n->parent = r;
-}
-
-/* Hang the red leaf b at *link under parent, then restore the colours: a
- * red parent with a red uncle is recoloured and the walk goes up two levels;
- * otherwise at most two rotations end it.  Amortised O(1) per insert, also
- * when inserts and removals alternate at the same place (an AVL tree then
- * climbs to the root every time: the split and merge of a cached pair did
- * exactly that). */
-static void attach(sl_block **root, sl_block *parent, sl_block **link, sl_block *b)
-{
-    *link = b;
-    b->parent = parent;
-    b->left = b->right = NULL;
-    b->red = true;
-    sl_block *p;
-    while ((p = b->parent) && p->red) {
-        sl_block *g = p->parent; /* a red node is never the root */
-        if (p == g->left) {
-            sl_block *u = g->right;
-            if (is_red(u)) {
-                p->red = u->red = false;
-                g->red = true;
-                b = g;
-                continue;
-            }
-            if (b == p->right) {
-                rot_left(root, p);
-                p = b;
-            }
-            p->red = false;
-            g->red = true;
-            rot_right(root, g);
-        } else {
-            sl_block *u = g->left;
-            if (is_red(u)) {
-                p->red = u->red = false;
-                g->red = true;
-                b = g;
-                continue;
-            }
-            if (b == p->left) {
-                rot_right(root, p);
-                p = b;
-            }
-            p->red = false;
-            g->red = true;
-            rot_left(root, g);
-        }
-        break;
-    }
-    (*root)->red = false;
-}
-
-/* Insert by descent from the root; returns b's in-order predecessor. */
-static sl_block *tree_insert(sl_block **root, sl_block *b)
-{
-    sl_block *parent = NULL, *pred = NULL, **link = root;
-    while (*link) {
-        parent = *link;
-        bool right = !block_less(b, parent);
-        pred = right ? parent : pred;
-        link = &parent->kid[right];
-    }
-    attach(root, parent, link, b);
-    return pred;
-}
-
-/* Insert b as the in-order predecessor of m (nothing lies between them). */
-static void tree_insert_before(sl_block **root, sl_block *m, sl_block *b)
-{
-    sl_block *parent = m, **link = &m->left;
-    while (*link) {
-        parent = *link;
-        link = &parent->right;
-    }
-    attach(root, parent, link, b);
-}
-
-/* After a black node left the subtree of `parent` on x's side (x may be
- * NULL): that side is one black short.  Recolouring moves the deficit up;
- * at most three rotations end it. */
-static void remove_fixup(sl_block **root, sl_block *x, sl_block *parent)
-{
-    while (parent && !is_red(x)) {
-        if (x == parent->left) {
-            sl_block *w = parent->right; /* not NULL: that side has a black more */
-            if (w->red) {
-                w->red = false;
-                parent->red = true;
-                rot_left(root, parent);
-                w = parent->right;
-            }
-            if (!is_red(w->left) && !is_red(w->right)) {
-                w->red = true;
-                x = parent;
-                parent = x->parent;
-                continue;
-            }
-            if (!is_red(w->right)) {
-                w->left->red = false;
-                w->red = true;
-                rot_right(root, w);
-                w = parent->right;
-            }
-            w->red = parent->red;
-            parent->red = false;
-            w->right->red = false;
-            rot_left(root, parent);
-        } else {
-            sl_block *w = parent->left;
-            if (w->red) {
-                w->red = false;
-                parent->red = true;
-                rot_right(root, parent);
-                w = parent->left;
-            }
-            if (!is_red(w->left) && !is_red(w->right)) {
-                w->red = true;
-                x = parent;
-                parent = x->parent;
-                continue;
-            }
-            if (!is_red(w->left)) {
-                w->right->red = false;
-                w->red = true;
-                rot_left(root, w);
-                w = parent->left;
-            }
-            w->red = parent->red;
-            parent->red = false;
-            w->left->red = false;
-            rot_right(root, parent);
-        }
-        x = *root;
-        break;
-    }
-    if (x)
-        x->red = false;
-}
-
-static void tree_remove(sl_block **root, sl_block *b)
-{
-    sl_block *child, *parent;
-    bool removed_red;
-    if (b->left && b->right) {
-        /* the successor s takes b's place and colour; s's old place loses
-         * s's colour */
-        sl_block *s = b->right;
-        while (s->left)
-            s = s->left;
-        child = s->right;
-        removed_red = s->red;
-        if (s->parent == b) {
-            parent = s;
-        } else {
-            parent = s->parent;
-            parent->left = child;
-            if (child)
-                child->parent = parent;
-            s->right = b->right;
-            s->right->parent = s;
-        }
-        s->left = b->left;
-        s->left->parent = s;
-        s->red = b->red;
-        replace_child(root, b->parent, b, s);
-    } else {
-        child = b->left ? b->left : b->right;
-        parent = b->parent;
-        removed_red = b->red;
-        replace_child(root, parent, b, child);
-    }
-    b->parent = b->left = b->right = NULL;
-    if (!removed_red)
-        remove_fixup(root, child, parent);
-}
-
-static sl_block *tree_next(sl_block *n)
-{
-    if (n->right) {
-        for (n = n->right; n->left;)
-            n = n->left;
-        return n;
-    }
-    while (n->parent && n->parent->right == n)
-        n = n->parent;
-    return n->parent;
-}
-
-static sl_block *tree_prev(sl_block *n)
-{
-    if (n->left) {
-        for (n = n->left; n->right;)
-            n = n->right;
-        return n;
-    }
-    while (n->parent && n->parent->left == n)
-        n = n->parent;
-    return n->parent;
-}
-
-static sl_block *tree_first(sl_block *n)
-{
-    while (n && n->left)
-        n = n->left;
-    return n;
-}
+#include "engine/rbtree.h"
+#include "engine/sizemap.h"
 
 /* ---- the bins: one red-black tree per size class ------------------------------ */
 
@@ -392,18 +133,11 @@ static int bin_before(const sl_bins *b, unsigned c)
     return (int)(w * 64 + 63u - (unsigned)__builtin_clzll(b->map[w]));
 }
 
-static sl_block *tree_last(sl_block *n)
-{
-    while (n && n->right)
-        n = n->right;
-    return n;
-}
-
 /* The first block of the first class after c with blocks, or NULL. */
 static sl_block *first_after(const sl_tree *t, unsigned c)
 {
     int d = bin_after(t->bins, c);
-    return d < 0 ? NULL : tree_first(t->bins->root[d]);
+    return d < 0 ? NULL : sl_rb_first(t->bins->root[d]);
 }
 
 /* The last block of the last class before c with blocks (c == NBINS: of all
@@ -411,104 +145,25 @@ static sl_block *first_after(const sl_tree *t, unsigned c)
 static sl_block *last_before(const sl_tree *t, unsigned c)
 {
     int d = bin_before(t->bins, c);
-    return d < 0 ? NULL : tree_last(t->bins->root[d]);
+    return d < 0 ? NULL : sl_rb_last(t->bins->root[d]);
 }
 
 /* The whole tree in (size, order, address) order: its first block, and the block
  * after n. */
 static sl_block *all_first(const sl_tree *t)
 {
-    return t->bins->root[0] ? tree_first(t->bins->root[0]) : first_after(t, 0);
+    return t->bins->root[0] ? sl_rb_first(t->bins->root[0]) : first_after(t, 0);
 }
 
 static sl_block *all_next(const sl_tree *t, sl_block *n)
 {
-    sl_block *x = tree_next(n);
+    sl_block *x = sl_rb_next(n);
     return x ? x : first_after(t, bin_of(n->size));
 }
 
 sl_block *sl_free_bin_root(const sl_tree *t, uint64_t size)
 {
     return t && t->bins ? *bin_root(t, size) : NULL;
-}
-
-/* ---- the size map: exact size -> first free block of that size ------------------ */
-
-static inline size_t size_hash(uint64_t size, size_t cap)
-{
-    return (size_t)((size * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-}
-
-static sl_size_slot *smap_find(const sl_tree *t, uint64_t size)
-{
-    if (!t->nsizes || size == 0) /* 0 marks an empty slot */
-        return NULL;
-    size_t mask = t->size_cap - 1;
-    for (size_t i = size_hash(size, t->size_cap);; i = (i + 1) & mask) {
-        sl_size_slot *s = &t->sizes[i];
-        if (s->size == size)
-            return s;
-        if (s->size == 0)
-            return NULL;
-    }
-}
-
-static void smap_raw_put(sl_size_slot *slots, size_t cap, uint64_t size, sl_block *b)
-{
-    size_t i = size_hash(size, cap);
-    while (slots[i].size)
-        i = (i + 1) & (cap - 1);
-    slots[i] = (sl_size_slot){size, b};
-}
-
-static bool smap_resize(sl_tree *t, size_t nc)
-{
-    sl_size_slot *ns = calloc(nc, sizeof *ns);
-    if (!ns)
-        return false;
-    for (size_t i = 0; i < t->size_cap; i++)
-        if (t->sizes[i].size)
-            smap_raw_put(ns, nc, t->sizes[i].size, t->sizes[i].min);
-    free(t->sizes);
-    t->sizes = ns;
-    t->size_cap = nc;
-    return true;
-}
-
-/* Record b as the lowest block of its (absent) size; when the map cannot
- * grow the size stays out of it and the tree is marked partial.  The load
- * stays between 1/8 and 1/2 (smap_del shrinks). */
-static void smap_add(sl_tree *t, sl_block *b)
-{
-    if (t->sizes_off)
-        return;
-    if ((t->nsizes + 1) * 2 > t->size_cap &&
-        !smap_resize(t, t->size_cap ? t->size_cap * 2 : 16)) {
-        t->sizes_partial = true;
-        return;
-    }
-    smap_raw_put(t->sizes, t->size_cap, b->size, b);
-    t->nsizes++;
-}
-
-static void smap_del(sl_tree *t, sl_size_slot *slot)
-{
-    size_t mask = t->size_cap - 1, i = (size_t)(slot - t->sizes), j = i;
-    /* backward-shift deletion keeps probe chains intact without tombstones */
-    for (;;) {
-        j = (j + 1) & mask;
-        if (t->sizes[j].size == 0)
-            break;
-        size_t k = size_hash(t->sizes[j].size, t->size_cap);
-        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-            t->sizes[i] = t->sizes[j];
-            i = j;
-        }
-    }
-    t->sizes[i] = (sl_size_slot){0, NULL};
-    t->nsizes--;
-    if (t->size_cap > 64 && t->nsizes * 8 < t->size_cap)
-        (void)smap_resize(t, t->size_cap / 2); /* when it fails the map stays as it is */
 }
 
 /* The map's worth, judged per window of best-fit lookups (at least the
@@ -535,7 +190,7 @@ static void smap_judge(sl_tree *t)
         const sl_block *prev = NULL;
         for (sl_block *b = all_first(t); b; prev = b, b = all_next(t, b))
             if (!prev || prev->size != b->size)
-                smap_add(t, b); /* may leave the map partial, as ever */
+                sl_smap_add(t, b); /* may leave the map partial, as ever */
     }
     t->probes = t->hits = 0;
 }
@@ -607,19 +262,19 @@ static inline sl_tree *tree_of(sl_pool *p, sublet_stream stream)
 static void put(sl_tree *t, sl_block *b, unsigned c)
 {
     sl_block **root = &t->bins->root[c];
-    sl_size_slot *s = smap_find(t, b->size);
+    sl_size_slot *s = sl_smap_find(t, b->size);
     if (s) {
-        if (block_less(b, s->min)) {
-            tree_insert_before(root, s->min, b);
+        if (sl_rb_less(b, s->min)) {
+            sl_rb_insert_before(root, s->min, b);
             s->min = b;
         } else {
-            tree_insert(root, b);
+            sl_rb_insert(root, b);
         }
     } else {
-        sl_block *pred = tree_insert(root, b);
+        sl_block *pred = sl_rb_insert(root, b);
         /* with a partial map an absent size may still have lower blocks */
         if (!pred || pred->size != b->size)
-            smap_add(t, b);
+            sl_smap_add(t, b);
     }
     bin_mark(t->bins, c);
     uint64_t qh, ql;
@@ -633,16 +288,16 @@ static void put(sl_tree *t, sl_block *b, unsigned c)
  * (looked up only when the size map needs it). */
 static void take(sl_tree *t, sl_block *b, uint64_t size, unsigned c, sl_block *next)
 {
-    sl_size_slot *s = smap_find(t, size);
+    sl_size_slot *s = sl_smap_find(t, size);
     if (s && s->min == b) {
         if (next == b)
-            next = tree_next(b);
+            next = sl_rb_next(b);
         if (next && next->size == size)
             s->min = next;
         else
-            smap_del(t, s);
+            sl_smap_del(t, s);
     }
-    tree_remove(&t->bins->root[c], b);
+    sl_rb_remove(&t->bins->root[c], b);
     bin_settle(t->bins, c);
     uint64_t qh, ql;
     square128(size, &qh, &ql);
@@ -688,8 +343,8 @@ void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size)
     uint64_t ns = b->size;
     unsigned oc = bin_of(old_size), nc = ns == old_size ? oc : bin_of(ns);
     /* (neighbours within b's class: the key may only move inside it) */
-    sl_block *prev = tree_prev(b), *next = tree_next(b);
-    if (nc != oc || (prev && !block_less(prev, b)) || (next && !block_less(b, next))) {
+    sl_block *prev = sl_rb_prev(b), *next = sl_rb_next(b);
+    if (nc != oc || (prev && !sl_rb_less(prev, b)) || (next && !sl_rb_less(b, next))) {
         /* (take() needs the old size only: the tree unlinks by node) */
         take(t, b, old_size, oc, next);
         if (t->count == 1)
@@ -702,20 +357,20 @@ void sl_free_rekey(sl_pool *p, sl_block *b, uint64_t old_size)
     if (ns != old_size) {
         /* the old size: b was its lowest block or not, and its successor is
          * the next of that size if any is */
-        sl_size_slot *s = smap_find(t, old_size);
+        sl_size_slot *s = sl_smap_find(t, old_size);
         if (s && s->min == b) {
             if (next && next->size == old_size)
                 s->min = next;
             else
-                smap_del(t, s);
+                sl_smap_del(t, s);
         }
         /* the new size: b is its lowest block unless its predecessor has it */
         if (!prev || prev->size != ns) {
-            s = smap_find(t, ns);
+            s = sl_smap_find(t, ns);
             if (s)
                 s->min = b;
             else
-                smap_add(t, b);
+                sl_smap_add(t, b);
         }
         uint64_t qh, ql;
         square128(old_size, &qh, &ql);
@@ -739,12 +394,12 @@ void sl_free_replace(sl_pool *p, sl_block *old, sl_block *nw)
     nw->left = old->left;
     nw->right = old->right;
     nw->red = old->red;
-    replace_child(bin_root(t, old->size), old->parent, old, nw);
+    sl_rb_replace_child(bin_root(t, old->size), old->parent, old, nw);
     if (nw->left)
         nw->left->parent = nw;
     if (nw->right)
         nw->right->parent = nw;
-    sl_size_slot *s = smap_find(t, old->size);
+    sl_size_slot *s = sl_smap_find(t, old->size);
     if (s && s->min == old)
         s->min = nw;
     old->parent = old->left = old->right = NULL;
@@ -757,7 +412,7 @@ sl_block *sl_free_lower_bound(sl_pool *p, sublet_stream stream, uint64_t want)
     sl_tree *t = tree_of(p, stream);
     if (!t)
         return NULL;
-    sl_size_slot *s = smap_find(t, want);
+    sl_size_slot *s = sl_smap_find(t, want);
     sl_block *best = NULL;
     if (s) {
         best = s->min;
@@ -785,7 +440,7 @@ sl_block *sl_free_before(sl_pool *p, sublet_stream stream, const sl_block *k)
     unsigned c = bin_of(k->size);
     sl_block *n = t->bins->root[c], *best = NULL;
     while (n) {
-        bool lt = block_less(n, k);
+        bool lt = sl_rb_less(n, k);
         best = lt ? n : best;
         n = n->kid[lt];
     }
@@ -800,7 +455,7 @@ sl_block *sl_free_after(sl_pool *p, sublet_stream stream, const sl_block *k)
     unsigned c = bin_of(k->size);
     sl_block *n = t->bins->root[c], *best = NULL;
     while (n) {
-        bool gt = block_less(k, n);
+        bool gt = sl_rb_less(k, n);
         best = gt ? n : best;
         n = n->kid[!gt];
     }
@@ -878,7 +533,7 @@ static bool verify_node(vctx *c, const sl_block *n, int depth, int *black)
         return vfail(c, "tree deeper than any red-black tree can be", n);
     if ((n->left && n->left->parent != n) || (n->right && n->right->parent != n))
         return vfail(c, "broken parent link", n);
-    if (n->red && (is_red(n->left) || is_red(n->right)))
+    if (n->red && (sl_rb_is_red(n->left) || sl_rb_is_red(n->right)))
         return vfail(c, "red block with a red child", n);
     int bl, br;
     if (!verify_node(c, n->left, depth + 1, &bl))
@@ -887,11 +542,11 @@ static bool verify_node(vctx *c, const sl_block *n, int depth, int *black)
         return vfail(c, "block that is not free on this pool and stream", n);
     if (bin_of(n->size) != c->bin)
         return vfail(c, "block in another size class's tree", n);
-    if (c->prev && !block_less(c->prev, n))
+    if (c->prev && !sl_rb_less(c->prev, n))
         return vfail(c, "out of (size, order, address) order", n);
     if (!c->prev || c->prev->size != n->size) {
         c->distinct++;
-        const sl_size_slot *s = smap_find(c->t, n->size);
+        const sl_size_slot *s = sl_smap_find(c->t, n->size);
         if (s && s->min != n)
             return vfail(c, "size map names another block as the lowest of this size", n);
         if (!s && !c->t->sizes_partial && !c->t->sizes_off)
@@ -963,7 +618,7 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
     for (size_t i = 0; i < t->size_cap; i++)
         if (t->sizes[i].size) {
             used++;
-            if (smap_find(t, t->sizes[i].size) != &t->sizes[i]) {
+            if (sl_smap_find(t, t->sizes[i].size) != &t->sizes[i]) {
                 snprintf(msg, cap, "size map probe chain broken for size %llu",
                          (unsigned long long)t->sizes[i].size);
                 return false;
@@ -1002,178 +657,3 @@ bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap)
     return true;
 }
 
-/* ---- pointer map ---------------------------------------------------------------- */
-
-/* Open addressing with linear probing; each slot holds the address and its
- * block side by side, so a lookup reads one cache line. */
-#define PTR_EMPTY UINT64_MAX
-
-static inline size_t ptr_hash(uint64_t addr, size_t cap)
-{
-    uint64_t x = (addr >> 9) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(x >> 17) & (cap - 1);
-}
-
-static bool ptrmap_alloc(sl_ptrmap *m, size_t cap)
-{
-    m->slots = malloc(cap * sizeof *m->slots);
-    if (!m->slots)
-        return false;
-    for (size_t i = 0; i < cap; i++)
-        m->slots[i] = (sl_ptr_slot){PTR_EMPTY, NULL};
-    m->cap = cap;
-    m->count = 0;
-    return true;
-}
-
-bool sl_ptrmap_init(sl_ptrmap *m) { return ptrmap_alloc(m, 1024); }
-
-void sl_ptrmap_fini(sl_ptrmap *m)
-{
-    free(m->slots);
-    memset(m, 0, sizeof *m);
-}
-
-size_t sl_ptrmap_find(const sl_ptrmap *m, uint64_t addr)
-{
-    if (addr == PTR_EMPTY) /* the empty-slot marker is no block's address */
-        return SIZE_MAX;
-    for (size_t i = ptr_hash(addr, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->slots[i].addr == addr)
-            return i;
-        if (m->slots[i].addr == PTR_EMPTY)
-            return SIZE_MAX;
-    }
-}
-
-sl_block *sl_ptrmap_get(const sl_ptrmap *m, uint64_t addr)
-{
-    size_t i = sl_ptrmap_find(m, addr);
-    return i == SIZE_MAX ? NULL : m->slots[i].b;
-}
-
-void sl_ptrmap_insert(sl_ptrmap *m, uint64_t addr, sl_block *b)
-{
-    size_t i = ptr_hash(addr, m->cap);
-    while (m->slots[i].addr != PTR_EMPTY)
-        i = (i + 1) & (m->cap - 1);
-    m->slots[i] = (sl_ptr_slot){addr, b};
-    m->count++;
-}
-
-bool sl_ptrmap_reserve(sl_ptrmap *m)
-{
-    if ((m->count + 1) * 2 > m->cap) {
-        sl_ptrmap old = *m;
-        if (!ptrmap_alloc(m, old.cap * 2)) {
-            *m = old;
-            return false;
-        }
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.slots[i].addr != PTR_EMPTY)
-                sl_ptrmap_insert(m, old.slots[i].addr, old.slots[i].b);
-        free(old.slots);
-    }
-    return true;
-}
-
-bool sl_ptrmap_put(sl_ptrmap *m, uint64_t addr, sl_block *b)
-{
-    if (!sl_ptrmap_reserve(m))
-        return false;
-    sl_ptrmap_insert(m, addr, b);
-    return true;
-}
-
-void sl_ptrmap_del_at(sl_ptrmap *m, size_t i)
-{
-    size_t mask = m->cap - 1, j = i;
-    /* backward-shift deletion keeps probe chains intact without tombstones */
-    for (;;) {
-        j = (j + 1) & mask;
-        if (m->slots[j].addr == PTR_EMPTY)
-            break;
-        size_t k = ptr_hash(m->slots[j].addr, m->cap);
-        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-            m->slots[i] = m->slots[j];
-            i = j;
-        }
-    }
-    m->slots[i] = (sl_ptr_slot){PTR_EMPTY, NULL};
-    m->count--;
-}
-
-void sl_ptrmap_del(sl_ptrmap *m, uint64_t addr)
-{
-    size_t i = sl_ptrmap_find(m, addr);
-    if (i != SIZE_MAX)
-        sl_ptrmap_del_at(m, i);
-}
-
-/* ---- block slab ------------------------------------------------------------------- */
-
-#define SLAB_CHUNK 512
-
-sl_block *sl_block_new(sl_slab *s)
-{
-    if (!s->free_list) {
-        if (s->nchunks == s->chunks_cap) {
-            size_t nc = s->chunks_cap ? s->chunks_cap * 2 : 16;
-            void **c = realloc(s->chunks, nc * sizeof *c);
-            if (!c)
-                return NULL;
-            s->chunks = c;
-            s->chunks_cap = nc;
-        }
-        sl_block *chunk = aligned_alloc(_Alignof(sl_block), SLAB_CHUNK * sizeof *chunk);
-        if (!chunk)
-            return NULL;
-        s->chunks[s->nchunks++] = chunk;
-        /* pushed in reverse, so blocks are handed out in address order */
-        for (size_t i = SLAB_CHUNK; i-- > 0;) {
-            chunk[i].next = s->free_list;
-            s->free_list = &chunk[i];
-        }
-    }
-    sl_block *b = s->free_list;
-    s->free_list = b->next;
-    /* Field by field, not memset: gcc's generic tuning zeroed the block
-     * (192 bytes then) with `rep stos`, whose start-up showed in a replay's
-     * profile (perf: ~80 % of this function's time).  A new field needs its line
-     * here; the assertion below is the reminder. */
-    b->addr = b->size = 0;
-    b->parent = b->left = b->right = NULL;
-    b->red = b->allocated = b->in_free = b->shadow = b->oversize = false;
-    b->mapped = true;
-    b->event_count = 0;
-    b->stream = 0;
-    b->prev = b->next = NULL;
-    b->seg = NULL;
-    b->pool = NULL;
-    b->requested = b->gc_count_base = 0;
-    b->stack = 0;
-    b->nuses = 0;
-    b->uses_cap = 1;
-    b->use1 = 0;
-    return b;
-}
-#if UINTPTR_MAX == UINT64_MAX
-/* (use1 stays the last field, engine.h: a field added before it moves it) */
-_Static_assert(offsetof(sl_block, use1) == 120 && sizeof(sl_block) == 128,
-               "sl_block changed: sl_block_new sets every field");
-#endif
-
-void sl_block_delete(sl_slab *s, sl_block *b)
-{
-    sl_uses_free(b);
-    b->next = s->free_list;
-    s->free_list = b;
-}
-
-void sl_slab_fini(sl_slab *s)
-{
-    for (size_t i = 0; i < s->nchunks; i++)
-        free(s->chunks[i]);
-    free(s->chunks);
-    memset(s, 0, sizeof *s);
-}

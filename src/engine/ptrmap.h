@@ -1,4 +1,4 @@
-/* sublet — the pointer map (index.c): allocated blocks by address. */
+/* sublet — the pointer map (ptrmap.c): allocated blocks by address. */
 #ifndef SUBLET_ENGINE_PTRMAP_H
 #define SUBLET_ENGINE_PTRMAP_H
 

@@ -1,4 +1,4 @@
-/* sublet — the block slab (index.c): sl_block records, 64-byte aligned. */
+/* sublet — the block slab (slab.c): sl_block records, 64-byte aligned. */
 #ifndef SUBLET_ENGINE_SLAB_H
 #define SUBLET_ENGINE_SLAB_H
 
