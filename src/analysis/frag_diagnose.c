@@ -474,43 +474,44 @@ void sublet_frag_diagnosis_free(sublet_frag_diagnosis *d)
 /* ---- text ---------------------------------------------------------------------------- */
 
 /* The first max lines of text, each indented. */
-static void indented_n(sl_fb *b, const char *text, int indent, size_t max)
+static void indented_n(sl_text *b, const char *text, int indent, size_t max)
 {
     const char *p = text;
     for (size_t n = 0; *p && n < max; n++) {
         const char *e = strchr(p, '\n');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        sl_fb_printf(b, "%*s%.*s\n", indent, "", (int)len, p);
+        sl_text_printf(b, "%*s%.*s\n", indent, "", (int)len, p);
         p += len + (e ? 1 : 0);
     }
 }
 
-static void indented(sl_fb *b, const char *text, int indent)
+static void indented(sl_text *b, const char *text, int indent)
 {
     indented_n(b, text, indent, SIZE_MAX);
 }
 
 /* "OOM k of N: event E (line L): alloc of S on stream T to the POOL (KIND)" */
-static void oom_head(sl_fb *b, const sublet_frag_oom *o, uint64_t number, uint64_t ooms)
+static void oom_head(sl_text *b, const sublet_frag_oom *o, uint64_t number, uint64_t ooms)
 {
     char t1[32], pn[48];
     int priv = o->pool_id[0] || o->pool_id[1];
-    sl_fb_printf(b,
-                 "\nOOM %" PRIu64 " of %" PRIu64 ": event %" PRIu64 " (line %" PRIu64
-                 "): alloc of %s on stream %" PRIu64 "%s%s (%s)\n",
-                 number, ooms, o->event, o->line, sl_fb_size(o->size, t1), o->stream,
-                 priv ? " to the " : "", priv ? sublet_frag_pool_name(o->pool_id, pn, sizeof pn) : "",
-                 o->fragmentation ? "fragmentation" : "exhaustion");
+    sl_text_printf(b,
+                   "\nOOM %" PRIu64 " of %" PRIu64 ": event %" PRIu64 " (line %" PRIu64
+                   "): alloc of %s on stream %" PRIu64 "%s%s (%s)\n",
+                   number, ooms, o->event, o->line, sl_fb_size(o->size, t1), o->stream,
+                   priv ? " to the " : "",
+                   priv ? sublet_frag_pool_name(o->pool_id, pn, sizeof pn) : "",
+                   o->fragmentation ? "fragmentation" : "exhaustion");
 }
 
 #define LIKE_EVENTS_SHOWN 12
 
-static void group_text(sl_fb *b, const sublet_frag_oom_group *g, uint64_t ooms)
+static void group_text(sl_text *b, const sublet_frag_oom_group *g, uint64_t ooms)
 {
     const sublet_frag_oom *o = &g->first;
     oom_head(b, o, g->number, ooms);
     if (g->stack) { /* its 4 innermost frames (the JSON has them all) */
-        sl_fb_puts(b, "  requested at:\n");
+        sl_text_puts(b, "  requested at:\n");
         indented_n(b, g->stack, 4, 4);
     }
     if (o->diagnosis) {
@@ -519,69 +520,71 @@ static void group_text(sl_fb *b, const sublet_frag_oom_group *g, uint64_t ooms)
     }
     if (g->count < 2)
         return;
-    sl_fb_printf(b, "  and %" PRIu64 " more like it (the same kind, size, stream, pool%s) at event%s ",
-                 g->count - 1, g->stack ? " and stack" : "", g->count == 2 ? "" : "s");
+    sl_text_printf(b,
+                   "  and %" PRIu64 " more like it (the same kind, size, stream, pool%s)"
+                   " at event%s ",
+                   g->count - 1, g->stack ? " and stack" : "", g->count == 2 ? "" : "s");
     for (uint64_t i = 1; i < g->count && i <= LIKE_EVENTS_SHOWN; i++)
-        sl_fb_printf(b, "%s%" PRIu64, i > 1 ? ", " : "", g->events[i]);
+        sl_text_printf(b, "%s%" PRIu64, i > 1 ? ", " : "", g->events[i]);
     if (g->count - 1 > LIKE_EVENTS_SHOWN)
-        sl_fb_printf(b, ", ... (the last %" PRIu64 ")", g->events[g->count - 1]);
-    sl_fb_puts(b, "\n");
+        sl_text_printf(b, ", ... (the last %" PRIu64 ")", g->events[g->count - 1]);
+    sl_text_puts(b, "\n");
 }
 
 /* The device needed: under the base settings, and under the best candidate. */
-static void capacity_text(sl_fb *b, const sublet_frag_diagnosis *d)
+static void capacity_text(sl_text *b, const sublet_frag_diagnosis *d)
 {
     char t1[32], t2[32], t3[32];
     if (!d->min_capacity_bytes)
         return;
-    sl_fb_printf(b,
-                 "Device needed (as `sublet mincap` finds it): %s (%" PRIu64
-                 " bytes) under the base settings, %s this %s device",
-                 sl_fb_size(d->min_capacity_bytes, t1), d->min_capacity_bytes,
-                 d->min_capacity_bytes > d->device_memory ? "more than" : "no more than",
-                 sl_fb_size(d->device_memory, t2));
+    sl_text_printf(b,
+                   "Device needed (as `sublet mincap` finds it): %s (%" PRIu64
+                   " bytes) under the base settings, %s this %s device",
+                   sl_fb_size(d->min_capacity_bytes, t1), d->min_capacity_bytes,
+                   d->min_capacity_bytes > d->device_memory ? "more than" : "no more than",
+                   sl_fb_size(d->device_memory, t2));
     const sublet_frag_candidate *c =
         d->best_capacity < d->ncandidates ? &d->candidates[d->best_capacity] : NULL;
     if (!c) {
-        sl_fb_puts(b, ".\n");
+        sl_text_puts(b, ".\n");
         return;
     }
     if (c->min_capacity_bytes >= d->min_capacity_bytes) {
-        sl_fb_printf(b, "; no setting tried needs less (the least: %s with %s).\n",
-                     sl_fb_size(c->min_capacity_bytes, t1), c->setting);
+        sl_text_printf(b, "; no setting tried needs less (the least: %s with %s).\n",
+                       sl_fb_size(c->min_capacity_bytes, t1), c->setting);
         return;
     }
     uint64_t saved = d->min_capacity_bytes - c->min_capacity_bytes;
-    sl_fb_printf(b,
-                 "; %s (%" PRIu64 " bytes) with %s, the best setting tried: %s (%.1f %%) "
-                 "less.\n",
-                 sl_fb_size(c->min_capacity_bytes, t1), c->min_capacity_bytes, c->setting,
-                 sl_fb_size(saved, t3), 100.0 * (double)saved / (double)d->min_capacity_bytes);
+    sl_text_printf(b,
+                   "; %s (%" PRIu64 " bytes) with %s, the best setting tried: %s (%.1f %%) "
+                   "less.\n",
+                   sl_fb_size(c->min_capacity_bytes, t1), c->min_capacity_bytes, c->setting,
+                   sl_fb_size(saved, t3), 100.0 * (double)saved / (double)d->min_capacity_bytes);
 }
 
 size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, size_t cap)
 {
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!d)
         return 0;
     char t1[32], t2[32];
-    sl_fb_printf(&b,
-                 "OOM diagnosis: %" PRIu64 " OOM%s replaying on a %s device (%" PRIu64
-                 " bytes) under %s; peak reserved %s\n",
-                 d->ooms, d->ooms == 1 ? "" : "s", sl_fb_size(d->device_memory, t1),
-                 d->device_memory, d->conf[0] ? d->conf : "(PyTorch defaults)",
-                 sl_fb_size(d->peak_reserved_bytes, t2));
+    sl_text_printf(&b,
+                   "OOM diagnosis: %" PRIu64 " OOM%s replaying on a %s device (%" PRIu64
+                   " bytes) under %s; peak reserved %s\n",
+                   d->ooms, d->ooms == 1 ? "" : "s", sl_fb_size(d->device_memory, t1),
+                   d->device_memory, d->conf[0] ? d->conf : "(PyTorch defaults)",
+                   sl_fb_size(d->peak_reserved_bytes, t2));
     if (!d->ooms) {
-        sl_fb_puts(&b, "No OOM: nothing to diagnose (a smaller device, --device-memory, shows "
-                       "where this trace would fail).\n");
+        sl_text_puts(&b, "No OOM: nothing to diagnose (a smaller device, --device-memory, shows "
+                     "where this trace would fail).\n");
         return b.len;
     }
     if (d->groups_all < d->ooms)
-        sl_fb_printf(&b,
-                     "%" PRIu64 " kind%s of OOM (alike: the same kind, size, stream, pool and "
-                     "stack), each shown once by its first OOM:\n",
-                     d->groups_all, d->groups_all == 1 ? "" : "s");
+        sl_text_printf(&b,
+                       "%" PRIu64 " kind%s of OOM (alike: the same kind, size, stream, pool and "
+                       "stack), each shown once by its first OOM:\n",
+                       d->groups_all, d->groups_all == 1 ? "" : "s");
     for (size_t i = 0; i < d->ngroups; i++)
         group_text(&b, &d->groups[i], d->ooms);
     if (d->ngroups < d->groups_all) {
@@ -589,38 +592,38 @@ size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, s
         for (size_t i = 0; i < d->ngroups; i++)
             listed += d->groups[i].count;
         uint64_t kinds = d->groups_all - d->ngroups, rest = d->ooms - listed;
-        sl_fb_printf(&b, "\n(%" PRIu64 " more kind%s of OOM, %" PRIu64 " OOM%s, not listed)\n",
-                     kinds, kinds == 1 ? "" : "s", rest, rest == 1 ? "" : "s");
+        sl_text_printf(&b, "\n(%" PRIu64 " more kind%s of OOM, %" PRIu64 " OOM%s, not listed)\n",
+                       kinds, kinds == 1 ? "" : "s", rest, rest == 1 ? "" : "s");
     }
     const uint64_t first = d->ngroups ? d->groups[0].first.event : SUBLET_REPLAY_NONE;
     char ev[40];
     snprintf(ev, sizeof ev, "event %" PRIu64, first);
-    sl_fb_printf(&b,
-                 "\nSettings replayed on the same device (each added to the base settings; "
-                 "the %s column: the first OOM avoided or not; device needed: as `sublet "
-                 "mincap` finds it):\n",
-                 ev);
+    sl_text_printf(&b,
+                   "\nSettings replayed on the same device (each added to the base settings; "
+                   "the %s column: the first OOM avoided or not; device needed: as `sublet "
+                   "mincap` finds it):\n",
+                   ev);
     int wid = 24;
     for (size_t i = 0; i < d->ncandidates; i++)
         if ((int)strlen(d->candidates[i].setting) > wid)
             wid = (int)strlen(d->candidates[i].setting);
-    sl_fb_printf(&b, "  %-*s %6s  %-10s %13s  %s\n", wid, "setting", "OOMs", ev, "peak reserved",
-                 "device needed");
-    sl_fb_printf(&b, "  %-*s %6" PRIu64 "  %-10s %13s  %s\n", wid, "(base)", d->ooms, "OOM",
-                 sl_fb_size(d->peak_reserved_bytes, t1),
-                 d->min_capacity_bytes ? sl_fb_size(d->min_capacity_bytes, t2) : "-");
+    sl_text_printf(&b, "  %-*s %6s  %-10s %13s  %s\n", wid, "setting", "OOMs", ev, "peak reserved",
+                   "device needed");
+    sl_text_printf(&b, "  %-*s %6" PRIu64 "  %-10s %13s  %s\n", wid, "(base)", d->ooms, "OOM",
+                   sl_fb_size(d->peak_reserved_bytes, t1),
+                   d->min_capacity_bytes ? sl_fb_size(d->min_capacity_bytes, t2) : "-");
     size_t good = 0;
     const sublet_frag_candidate *best = NULL;
     for (size_t i = 0; i < d->ncandidates; i++) {
         const sublet_frag_candidate *c = &d->candidates[i];
         if (c->status != SUBLET_OK) {
-            sl_fb_printf(&b, "  %-*s %6s  not replayed: %s\n", wid, c->setting, "-", c->error);
+            sl_text_printf(&b, "  %-*s %6s  not replayed: %s\n", wid, c->setting, "-", c->error);
             continue;
         }
         int avoids = sublet_frag_candidate_avoids(c, first);
-        sl_fb_printf(&b, "  %-*s %6" PRIu64 "  %-10s %13s  %s\n", wid, c->setting, c->ooms,
-                     avoids ? "avoided" : "OOM", sl_fb_size(c->peak_reserved_bytes, t1),
-                     c->min_capacity_bytes ? sl_fb_size(c->min_capacity_bytes, t2) : "-");
+        sl_text_printf(&b, "  %-*s %6" PRIu64 "  %-10s %13s  %s\n", wid, c->setting, c->ooms,
+                       avoids ? "avoided" : "OOM", sl_fb_size(c->peak_reserved_bytes, t1),
+                       c->min_capacity_bytes ? sl_fb_size(c->min_capacity_bytes, t2) : "-");
         if (c->ooms == 0) {
             good++;
             if (!best || c->peak_reserved_bytes < best->peak_reserved_bytes)
@@ -628,21 +631,21 @@ size_t sublet_frag_diagnosis_format(const sublet_frag_diagnosis *d, char *buf, s
         }
     }
     if (best) {
-        sl_fb_printf(&b,
-                     "Verdict: %zu setting%s avoid every OOM; the lowest peak reserved is "
-                     "%s with %s.\n",
-                     good, good == 1 ? "" : "s", sl_fb_size(best->peak_reserved_bytes, t1),
-                     best->setting);
+        sl_text_printf(&b,
+                       "Verdict: %zu setting%s avoid every OOM; the lowest peak reserved is "
+                       "%s with %s.\n",
+                       good, good == 1 ? "" : "s", sl_fb_size(best->peak_reserved_bytes, t1),
+                       best->setting);
     } else {
         size_t some = 0;
         for (size_t i = 0; i < d->ncandidates; i++)
             some += d->candidates[i].status == SUBLET_OK && d->candidates[i].ooms < d->ooms;
         if (some)
-            sl_fb_printf(&b, "Verdict: no setting avoids every OOM; %zu reduce their number.\n",
-                         some);
+            sl_text_printf(&b, "Verdict: no setting avoids every OOM; %zu reduce their number.\n",
+                           some);
         else
-            sl_fb_puts(&b, "Verdict: no setting avoids these OOMs: the device is too small for "
-                           "the live tensors.\n");
+            sl_text_puts(&b, "Verdict: no setting avoids these OOMs: the device is too small for "
+                         "the live tensors.\n");
     }
     capacity_text(&b, d);
     return b.len;

@@ -9,30 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/text.h" /* sl_text: the texts are built in one */
 #include "sublet/frag_state.h"
 #include "sublet/history.h" /* sublet_frame */
-
-#if defined(__GNUC__) || defined(__clang__)
-#define SL_FB_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SL_FB_PRINTF(f, a)
-#endif
 
 /* The metrics of o derived from its counted fields (reserved, allocated,
  * requested, active, free bytes, largest free block) and squares, the sum of
  * the free blocks' squared sizes: sublet_frag_read and sublet_frag_compute. */
 void sl_frag_derive(sublet_frag_stats *o, double squares);
 
-/* A text builder with snprintf semantics: len is the full logical length;
- * buf always holds a NUL-terminated prefix of the text when cap > 0. */
-typedef struct sl_fb {
-    char *buf;
-    size_t cap, len;
-} sl_fb;
-
-void sl_fb_init(sl_fb *b, char *buf, size_t cap);
-void sl_fb_puts(sl_fb *b, const char *s);
-void sl_fb_printf(sl_fb *b, const char *fmt, ...) SL_FB_PRINTF(2, 3);
 /* PyTorch's format_size into a static-duration-free buffer of 32 bytes. */
 const char *sl_fb_size(uint64_t n, char tmp[32]);
 
@@ -73,7 +58,7 @@ char *sl_frag_stack_text(const sublet_frame *fr, size_t n);
 
 /* Append the pinning segments (top n, each with up to max_live live blocks and
  * max_frames frames of their stacks), indented by `indent` spaces. */
-void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_t max_live,
+void sl_frag_pinning_text(sl_text *b, const sublet_frag_state *st, size_t n, size_t max_live,
                           size_t max_frames, int indent);
 
 #endif

@@ -72,7 +72,7 @@ static uint64_t device_headroom(sublet_allocator *a)
 /* The first paragraph when private pools are involved: which pool the request
  * went to and where the free memory sits, pool by pool.  Only the request's
  * own pool counts towards "would suffice".  Returns 1 for fragmentation. */
-static int pooled_verdict(sl_fb *b, sublet_allocator *a, const sublet_frag_state *st,
+static int pooled_verdict(sl_text *b, sublet_allocator *a, const sublet_frag_state *st,
                           uint64_t request, uint64_t rounded, sublet_stream stream, int kind,
                           const uint64_t target[2], uint64_t headroom)
 {
@@ -93,45 +93,45 @@ static int pooled_verdict(sl_fb *b, sublet_allocator *a, const sublet_frag_state
                          : sublet_frag_max_allocatable_in(st, target, stream);
     char pn[48], t1[32], t2[32], t3[32], t4[32], t5[32], t6[32];
     sublet_frag_pool_name(target, pn, sizeof pn);
-    sl_fb_printf(b,
-                 "sublet diagnosis: %s. The request of %s (%s once rounded) on stream %" PRIu64
+    sl_text_printf(b,
+                   "sublet diagnosis: %s. The request of %s (%s once rounded) on stream %" PRIu64
                  " went to the %s and needs one free block of its %s pool; that pool holds %" PRIu64
-                 " free blocks on this stream, %s in all, the largest %s. %s is free in the %s "
-                 "and the device grants %s more: ",
-                 frag ? "fragmentation" : "exhaustion", sl_fb_size(request, t1),
+                   " free blocks on this stream, %s in all, the largest %s. %s is free in the %s "
+                   "and the device grants %s more: ",
+                   frag ? "fragmentation" : "exhaustion", sl_fb_size(request, t1),
                  sl_fb_size(rounded, t2), stream, pn, kind == SUBLET_POOL_SMALL ? "small" : "large",
                  f.free_blocks, sl_fb_size(f.free_bytes, t3), sl_fb_size(f.largest_free_block, t4),
-                 sl_fb_size(free_target, t5), pn, sl_fb_size(headroom, t6));
+                   sl_fb_size(free_target, t5), pn, sl_fb_size(headroom, t6));
     if (frag)
-        sl_fb_puts(b, "enough bytes, but no free block or device allocation big enough.");
+        sl_text_puts(b, "enough bytes, but no free block or device allocation big enough.");
     else
-        sl_fb_printf(b, "%s short even if every free byte of that pool were one block.",
-                     sl_fb_size(rounded - free_target - headroom, t1));
-    sl_fb_printf(b,
-                 " The largest request to the %s that would succeed now without a device "
-                 "allocation is %s.\n",
-                 pn, sl_fb_size(maxa, t1));
-    sl_fb_puts(b, "Where the free memory sits:");
+        sl_text_printf(b, "%s short even if every free byte of that pool were one block.",
+                       sl_fb_size(rounded - free_target - headroom, t1));
+    sl_text_printf(b,
+                   " The largest request to the %s that would succeed now without a device "
+                   "allocation is %s.\n",
+                   pn, sl_fb_size(maxa, t1));
+    sl_text_puts(b, "Where the free memory sits:");
     for (size_t p = 0; p < np; p++) {
         const sublet_frag_pool *q = &pools[p];
         int mine = q->pool_id[0] == target[0] && q->pool_id[1] == target[1];
-        sl_fb_printf(b, "%s %s free in %s%s (%zu segment%s, %zu pinned by live blocks)",
-                     p ? ";" : "", sl_fb_size(q->free_bytes, t1),
-                     sublet_frag_pool_name(q->pool_id, pn, sizeof pn),
-                     mine ? ", the request's pool" : "", q->segments, q->segments == 1 ? "" : "s",
-                     q->pinned_segments);
+        sl_text_printf(b, "%s %s free in %s%s (%zu segment%s, %zu pinned by live blocks)",
+                       p ? ";" : "", sl_fb_size(q->free_bytes, t1),
+                       sublet_frag_pool_name(q->pool_id, pn, sizeof pn),
+                       mine ? ", the request's pool" : "", q->segments, q->segments == 1 ? "" : "s",
+                       q->pinned_segments);
     }
-    sl_fb_puts(b, ".");
+    sl_text_puts(b, ".");
     if (free_other)
-        sl_fb_printf(b,
-                     " The %s free in other pools cannot serve this request: a block never moves "
-                     "to another pool (%s).",
-                     sl_fb_size(free_other, t1),
-                     dflt ? "a private pool's free memory goes back only once the pool is "
-                            "released (graph reset, MemPool deleted) and emptied"
-                          : "the default pools' free memory serves only requests made outside "
-                            "the capture or use_mem_pool");
-    sl_fb_puts(b, "\n");
+        sl_text_printf(b,
+                       " The %s free in other pools cannot serve this request: a block never moves "
+                       "to another pool (%s).",
+                       sl_fb_size(free_other, t1),
+                       dflt ? "a private pool's free memory goes back only once the pool is "
+                       "released (graph reset, MemPool deleted) and emptied"
+                       : "the default pools' free memory serves only requests made outside "
+                       "the capture or use_mem_pool");
+    sl_text_puts(b, "\n");
     free(pools);
     return frag;
 }
@@ -139,8 +139,8 @@ static int pooled_verdict(sl_fb *b, sublet_allocator *a, const sublet_frag_state
 size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream stream, char *buf,
                            size_t cap)
 {
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!a)
         return 0;
     sublet_settings set;
@@ -166,44 +166,44 @@ size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream 
         uint64_t free_all = all.reserved_bytes - all.active_bytes;
         frag = free_all + headroom >= rounded;
         uint64_t maxa = sublet_max_allocatable(a, stream);
-        sl_fb_printf(&b,
+        sl_text_printf(&b,
                      "sublet diagnosis: %s. The request of %s (%s once rounded) on stream %" PRIu64
-                     " needs one free block of the %s pool; that pool holds %" PRIu64
-                     " free blocks on this stream, %s in all, the largest %s. %s is free in all "
-                     "pools and the device grants %s more: ",
-                     frag ? "fragmentation" : "exhaustion", sl_fb_size(request, t1),
+                       " needs one free block of the %s pool; that pool holds %" PRIu64
+                       " free blocks on this stream, %s in all, the largest %s. %s is free in all "
+                       "pools and the device grants %s more: ",
+                       frag ? "fragmentation" : "exhaustion", sl_fb_size(request, t1),
                      sl_fb_size(rounded, t2), stream, kind == SUBLET_POOL_SMALL ? "small" : "large",
-                     pool.free_blocks, sl_fb_size(pool.free_bytes, t3),
-                     sl_fb_size(pool.largest_free_block, t4), sl_fb_size(free_all, t5),
-                     sl_fb_size(headroom, t6));
+                       pool.free_blocks, sl_fb_size(pool.free_bytes, t3),
+                       sl_fb_size(pool.largest_free_block, t4), sl_fb_size(free_all, t5),
+                       sl_fb_size(headroom, t6));
         if (frag)
-            sl_fb_puts(&b, "enough bytes, but no free block or device allocation big enough.");
+            sl_text_puts(&b, "enough bytes, but no free block or device allocation big enough.");
         else
-            sl_fb_printf(&b, "%s short even if every free byte were one block.",
-                         sl_fb_size(rounded - free_all - headroom, t1));
-        sl_fb_printf(&b,
-                     " The largest request that would succeed now without a device allocation "
-                     "is %s.\n",
-                     sl_fb_size(maxa, t1));
+            sl_text_printf(&b, "%s short even if every free byte were one block.",
+                           sl_fb_size(rounded - free_all - headroom, t1));
+        sl_text_printf(&b,
+                       " The largest request that would succeed now without a device allocation "
+                       "is %s.\n",
+                       sl_fb_size(maxa, t1));
     }
     if (st) {
         size_t total = sublet_frag_pinning(st, NULL, 0);
-        sl_fb_printf(&b,
-                     "Segments pinning free memory (mostly free, yet held by live blocks; "
-                     "top %zu of %zu):\n",
-                     total < 3 ? total : (size_t)3, total);
+        sl_text_printf(&b,
+                       "Segments pinning free memory (mostly free, yet held by live blocks; "
+                       "top %zu of %zu):\n",
+                       total < 3 ? total : (size_t)3, total);
         sl_frag_pinning_text(&b, st, 3, 4, 4, 2);
         sublet_frag_state_free(st);
     }
     if (frag)
-        sl_fb_puts(&b, "Settings that often avoid fragmentation OOMs: expandable_segments:True "
-                       "(free pages anywhere can back one request), max_split_size_mb:N (big "
-                       "cached blocks are not split for small requests), policy:stitch (sublet). "
-                       "Replay a recorded trace with `sublet diagnose` to see which one does.\n");
+        sl_text_puts(&b, "Settings that often avoid fragmentation OOMs: expandable_segments:True "
+                     "(free pages anywhere can back one request), max_split_size_mb:N (big "
+                     "cached blocks are not split for small requests), policy:stitch (sublet). "
+                     "Replay a recorded trace with `sublet diagnose` to see which one does.\n");
     else
-        sl_fb_printf(&b,
-                     "Live tensors hold %s (requested): the work needs a larger device, a "
-                     "smaller batch or fewer live tensors; settings cannot make room.\n",
-                     sl_fb_size(all.requested_bytes, t1));
+        sl_text_printf(&b,
+                       "Live tensors hold %s (requested): the work needs a larger device, a "
+                       "smaller batch or fewer live tensors; settings cannot make room.\n",
+                       sl_fb_size(all.requested_bytes, t1));
     return b.len;
 }

@@ -21,54 +21,7 @@
 #include "sublet/frag_state.h"
 #include "sublet/history.h"
 
-/* ---- text builder ------------------------------------------------------------------ */
-
-void sl_fb_init(sl_fb *b, char *buf, size_t cap)
-{
-    b->buf = buf;
-    b->cap = buf ? cap : 0;
-    b->len = 0;
-    if (b->cap)
-        buf[0] = '\0';
-}
-
-static void fb_putn(sl_fb *b, const char *s, size_t n)
-{
-    if (b->len + 1 < b->cap) {
-        size_t room = b->cap - b->len - 1;
-        size_t k = n < room ? n : room;
-        memcpy(b->buf + b->len, s, k);
-        b->buf[b->len + k] = '\0';
-    }
-    b->len += n;
-}
-
-void sl_fb_puts(sl_fb *b, const char *s) { fb_putn(b, s, strlen(s)); }
-
-void sl_fb_printf(sl_fb *b, const char *fmt, ...)
-{
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        fb_putn(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->len += (size_t)n; /* the length stays right; the text is cut */
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    fb_putn(b, big, (size_t)n);
-    free(big);
-}
+/* ---- sizes in the texts ------------------------------------------------------------ */
 
 const char *sl_fb_size(uint64_t n, char tmp[32])
 {
@@ -188,13 +141,13 @@ char *sl_frag_stack_text(const sublet_frame *fr, size_t n)
         py += is_python(fr[i].filename);
         useful += !is_plumbing(&fr[i]);
     }
-    sl_fb b;
+    sl_text b;
     char *out = NULL;
     for (int pass = 0; pass < 2; pass++) {
         size_t cap = pass ? b.len + 1 : 0;
         if (pass && !(out = malloc(cap)))
             return NULL;
-        sl_fb_init(&b, out, cap);
+        sl_text_fixed(&b, out, cap);
         size_t kept = 0;
         for (size_t i = 0; i < n && kept < 12; i++) {
             if (py ? !is_python(fr[i].filename) : useful && is_plumbing(&fr[i]))
@@ -203,11 +156,11 @@ char *sl_frag_stack_text(const sublet_frame *fr, size_t n)
             const char *name = fr[i].name && *fr[i].name ? fr[i].name : "??";
             /* C++ signatures run to hundreds of characters: 160 say enough */
             if (!*file || strcmp(file, "??") == 0)
-                sl_fb_printf(&b, "%s%.160s", kept ? "\n" : "", name);
+                sl_text_printf(&b, "%s%.160s", kept ? "\n" : "", name);
             else if (fr[i].line > 0)
-                sl_fb_printf(&b, "%s%s:%d %.160s", kept ? "\n" : "", file, fr[i].line, name);
+                sl_text_printf(&b, "%s%s:%d %.160s", kept ? "\n" : "", file, fr[i].line, name);
             else
-                sl_fb_printf(&b, "%s%s %.160s", kept ? "\n" : "", file, name);
+                sl_text_printf(&b, "%s%s %.160s", kept ? "\n" : "", file, name);
             kept++;
         }
     }
@@ -596,7 +549,7 @@ static const char *pool_name(const sublet_frag_segment *s)
     return s->is_small ? "small" : "large";
 }
 
-void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_t max_live,
+void sl_frag_pinning_text(sl_text *b, const sublet_frag_state *st, size_t n, size_t max_live,
                           size_t max_frames, int indent)
 {
     size_t top[64];
@@ -605,7 +558,7 @@ void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_
     size_t total = sublet_frag_pinning(st, top, n);
     char t1[32], t2[32], t3[32];
     if (!total) {
-        sl_fb_printf(b, "%*sno segment holds free memory next to live blocks\n", indent, "");
+        sl_text_printf(b, "%*sno segment holds free memory next to live blocks\n", indent, "");
         return;
     }
     size_t shown = total < n ? total : n;
@@ -615,32 +568,32 @@ void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_
         char owner[64] = "", pn[48];
         if (sl_frag_is_private(s))
             snprintf(owner, sizeof owner, "%s: ", sublet_frag_pool_name(s->pool_id, pn, sizeof pn));
-        sl_fb_printf(b,
+        sl_text_printf(b,
                      "%*s%zu. segment 0x%" PRIx64 " (%s%s pool%s, stream %" PRIu64 "), %s: %s free "
-                     "(%.1f %%) held by %zu live block%s, largest free block %s\n",
-                     indent, "", r + 1, s->addr, owner, pool_name(s),
-                     s->is_expandable ? ", expandable" : "", s->stream, sl_fb_size(s->size, t1),
-                     sl_fb_size(hostage, t2), 100.0 * (double)hostage / (double)s->size,
-                     s->live_blocks, s->live_blocks == 1 ? "" : "s",
-                     sl_fb_size(s->largest_free, t3));
+                       "(%.1f %%) held by %zu live block%s, largest free block %s\n",
+                       indent, "", r + 1, s->addr, owner, pool_name(s),
+                       s->is_expandable ? ", expandable" : "", s->stream, sl_fb_size(s->size, t1),
+                       sl_fb_size(hostage, t2), 100.0 * (double)hostage / (double)s->size,
+                       s->live_blocks, s->live_blocks == 1 ? "" : "s",
+                       sl_fb_size(s->largest_free, t3));
         size_t listed = 0;
         for (size_t k = 0; k < s->nblocks; k++) {
             const sublet_frag_block *blk = &st->blocks[s->first_block + k];
             if (blk->state == SUBLET_BLOCK_INACTIVE)
                 continue;
             if (listed == max_live) {
-                sl_fb_printf(b, "%*s     ... and %zu more live block%s\n", indent, "",
-                             s->live_blocks - listed, s->live_blocks - listed == 1 ? "" : "s");
+                sl_text_printf(b, "%*s     ... and %zu more live block%s\n", indent, "",
+                               s->live_blocks - listed, s->live_blocks - listed == 1 ? "" : "s");
                 break;
             }
             listed++;
-            sl_fb_printf(
+            sl_text_printf(
                 b, "%*s     live block 0x%" PRIx64 ": %s (requested %s), stream %" PRIu64 "%s%s\n",
-                indent, "", blk->addr, sl_fb_size(blk->size, t1),
-                sl_fb_size(blk->requested_size, t2), s->stream,
-                blk->state == SUBLET_BLOCK_ACTIVE_PENDING_FREE
-                    ? ", freed but waiting on another stream"
-                    : "",
+                           indent, "", blk->addr, sl_fb_size(blk->size, t1),
+                           sl_fb_size(blk->requested_size, t2), s->stream,
+                           blk->state == SUBLET_BLOCK_ACTIVE_PENDING_FREE
+                           ? ", freed but waiting on another stream"
+                           : "",
                 blk->stack && blk->stack <= st->nstacks && max_frames ? ", allocated at:" : "");
             if (!blk->stack || blk->stack > st->nstacks || !max_frames)
                 continue;
@@ -648,35 +601,35 @@ void sl_frag_pinning_text(sl_fb *b, const sublet_frag_state *st, size_t n, size_
             for (size_t f = 0; f < max_frames && *p; f++) {
                 const char *e = strchr(p, '\n');
                 size_t len = e ? (size_t)(e - p) : strlen(p);
-                sl_fb_printf(b, "%*s       %.*s\n", indent, "", (int)len, p);
+                sl_text_printf(b, "%*s       %.*s\n", indent, "", (int)len, p);
                 p += len + (e ? 1 : 0);
             }
         }
     }
     if (total > shown)
-        sl_fb_printf(b, "%*s(%zu more pinning segment%s)\n", indent, "", total - shown,
-                     total - shown == 1 ? "" : "s");
+        sl_text_printf(b, "%*s(%zu more pinning segment%s)\n", indent, "", total - shown,
+                       total - shown == 1 ? "" : "s");
 }
 
-static void metrics_rows(sl_fb *b, const sublet_frag_stats m[3])
+static void metrics_rows(sl_text *b, const sublet_frag_stats m[3])
 {
     static const int order[3] = {SUBLET_POOL_ALL, SUBLET_POOL_LARGE, SUBLET_POOL_SMALL};
     char t[32];
 #define ROW_BYTES(title, field)                                                                    \
     do {                                                                                           \
-        sl_fb_printf(b, "  %-34s", title);                                                         \
+        sl_text_printf(b, "  %-34s", title);                                                       \
         for (int i = 0; i < 3; i++)                                                                \
-            sl_fb_printf(b, " %13s", sl_fb_size(m[order[i]].field, t));                            \
-        sl_fb_puts(b, "\n");                                                                       \
+            sl_text_printf(b, " %13s", sl_fb_size(m[order[i]].field, t));                          \
+        sl_text_puts(b, "\n");                                                                     \
     } while (0)
 #define ROW_PCT(title, field)                                                                      \
     do {                                                                                           \
-        sl_fb_printf(b, "  %-34s", title);                                                         \
+        sl_text_printf(b, "  %-34s", title);                                                       \
         for (int i = 0; i < 3; i++)                                                                \
-            sl_fb_printf(b, " %11.2f %%", 100.0 * m[order[i]].field);                              \
-        sl_fb_puts(b, "\n");                                                                       \
+            sl_text_printf(b, " %11.2f %%", 100.0 * m[order[i]].field);                            \
+        sl_text_puts(b, "\n");                                                                     \
     } while (0)
-    sl_fb_printf(b, "  %-34s %13s %13s %13s\n", "", "all pools", "large pool", "small pool");
+    sl_text_printf(b, "  %-34s %13s %13s %13s\n", "", "all pools", "large pool", "small pool");
     ROW_BYTES("reserved", reserved_bytes);
     ROW_BYTES("allocated", allocated_bytes);
     ROW_BYTES("active (allocated + pending free)", active_bytes);
@@ -684,10 +637,10 @@ static void metrics_rows(sl_fb *b, const sublet_frag_stats m[3])
     ROW_BYTES("reserved but unallocated", unallocated_bytes);
     ROW_BYTES("inactive split (non-releasable)", inactive_split_bytes);
     ROW_BYTES("internal waste (allocated-requested)", internal_waste_bytes);
-    sl_fb_printf(b, "  %-34s", "free blocks");
+    sl_text_printf(b, "  %-34s", "free blocks");
     for (int i = 0; i < 3; i++)
-        sl_fb_printf(b, " %13" PRIu64, m[order[i]].free_blocks);
-    sl_fb_puts(b, "\n");
+        sl_text_printf(b, " %13" PRIu64, m[order[i]].free_blocks);
+    sl_text_puts(b, "\n");
     ROW_BYTES("free bytes in free blocks", free_bytes);
     ROW_BYTES("largest free block", largest_free_block);
     ROW_PCT("external: 1 - largest free / free", external);
@@ -710,7 +663,7 @@ static const char *pow2_name(uint64_t v, char tmp[32])
     return tmp;
 }
 
-static void histogram_text(sl_fb *b, const sublet_frag_state *st)
+static void histogram_text(sl_text *b, const sublet_frag_state *st)
 {
     sublet_frag_histogram h;
     sublet_frag_histogram_of(st, SUBLET_POOL_ALL, &h);
@@ -718,9 +671,9 @@ static void histogram_text(sl_fb *b, const sublet_frag_state *st)
     for (unsigned k = 0; k < SUBLET_FRAG_HIST_BUCKETS; k++)
         if (h.count[k] > most)
             most = h.count[k];
-    sl_fb_puts(b, "free blocks by size (log2 buckets):\n");
+    sl_text_puts(b, "free blocks by size (log2 buckets):\n");
     if (!most) {
-        sl_fb_puts(b, "  none\n");
+        sl_text_puts(b, "  none\n");
         return;
     }
     char t1[32], t2[32], t3[32];
@@ -732,9 +685,9 @@ static void histogram_text(sl_fb *b, const sublet_frag_state *st)
         char bars[41];
         memset(bars, '#', bar);
         bars[bar] = '\0';
-        sl_fb_printf(b, "  [%7s, %7s) %7" PRIu64 " blocks %12s  %s\n", pow2_name(lo, t1),
-                     k < 63 ? pow2_name(hi, t2) : "max", h.count[k], sl_fb_size(h.bytes[k], t3),
-                     bars);
+        sl_text_printf(b, "  [%7s, %7s) %7" PRIu64 " blocks %12s  %s\n", pow2_name(lo, t1),
+                       k < 63 ? pow2_name(hi, t2) : "max", h.count[k], sl_fb_size(h.bytes[k], t3),
+                       bars);
     }
 }
 
@@ -788,7 +741,7 @@ void sublet_frag_map_row(const sublet_frag_state *st, size_t segment, unsigned w
     }
 }
 
-static void map_rows(sl_fb *b, const sublet_frag_state *st, unsigned width, char *row,
+static void map_rows(sl_text *b, const sublet_frag_state *st, unsigned width, char *row,
                      const uint64_t *pool)
 {
     char t[32];
@@ -797,15 +750,15 @@ static void map_rows(sl_fb *b, const sublet_frag_state *st, unsigned width, char
         if (pool && !sl_frag_same_pool(s, pool))
             continue;
         sublet_frag_map_row(st, i, width, row);
-        sl_fb_printf(b, "  0x%012" PRIx64 " %11s %c%s s%-3" PRIu64 " |%s|\n", s->addr,
+        sl_text_printf(b, "  0x%012" PRIx64 " %11s %c%s s%-3" PRIu64 " |%s|\n", s->addr,
                      sl_fb_size(s->size, t), s->is_small ? 'S' : 'L', s->is_expandable ? "E" : " ",
-                     s->stream, row);
+                       s->stream, row);
     }
 }
 
 /* One line per segment; with private pools, grouped by pool under a line
  * naming each (the default pools first). */
-static void map_text(sl_fb *b, const sublet_frag_state *st, unsigned width)
+static void map_text(sl_text *b, const sublet_frag_state *st, unsigned width)
 {
     char *row = malloc((size_t)width + 1);
     if (!row)
@@ -819,10 +772,10 @@ static void map_text(sl_fb *b, const sublet_frag_state *st, unsigned width)
     }
     char pn[48], t1[32], t2[32];
     for (size_t p = 0; p < np; p++) {
-        sl_fb_printf(b, " %s: %zu segment%s, %s reserved, %s free\n",
-                     sublet_frag_pool_name(pools[p].pool_id, pn, sizeof pn), pools[p].segments,
-                     pools[p].segments == 1 ? "" : "s", sl_fb_size(pools[p].reserved_bytes, t1),
-                     sl_fb_size(pools[p].free_bytes, t2));
+        sl_text_printf(b, " %s: %zu segment%s, %s reserved, %s free\n",
+                       sublet_frag_pool_name(pools[p].pool_id, pn, sizeof pn), pools[p].segments,
+                       pools[p].segments == 1 ? "" : "s", sl_fb_size(pools[p].reserved_bytes, t1),
+                       sl_fb_size(pools[p].free_bytes, t2));
         map_rows(b, st, width, row, pools[p].pool_id);
     }
     free(pools);
@@ -830,36 +783,37 @@ static void map_text(sl_fb *b, const sublet_frag_state *st, unsigned width)
 }
 
 /* The per-pool group of the metrics section (only with private pools). */
-static void pools_text(sl_fb *b, const sublet_frag_state *st)
+static void pools_text(sl_text *b, const sublet_frag_state *st)
 {
     size_t np = 0;
     sublet_frag_pool *pools = sl_frag_pools_of(st, &np);
     if (!pools)
         return;
     char pn[48], t[6][32];
-    sl_fb_puts(b, "  per pool (a block never moves to another pool: the free memory of one serves "
-                  "only its own requests; pinned: segments with a live block, which empty_cache "
-                  "cannot release):\n");
-    sl_fb_printf(b, "    %-26s %8s %11s %11s %11s %11s %12s %15s\n", "pool", "segments",
-                 "reserved", "allocated", "active", "free", "largest free", "pinned (free)");
+    sl_text_puts(b,
+                 "  per pool (a block never moves to another pool: the free memory of one serves "
+                 "only its own requests; pinned: segments with a live block, which empty_cache "
+                 "cannot release):\n");
+    sl_text_printf(b, "    %-26s %8s %11s %11s %11s %11s %12s %15s\n", "pool", "segments",
+                   "reserved", "allocated", "active", "free", "largest free", "pinned (free)");
     for (size_t p = 0; p < np; p++) {
         const sublet_frag_pool *q = &pools[p];
         char pinned[64];
         snprintf(pinned, sizeof pinned, "%zu (%s)", q->pinned_segments,
                  sl_fb_size(q->pinned_free_bytes, t[5]));
-        sl_fb_printf(b, "    %-26s %8zu %11s %11s %11s %11s %12s %15s\n",
-                     sublet_frag_pool_name(q->pool_id, pn, sizeof pn), q->segments,
-                     sl_fb_size(q->reserved_bytes, t[0]), sl_fb_size(q->allocated_bytes, t[1]),
-                     sl_fb_size(q->active_bytes, t[2]), sl_fb_size(q->free_bytes, t[3]),
-                     sl_fb_size(q->largest_free_block, t[4]), pinned);
+        sl_text_printf(b, "    %-26s %8zu %11s %11s %11s %11s %12s %15s\n",
+                       sublet_frag_pool_name(q->pool_id, pn, sizeof pn), q->segments,
+                       sl_fb_size(q->reserved_bytes, t[0]), sl_fb_size(q->allocated_bytes, t[1]),
+                       sl_fb_size(q->active_bytes, t[2]), sl_fb_size(q->free_bytes, t[3]),
+                       sl_fb_size(q->largest_free_block, t[4]), pinned);
     }
     free(pools);
 }
 
 size_t sublet_frag_format_map(const sublet_frag_state *st, unsigned width, char *buf, size_t cap)
 {
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (st)
         map_text(&b, st, width ? width : 64);
     return b.len;
@@ -868,8 +822,8 @@ size_t sublet_frag_format_map(const sublet_frag_state *st, unsigned width, char 
 size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_format_options *o,
                                char *buf, size_t cap)
 {
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!st)
         return 0;
     sublet_frag_format_options d = {0};
@@ -887,24 +841,26 @@ size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_fo
         sublet_frag_stats m[3];
         for (int k = 0; k < 3; k++)
             sublet_frag_compute(st, k, SUBLET_STREAM_ALL, &m[k]);
-        sl_fb_printf(&b, "fragmentation (%zu segments, %zu blocks):\n", st->nsegments, st->nblocks);
+        sl_text_printf(&b, "fragmentation (%zu segments, %zu blocks):\n", st->nsegments,
+                       st->nblocks);
         metrics_rows(&b, m);
         size_t ns = sublet_frag_streams(st, NULL, 0);
         sublet_stream *streams = ns ? malloc(ns * sizeof *streams) : NULL;
         if (streams) {
             sublet_frag_streams(st, streams, ns);
-            sl_fb_puts(&b, "  per stream (free blocks of both pools; max allocatable: the largest "
-                           "request served without a device allocation):\n");
+            sl_text_puts(&b,
+                         "  per stream (free blocks of both pools; max allocatable: the largest "
+                         "request served without a device allocation):\n");
             for (size_t i = 0; i < ns; i++) {
                 sublet_frag_stats f;
                 sublet_frag_compute(st, SUBLET_POOL_ALL, streams[i], &f);
-                sl_fb_printf(&b,
-                             "    stream %" PRIu64 ": %" PRIu64
-                             " free blocks, %s free, largest %s, "
-                             "external %.2f %%, max allocatable %s\n",
-                             streams[i], f.free_blocks, sl_fb_size(f.free_bytes, t1),
-                             sl_fb_size(f.largest_free_block, t2), 100.0 * f.external,
-                             sl_fb_size(sublet_frag_max_allocatable(st, streams[i]), t3));
+                sl_text_printf(&b,
+                               "    stream %" PRIu64 ": %" PRIu64
+                               " free blocks, %s free, largest %s, "
+                               "external %.2f %%, max allocatable %s\n",
+                               streams[i], f.free_blocks, sl_fb_size(f.free_bytes, t1),
+                               sl_fb_size(f.largest_free_block, t2), 100.0 * f.external,
+                               sl_fb_size(sublet_frag_max_allocatable(st, streams[i]), t3));
             }
             free(streams);
         }
@@ -915,17 +871,17 @@ size_t sublet_frag_format_text(const sublet_frag_state *st, const sublet_frag_fo
         histogram_text(&b, st);
     if (d.sections & SUBLET_FRAG_SECTION_PINNING) {
         size_t total = sublet_frag_pinning(st, NULL, 0);
-        sl_fb_printf(&b,
-                     "segments pinning free memory (mostly free, yet held by live blocks; "
-                     "top %zu of %zu):\n",
-                     top < total ? top : total, total);
+        sl_text_printf(&b,
+                       "segments pinning free memory (mostly free, yet held by live blocks; "
+                       "top %zu of %zu):\n",
+                       top < total ? top : total, total);
         sl_frag_pinning_text(&b, st, top, live, frames, 2);
     }
     if (d.sections & SUBLET_FRAG_SECTION_MAP) {
-        sl_fb_printf(&b,
-                     "segment map ('#' allocated, '+' pending free, '.' free; %u columns per "
-                     "segment, to scale):\n",
-                     width);
+        sl_text_printf(&b,
+                       "segment map ('#' allocated, '+' pending free, '.' free; %u columns per "
+                       "segment, to scale):\n",
+                       width);
         map_text(&b, st, width);
     }
     return b.len;
@@ -939,7 +895,7 @@ static int cmp_str(const void *x, const void *y)
 }
 
 static int push_line(char ***lines, size_t *n, size_t *cap, const char *fmt, ...)
-    SL_FB_PRINTF(4, 5);
+    SL_TEXT_PRINTF(4, 5);
 static int push_line(char ***lines, size_t *n, size_t *cap, const char *fmt, ...)
 {
     if (*n == *cap) {
@@ -965,8 +921,8 @@ static int push_line(char ***lines, size_t *n, size_t *cap, const char *fmt, ...
 
 size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t cap)
 {
-    sl_fb b;
-    sl_fb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!st)
         return 0;
     static const char *const pools[3] = {"all", "small_pool", "large_pool"};
@@ -1047,8 +1003,8 @@ size_t sublet_frag_format_flat(const sublet_frag_state *st, char *buf, size_t ca
     (void)bad; /* a line that could not be made is left out */
     qsort(lines, n, sizeof *lines, cmp_str);
     for (size_t i = 0; i < n; i++) {
-        sl_fb_puts(&b, lines[i]);
-        sl_fb_puts(&b, "\n");
+        sl_text_puts(&b, lines[i]);
+        sl_text_puts(&b, "\n");
         free(lines[i]);
     }
     free(lines);

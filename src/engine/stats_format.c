@@ -13,72 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define SF_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SF_PRINTF(f, a)
-#endif
-
-/* ---- string builder --------------------------------------------------------
- * len is the logical length.  Invariant: when len < cap, buf[0..len) holds
- * exactly the text so far followed by a NUL; once a write does not fit, len
- * becomes >= cap and nothing more is written. */
-typedef struct sf_builder {
-    char *buf;
-    size_t cap;
-    size_t len;
-} sf_builder;
-
-static void sb_init(sf_builder *b, char *buf, size_t cap)
-{
-    b->buf = buf;
-    b->cap = buf ? cap : 0;
-    b->len = 0;
-    if (b->cap > 0)
-        b->buf[0] = '\0';
-}
-
-static void sb_putn(sf_builder *b, const char *s, size_t n)
-{
-    if (b->len < b->cap) {
-        size_t room = b->cap - b->len - 1; /* bytes left for text */
-        size_t k = n < room ? n : room;
-        memcpy(b->buf + b->len, s, k);
-        b->buf[b->len + k] = '\0';
-    }
-    b->len += n;
-}
-
-static void sb_puts(sf_builder *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static void sb_repeat(sf_builder *b, char c, size_t n)
-{
-    char chunk[32];
-    memset(chunk, c, sizeof chunk);
-    while (n > 0) {
-        size_t k = n < sizeof chunk ? n : sizeof chunk;
-        sb_putn(b, chunk, k);
-        n -= k;
-    }
-}
-
-static void sb_printf(sf_builder *b, const char *fmt, ...) SF_PRINTF(2, 3);
-static void sb_printf(sf_builder *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start(ap, fmt);
-    if (b->len < b->cap)
-        n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
-    else
-        n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        b->len += (size_t)n;
-}
+#include "base/text.h" /* sl_text over the caller's buffer: snprintf semantics */
 
 /* ---- descriptors generated from the X-macro lists ------------------------- */
 typedef struct sf_array_desc {
@@ -251,8 +186,8 @@ static sf_flat_entry *sf_entries(const sublet_stats *s, const sublet_pool_reserv
 size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
                                       size_t npools, char *buf, size_t cap)
 {
-    sf_builder b;
-    sb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!s || (npools && !pools))
         return 0;
     sf_flat_entry local[SF_FLAT_KEYS];
@@ -261,7 +196,7 @@ size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_r
     if (!entries)
         return 0;
     for (size_t i = 0; i < n; i++)
-        sb_printf(&b, "%s %" PRId64 "\n", entries[i].key, entries[i].value);
+        sl_text_printf(&b, "%s %" PRId64 "\n", entries[i].key, entries[i].value);
     if (entries != local)
         free(entries);
     return b.len;
@@ -270,8 +205,8 @@ size_t sublet_stats_format_flat_pools(const sublet_stats *s, const sublet_pool_r
 size_t sublet_stats_format_json_pools(const sublet_stats *s, const sublet_pool_reserved *pools,
                                       size_t npools, char *buf, size_t cap)
 {
-    sf_builder b;
-    sb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!s || (npools && !pools))
         return 0;
     sf_flat_entry local[SF_FLAT_KEYS];
@@ -279,10 +214,10 @@ size_t sublet_stats_format_json_pools(const sublet_stats *s, const sublet_pool_r
     sf_flat_entry *entries = sf_entries(s, pools, npools, local, &n);
     if (!entries)
         return 0;
-    sb_putn(&b, "{", 1);
+    sl_text_putn(&b, "{", 1);
     for (size_t i = 0; i < n; i++)
-        sb_printf(&b, "%s\"%s\": %" PRId64, i ? ", " : "", entries[i].key, entries[i].value);
-    sb_putn(&b, "}", 1);
+        sl_text_printf(&b, "%s\"%s\": %" PRId64, i ? ", " : "", entries[i].key, entries[i].value);
+    sl_text_putn(&b, "}", 1);
     if (entries != local)
         free(entries);
     return b.len;
@@ -388,7 +323,7 @@ static int64_t sf_floordiv(int64_t a, int64_t b)
 /* torch/cuda/memory.py _format_size(sz, pref_sz): f"{sz:6d} {prefix}".
  * pref_sz starts as an int and becomes a float after the first division;
  * dividing by 1024 is exact in binary floating point, so a double mirrors it. */
-static void sf_cell_size(sf_builder *b, int64_t v, int64_t ref)
+static void sf_cell_size(sl_text *b, int64_t v, int64_t ref)
 {
     static const char *const units[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
     double pref = (double)ref;
@@ -398,11 +333,11 @@ static void sf_cell_size(sf_builder *b, int64_t v, int64_t ref)
         v = sf_floordiv(v, 1024);
         pref /= 1024.0;
     }
-    sb_printf(b, "%6" PRId64 " %s", v, units[u]);
+    sl_text_printf(b, "%6" PRId64 " %s", v, units[u]);
 }
 
 /* torch/cuda/memory.py _format_count(cnt, pref_cnt): f"{cnt:7d} {prefix} ". */
-static void sf_cell_count(sf_builder *b, int64_t v, int64_t ref)
+static void sf_cell_count(sl_text *b, int64_t v, int64_t ref)
 {
     static const char *const units[] = {" ", "K", "M"};
     double pref = (double)ref;
@@ -412,40 +347,40 @@ static void sf_cell_count(sf_builder *b, int64_t v, int64_t ref)
         v = sf_floordiv(v, 1000);
         pref /= 1000.0;
     }
-    sb_printf(b, "%7" PRId64 " %s ", v, units[u]);
+    sl_text_printf(b, "%7" PRId64 " %s ", v, units[u]);
 }
 
-static void sf_line_begin(sf_builder *b)
+static void sf_line_begin(sl_text *b)
 {
-    sb_putn(b, "|", 1);
+    sl_text_putn(b, "|", 1);
 }
 
-static void sf_line_end(sf_builder *b)
+static void sf_line_end(sl_text *b)
 {
-    sb_putn(b, "|\n", 2);
+    sl_text_putn(b, "|\n", 2);
 }
 
-static void sf_rule(sf_builder *b, char c)
+static void sf_rule(sl_text *b, char c)
 {
     sf_line_begin(b);
-    sb_repeat(b, c, SF_LINE);
+    sl_text_repeat(b, c, SF_LINE);
     sf_line_end(b);
 }
 
 /* One row: " {name:<21} | c | c | c | c " with each cell formatted against
  * the matching reference value. */
-static void sf_row(sf_builder *b, const char *name, const sublet_stat *st,
+static void sf_row(sl_text *b, const char *name, const sublet_stat *st,
                    const sublet_stat *ref, int is_bytes)
 {
     sf_line_begin(b);
-    sb_printf(b, " %-*s ", SF_NAME_W, name);
+    sl_text_printf(b, " %-*s ", SF_NAME_W, name);
     for (int m = 0; m < SF_METRICS; m++) {
-        sb_putn(b, "| ", 2);
+        sl_text_putn(b, "| ", 2);
         if (is_bytes)
             sf_cell_size(b, sf_metric(st, m), sf_metric(ref, m));
         else
             sf_cell_count(b, sf_metric(st, m), sf_metric(ref, m));
-        sb_putn(b, " ", 1);
+        sl_text_putn(b, " ", 1);
     }
     sf_line_end(b);
 }
@@ -453,26 +388,26 @@ static void sf_row(sf_builder *b, const char *name, const sublet_stat *st,
 size_t sublet_stats_format_summary(const sublet_stats *s, int device, int abbreviated,
                                    char *buf, size_t cap)
 {
-    sf_builder b;
-    sb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (!s)
         return 0;
 
     sf_rule(&b, '=');
     /* " {_:16} PyTorch CUDA memory summary, device ID {device:<17d} " */
     sf_line_begin(&b);
-    sb_printf(&b, " %16s PyTorch CUDA memory summary, device ID %-17d ", "", device);
+    sl_text_printf(&b, " %16s PyTorch CUDA memory summary, device ID %-17d ", "", device);
     sf_line_end(&b);
     sf_rule(&b, '-');
     /* "  {_:9} CUDA OOMs: {num_ooms:<12d} | {_:6} cudaMalloc retries:
      *  {num_alloc_retries:<8d}  " */
     sf_line_begin(&b);
-    sb_printf(&b, "  %9s CUDA OOMs: %-12" PRId64 " | %6s cudaMalloc retries: %-8" PRId64 "  ", "",
-              s->num_ooms, "", s->num_alloc_retries);
+    sl_text_printf(&b, "  %9s CUDA OOMs: %-12" PRId64 " | %6s cudaMalloc retries: %-8" PRId64 "  ",
+                   "", s->num_ooms, "", s->num_alloc_retries);
     sf_line_end(&b);
     sf_rule(&b, '=');
     sf_line_begin(&b);
-    sb_puts(&b, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");
+    sl_text_puts(&b, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");
     sf_line_end(&b);
 
     for (size_t i = 0; i < SF_COUNT(k_arrays); i++) {
@@ -499,15 +434,15 @@ size_t sublet_stats_format_summary(const sublet_stats *s, int device, int abbrev
 /* ---- c10 format_size ------------------------------------------------------ */
 size_t sublet_format_size(uint64_t n, char *buf, size_t cap)
 {
-    sf_builder b;
-    sb_init(&b, buf, cap);
+    sl_text b;
+    sl_text_fixed(&b, buf, cap);
     if (n <= 1024u)
-        sb_printf(&b, "%" PRIu64 " bytes", n);
+        sl_text_printf(&b, "%" PRIu64 " bytes", n);
     else if (n <= 1048576u)
-        sb_printf(&b, "%.2f KiB", (double)n / 1024.0);
+        sl_text_printf(&b, "%.2f KiB", (double)n / 1024.0);
     else if (n <= 1073741824u)
-        sb_printf(&b, "%.2f MiB", (double)n / 1048576.0);
+        sl_text_printf(&b, "%.2f MiB", (double)n / 1048576.0);
     else
-        sb_printf(&b, "%.2f GiB", (double)n / 1073741824.0);
+        sl_text_printf(&b, "%.2f GiB", (double)n / 1073741824.0);
     return b.len;
 }

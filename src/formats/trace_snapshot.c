@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "formats/trace_readers.h"
 
 #define PATH_MAX_LEN 160
@@ -35,11 +36,11 @@ static sublet_status bad(snap *s, const char *path, const char *key, const char 
 {
     if (v && pv_typeof(v) == PV_INT && !(v->flags & PV_F_UINT64) && v->u.i < 0)
         sl_msg(s->err, s->cap, "%s%s%s: expected %s, found %lld", path, key ? "." : "",
-                  key ? key : "", what, (long long)v->u.i);
+               key ? key : "", what, (long long)v->u.i);
     else
         sl_msg(s->err, s->cap, "%s%s%s: %s%s%s%s", path, key ? "." : "", key ? key : "",
-                  v ? "expected " : "missing (expected ", what, v ? ", found " : ")",
-                  v ? type_of(v) : "");
+               v ? "expected " : "missing (expected ", what, v ? ", found " : ")",
+               v ? type_of(v) : "");
     return SUBLET_ERR_PARSE;
 }
 
@@ -152,28 +153,18 @@ static sublet_status get_frames(snap *s, const pyval *d, const char *path, uint3
 
 /* ---- allocator_settings -> a PYTORCH_CUDA_ALLOC_CONF string ---------------------------- */
 
-typedef struct sbuf {
-    char b[1024];
-    size_t n;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_add(sbuf *b, const char *fmt, ...)
+/* Append ",ITEM" (the first without the comma) until the text is full. */
+static void sb_add(sl_text *b, const char *fmt, ...) SL_TEXT_PRINTF(2, 3);
+static void sb_add(sl_text *b, const char *fmt, ...)
 {
-    if (b->n >= sizeof b->b - 1)
+    if (b->len + 1 >= b->cap)
         return;
-    if (b->n)
-        b->b[b->n++] = ',';
+    if (b->len)
+        sl_text_putn(b, ",", 1);
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(b->b + b->n, sizeof b->b - b->n, fmt, ap);
+    sl_text_vprintf(b, fmt, ap);
     va_end(ap);
-    if (k > 0)
-        b->n += (size_t)k < sizeof b->b - b->n ? (size_t)k : sizeof b->b - b->n - 1;
 }
 
 static sublet_status read_settings(snap *s, const pyval *root)
@@ -187,7 +178,9 @@ static sublet_status read_settings(snap *s, const pyval *root)
     const char *raw = pv_str(pv_dict_get(as, "PYTORCH_CUDA_ALLOC_CONF"), &rn);
     if (raw && rn)
         return trace_extras_set_settings(s->x, raw, rn) ? nomem(s) : SUBLET_OK;
-    sbuf b = {.n = 0};
+    char conf[1024];
+    sl_text b;
+    sl_text_fixed(&b, conf, sizeof conf);
     int64_t mss;
     if (pv_as_int(pv_dict_get(as, "max_split_size"), &mss) && mss > 0)
         sb_add(&b, "max_split_size_mb:%llu", (unsigned long long)((uint64_t)mss / MiB));
@@ -225,7 +218,8 @@ static sublet_status read_settings(snap *s, const pyval *root)
     int64_t th;
     if (pv_as_int(pv_dict_get(as, "pinned_num_register_threads"), &th) && th > 1)
         sb_add(&b, "pinned_num_register_threads:%lld", (long long)th);
-    return trace_extras_set_settings(s->x, b.b, b.n) ? nomem(s) : SUBLET_OK;
+    size_t n = b.len < sizeof conf ? b.len : sizeof conf - 1; /* cut when full */
+    return trace_extras_set_settings(s->x, conf, n) ? nomem(s) : SUBLET_OK;
 }
 
 /* ---- the event walk ------------------------------------------------------------------------ */
@@ -716,7 +710,7 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
         segs = root;
     } else if (pv_typeof(root) != PV_DICT) {
         sl_msg(err, cap, "snapshot: expected a dict (or a list of segments), found %s",
-                  type_of(root));
+               type_of(root));
         return SUBLET_ERR_PARSE;
     } else {
         segs = pv_dict_get(root, "segments");
@@ -759,9 +753,9 @@ sublet_status sublet_trace_from_snapshot(const pyval *root, const sublet_trace_l
         st = nomem(&s);
     if (!st && opt && opt->pick_device && !w.events.n && !w.my_segments) {
         sl_msg(err, cap,
-                  "device %lld: the snapshot has no events and no segments for it (%zu "
-                  "device trace(s))",
-                  (long long)dev, pv_list_len(traces));
+               "device %lld: the snapshot has no events and no segments for it (%zu "
+               "device trace(s))",
+               (long long)dev, pv_list_len(traces));
         st = SUBLET_ERR_INVALID_ARGUMENT;
     }
     if (!st && pv_typeof(root) == PV_DICT)
