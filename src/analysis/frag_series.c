@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/rules.h"
 #include "engine/frag_internal.h"
 #include "analysis/replay_internal.h"
@@ -132,8 +133,7 @@ sublet_status sublet_frag_state_at_stream(sublet_trace_stream *t, const sublet_r
         sublet_replay_result_free(&local);
     if (st == SUBLET_OK && c.st_status != SUBLET_OK) {
         st = c.st_status;
-        if (err && err_cap)
-            snprintf(err, err_cap, "cannot copy the state: %s", sublet_status_text(st));
+        sl_msg(err, err_cap, "cannot copy the state: %s", sublet_status_text(st));
     }
     if (st != SUBLET_OK) {
         sublet_frag_state_free(c.st);

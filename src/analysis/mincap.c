@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "sublet/replay.h"
 #include "sublet/trace_stream.h"
 
@@ -266,10 +267,9 @@ static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_opt
     search s = {ts, &o, resolution, ref.errors, out, 0, 0, err, err_cap};
     if (ref.ooms) {
         sublet_replay_result_free(&ref);
-        if (err && err_cap)
-            snprintf(err, err_cap, "the trace runs out of memory even on a %llu-byte device",
-                     (unsigned long long)big);
-        return SUBLET_ERR_OOM;
+        return sl_fail(err, err_cap, SUBLET_ERR_OOM,
+                       "the trace runs out of memory even on a %llu-byte device",
+                       (unsigned long long)big);
     }
     /* the floor: the peak of live requested bytes of the rows replayed (the
      * reference run's, with stop_after; below it every device fails) */
@@ -300,10 +300,9 @@ static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_opt
         hi = i < 4 ? hi + step : hi * 2;
     }
     if (!ok) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "no device size up to %llu bytes runs the trace",
-                     (unsigned long long)(hi * resolution));
-        return SUBLET_ERR_OOM;
+        return sl_fail(err, err_cap, SUBLET_ERR_OOM,
+                       "no device size up to %llu bytes runs the trace",
+                       (unsigned long long)(hi * resolution));
     }
     st = bisect(&s, lo, &hi);
     /* the neighbourhood above the answer; above a failure there, again */
@@ -313,18 +312,16 @@ static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_opt
         if (st != SUBLET_OK || !fail)
             break;
         if (round == MAX_ROUNDS) {
-            if (err && err_cap)
-                snprintf(err, err_cap, "no answer after %d searches above sizes that failed, "
-                         "the last at %llu bytes", MAX_ROUNDS,
-                         (unsigned long long)(fail * resolution));
-            return SUBLET_ERR_OOM;
+            return sl_fail(err, err_cap, SUBLET_ERR_OOM,
+                           "no answer after %d searches above sizes that failed, "
+                           "the last at %llu bytes", MAX_ROUNDS,
+                           (unsigned long long)(fail * resolution));
         }
         st = next_ok_above(&s, fail, &hi);
         if (st == SUBLET_OK && !hi) {
-            if (err && err_cap)
-                snprintf(err, err_cap, "no device size above %llu bytes (which failed) runs the "
-                         "trace", (unsigned long long)(fail * resolution));
-            return SUBLET_ERR_OOM;
+            return sl_fail(err, err_cap, SUBLET_ERR_OOM,
+                           "no device size above %llu bytes (which failed) runs the " "trace",
+                           (unsigned long long)(fail * resolution));
         }
         if (st == SUBLET_OK)
             st = bisect(&s, fail, &hi);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/engine.h"          /* the garbage collector's state (malloc_releases) */
 #include "engine/history_internal.h" /* the snapshot marker */
 #include "engine/rules.h"            /* kSmallBuffer, kSmallSize */
@@ -338,12 +339,10 @@ static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static sublet_status fatal(rp *s, sublet_status st, const char *fmt, ...)
 {
-    if (s->err && s->err_cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->err, s->err_cap, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    sl_vmsg(s->err, s->err_cap, fmt, ap);
+    va_end(ap);
     return st;
 }
 
@@ -1184,9 +1183,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
     if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK) {
         if (r)
             result_init(r);
-        if (err && err_cap)
-            snprintf(err, err_cap, "out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, err_cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     sublet_status st = replay(ts, t, o, r, err, err_cap, 0);
     sublet_trace_stream_close(ts);

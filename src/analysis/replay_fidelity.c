@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "analysis/replay_internal.h"
 #include "sublet/config.h"
 
@@ -233,15 +234,14 @@ int rf_judge_release(sublet_replay_fidelity *f, const sublet_trace_event *rows, 
 /* The refusal's text, with what shows that the recording began mid-run. */
 static void refuse(char *why, size_t cap, const char *what)
 {
-    if (why && cap)
-        snprintf(why, cap,
-                 "the trace was recorded mid-run under expandable segments (%s): a snapshot "
-                 "does not record where each expandable segment's virtual reservation begins "
-                 "and ends, and PyTorch maps new pages at the lowest unmapped address of the "
-                 "reservation (reference 6.3), which may lie below every mapped range, so the "
-                 "state its decisions depend on cannot be rebuilt; replay with the prelude "
-                 "allocated (SUBLET_PRELUDE_ALLOCATE, --prelude allocate) for an approximation",
-                 what);
+    sl_msg(why, cap,
+           "the trace was recorded mid-run under expandable segments (%s): a snapshot "
+           "does not record where each expandable segment's virtual reservation begins "
+           "and ends, and PyTorch maps new pages at the lowest unmapped address of the "
+           "reservation (reference 6.3), which may lie below every mapped range, so the "
+           "state its decisions depend on cannot be rebuilt; replay with the prelude "
+           "allocated (SUBLET_PRELUDE_ALLOCATE, --prelude allocate) for an approximation",
+           what);
 }
 
 /* A prelude row in a private pool: refused unless the prelude is allocated
@@ -252,17 +252,15 @@ static sublet_status private_prelude(const sublet_trace_event *e, size_t i, int 
 {
     if ((!e->pool_id[0] && !e->pool_id[1]) || mode == SUBLET_PRELUDE_ALLOCATE)
         return SUBLET_OK;
-    if (why && cap)
-        snprintf(why, cap,
-                 "prelude row %zu (%s at %llu, line %llu) is in private pool (%llu, %llu), %s: "
-                 "the recording began with memory in a private pool, and adopted segments "
-                 "go to the default pools only; replay with the prelude allocated "
-                 "(SUBLET_PRELUDE_ALLOCATE, --prelude allocate), which allocates the live "
-                 "blocks through their pools", i, sublet_trace_kind_name(e->kind),
-                 (unsigned long long)e->addr, (unsigned long long)e->line,
-                 (unsigned long long)e->pool_id[0], (unsigned long long)e->pool_id[1],
-                 e->pool_id[1] == 0 ? "a CUDA graph's pool" : "a MemPool (or graph_pool_handle)");
-    return SUBLET_ERR_UNSUPPORTED;
+    return sl_fail(why, cap, SUBLET_ERR_UNSUPPORTED,
+                   "prelude row %zu (%s at %llu, line %llu) is in private pool (%llu, %llu), %s: "
+                   "the recording began with memory in a private pool, and adopted segments "
+                   "go to the default pools only; replay with the prelude allocated "
+                   "(SUBLET_PRELUDE_ALLOCATE, --prelude allocate), which allocates the live "
+                   "blocks through their pools", i, sublet_trace_kind_name(e->kind),
+                   (unsigned long long)e->addr, (unsigned long long)e->line,
+                   (unsigned long long)e->pool_id[0], (unsigned long long)e->pool_id[1],
+                   e->pool_id[1] == 0 ? "a CUDA graph's pool" : "a MemPool (or graph_pool_handle)");
 }
 
 sublet_status rf_expandable_prelude(const sublet_trace *t, int mode, char *why, size_t cap)

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "sublet/backend_cuda.h"
 
 #ifdef SUBLET_HAVE_CUDA_H
@@ -225,7 +226,7 @@ static sublet_status drv_ready(char *err, size_t cap)
 {
     pthread_once(&drv_once, drv_load);
     if (drv.status != SUBLET_OK && err && cap)
-        snprintf(err, cap, "%s", drv.msg);
+        sl_msg(err, cap, "%s", drv.msg);
     return drv.status;
 }
 
@@ -993,10 +994,8 @@ sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, si
     if (err && err_cap)
         err[0] = '\0';
     if (!out || device < 0) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "sublet_cuda_create: %s",
-                     out ? "negative device ordinal" : "NULL out");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "sublet_cuda_create: %s",
+                       out ? "negative device ordinal" : "NULL out");
     }
     *out = NULL;
     sublet_status st = drv_ready(err, err_cap);
@@ -1012,10 +1011,10 @@ sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, si
     if (n == 0 || device >= n) {
         if (err && err_cap) {
             if (n == 0)
-                snprintf(err, err_cap, "no CUDA device: the driver reports none");
+                sl_msg(err, err_cap, "no CUDA device: the driver reports none");
             else
-                snprintf(err, err_cap, "no CUDA device %d: the driver reports %d device%s",
-                         device, n, n == 1 ? "" : "s");
+                sl_msg(err, err_cap, "no CUDA device %d: the driver reports %d device%s",
+                       device, n, n == 1 ? "" : "s");
         }
         return SUBLET_ERR_UNSUPPORTED;
     }
@@ -1143,9 +1142,7 @@ sublet_status sublet_cuda_device_count(int *count, char *err, size_t err_cap)
     if (!count)
         return SUBLET_ERR_INVALID_ARGUMENT;
     *count = 0;
-    if (err && err_cap)
-        snprintf(err, err_cap, "%s", SL_CUDA_NOT_BUILT);
-    return SUBLET_ERR_UNSUPPORTED;
+    return sl_fail(err, err_cap, SUBLET_ERR_UNSUPPORTED, "%s", SL_CUDA_NOT_BUILT);
 }
 
 sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, size_t err_cap)
@@ -1153,8 +1150,7 @@ sublet_status sublet_cuda_create(int device, sublet_backend **out, char *err, si
     (void)device;
     if (out)
         *out = NULL;
-    if (err && err_cap)
-        snprintf(err, err_cap, "%s", SL_CUDA_NOT_BUILT);
+    sl_msg(err, err_cap, "%s", SL_CUDA_NOT_BUILT);
     return out ? SUBLET_ERR_UNSUPPORTED : SUBLET_ERR_INVALID_ARGUMENT;
 }
 

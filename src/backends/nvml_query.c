@@ -6,6 +6,7 @@
  * nvmlDeviceGetComputeRunningProcesses_v3 in current headers), through
  * pointers of the header's own types, so nothing is declared here by hand. */
 #include "backends/nvml_query.h"
+#include "base/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -64,9 +65,7 @@ static void nv_load(void)
 
 static sublet_status unsupported(char *why, size_t cap, const char *text)
 {
-    if (why && cap)
-        snprintf(why, cap, "%s", text);
-    return SUBLET_ERR_UNSUPPORTED;
+    return sl_fail(why, cap, SUBLET_ERR_UNSUPPORTED, "%s", text);
 }
 
 sublet_status sl_nvml_process_used(const char *pci_bus_id, uint64_t pid, uint64_t *used_out,
@@ -129,9 +128,8 @@ sublet_status sl_nvml_process_used(const char *pci_bus_id, uint64_t pid, uint64_
     (void)pci_bus_id;
     (void)pid;
     (void)used_out;
-    if (why && why_cap)
-        snprintf(why, why_cap, "built without nvml.h: this process's share is not known");
-    return SUBLET_ERR_UNSUPPORTED;
+    return sl_fail(why, why_cap, SUBLET_ERR_UNSUPPORTED,
+                   "built without nvml.h: this process's share is not known");
 }
 
 #endif

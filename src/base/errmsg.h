@@ -6,6 +6,7 @@
 #ifndef SUBLET_ERRMSG_H
 #define SUBLET_ERRMSG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "sublet/error.h"
@@ -17,6 +18,7 @@
 #endif
 
 /* Write the message. */
+void sl_vmsg(char *err, size_t cap, const char *fmt, va_list ap) SL_PRINTF(3, 0);
 void sl_msg(char *err, size_t cap, const char *fmt, ...) SL_PRINTF(3, 4);
 /* Write the message and return st: `return sl_fail(err, cap, SUBLET_ERR_X, ...);`. */
 sublet_status sl_fail(char *err, size_t cap, sublet_status st, const char *fmt, ...)

@@ -6,7 +6,7 @@
 
 #include "base/errmsg.h"
 
-static void vmsg(char *err, size_t cap, const char *fmt, va_list ap)
+void sl_vmsg(char *err, size_t cap, const char *fmt, va_list ap)
 {
     if (err && cap)
         vsnprintf(err, cap, fmt, ap);
@@ -16,7 +16,7 @@ void sl_msg(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vmsg(err, cap, fmt, ap);
+    sl_vmsg(err, cap, fmt, ap);
     va_end(ap);
 }
 
@@ -24,7 +24,7 @@ sublet_status sl_fail(char *err, size_t cap, sublet_status st, const char *fmt, 
 {
     va_list ap;
     va_start(ap, fmt);
-    vmsg(err, cap, fmt, ap);
+    sl_vmsg(err, cap, fmt, ap);
     va_end(ap);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/engine.h"
 #include "engine/events.h"
 #include "engine/expandable.h"
@@ -43,9 +44,7 @@ static sublet_status check_supported(const sublet_backend *b, const sublet_setti
               "memory support";
     if (!why)
         return SUBLET_OK;
-    if (err && err_cap)
-        snprintf(err, err_cap, "%s", why);
-    return SUBLET_ERR_UNSUPPORTED;
+    return sl_fail(err, err_cap, SUBLET_ERR_UNSUPPORTED, "%s", why);
 }
 
 /* torch.cuda.set_per_process_memory_fraction (and the option of 2.9+): a limit

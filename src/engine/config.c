@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/rules.h"
 #include "sublet/stats.h" /* SUBLET_POOL_SMALL / LARGE */
 
@@ -190,12 +191,10 @@ typedef struct pctx {
 
 static sublet_status PRINTF_LIKE(2, 3) fail(pctx *c, const char *fmt, ...)
 {
-    if (c->err && c->err_cap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, c->err_cap, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    sl_vmsg(c->err, c->err_cap, fmt, ap);
+    va_end(ap);
     return SUBLET_ERR_CONFIG;
 }
 
@@ -830,9 +829,8 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
     if (err && err_cap > 0)
         err[0] = '\0';
     if (!s) {
-        if (err && err_cap > 0)
-            snprintf(err, err_cap, "sublet_settings_parse: settings pointer is NULL");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT,
+                       "sublet_settings_parse: settings pointer is NULL");
     }
     if (!conf)
         conf = "";
@@ -892,9 +890,8 @@ sublet_status sublet_settings_parse(sublet_settings *s, const char *conf, char *
     memcpy(s, &work, sizeof *s);
     return SUBLET_OK;
 no_memory:
-    if (err && err_cap > 0)
-        snprintf(err, err_cap, "out of host memory while parsing allocator settings");
-    return SUBLET_ERR_NO_MEMORY;
+    return sl_fail(err, err_cap, SUBLET_ERR_NO_MEMORY,
+                   "out of host memory while parsing allocator settings");
 }
 
 sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint64_t size,
@@ -931,9 +928,7 @@ sublet_status sublet_warmup_check(const sublet_settings *s, int pool_kind, uint6
                                   "multiple of 2 MiB of at least 10 MiB",
                  (unsigned long long)(lss / MiB));
     }
-    if (why && why_cap)
-        snprintf(why, why_cap, "%s", msg);
-    return st;
+    return sl_fail(why, why_cap, st, "%s", msg);
 }
 
 size_t sublet_warmup_format(const sublet_warmup_entry *plan, size_t n, char *buf, size_t cap)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/engine.h"
 #include "engine/events.h"
 #include "engine/pools_internal.h"
@@ -709,13 +710,13 @@ bool sl_evq_verify(const sublet_allocator *a, char *msg, size_t cap)
             continue;
         used++;
         if (v > a->nevqs || evq_find(a, a->evqs[v - 1].stream) != &a->evqs[v - 1]) {
-            snprintf(msg, cap, "event queue index: slot %zu names queue %u of %zu", i, v,
-                     a->nevqs);
+            sl_msg(msg, cap, "event queue index: slot %zu names queue %u of %zu", i, v,
+                   a->nevqs);
             return false;
         }
     }
     if (used != a->nevqs) {
-        snprintf(msg, cap, "event queue index holds %zu queues, the engine %zu", used, a->nevqs);
+        sl_msg(msg, cap, "event queue index holds %zu queues, the engine %zu", used, a->nevqs);
         return false;
     }
     return true;

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/engine.h"
 #include "engine/index.h"
 #include "engine/rbtree.h"
@@ -517,8 +518,8 @@ typedef struct vctx {
 
 static bool vfail(vctx *c, const char *what, const sl_block *n)
 {
-    snprintf(c->msg, c->cap, "free index: %s at block 0x%llx", what,
-             n ? (unsigned long long)n->addr : 0ull);
+    sl_msg(c->msg, c->cap, "free index: %s at block 0x%llx", what,
+           n ? (unsigned long long)n->addr : 0ull);
     return false;
 }
 
@@ -572,7 +573,7 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
 {
     vctx c = {.pool = p, .t = t, .msg = msg, .cap = cap};
     if (!t->bins) {
-        snprintf(msg, cap, "free index: a stream tree without its classes");
+        sl_msg(msg, cap, "free index: a stream tree without its classes");
         return false;
     }
     /* each class in turn: the walk's order check spans them all */
@@ -580,8 +581,8 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
         const sl_block *root = t->bins->root[k];
         bool marked = t->bins->map[k >> 6] >> (k & 63) & 1;
         if (marked != (root != NULL)) {
-            snprintf(msg, cap, "free index: size class %u %s but marked %s", k,
-                     root ? "has blocks" : "is empty", marked ? "full" : "empty");
+            sl_msg(msg, cap, "free index: size class %u %s but marked %s", k,
+                   root ? "has blocks" : "is empty", marked ? "full" : "empty");
             return false;
         }
         if (!root)
@@ -597,20 +598,20 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
     }
     for (unsigned w = 0; w < NBIN_WORDS; w++)
         if ((t->bins->map[w] != 0) != (t->bins->summary >> w & 1)) {
-            snprintf(msg, cap, "free index: class bitmap summary wrong at word %u", w);
+            sl_msg(msg, cap, "free index: class bitmap summary wrong at word %u", w);
             return false;
         }
     if (c.count != t->count) {
-        snprintf(msg, cap, "free index count %zu != %zu nodes", t->count, c.count);
+        sl_msg(msg, cap, "free index count %zu != %zu nodes", t->count, c.count);
         return false;
     }
     if (c.bytes != t->bytes) {
-        snprintf(msg, cap, "free index bytes %llu != %llu recounted",
-                 (unsigned long long)t->bytes, (unsigned long long)c.bytes);
+        sl_msg(msg, cap, "free index bytes %llu != %llu recounted",
+               (unsigned long long)t->bytes, (unsigned long long)c.bytes);
         return false;
     }
     if (c.sq_hi != t->sq_hi || c.sq_lo != t->sq_lo) {
-        snprintf(msg, cap, "free index sum of squares differs from a recount");
+        sl_msg(msg, cap, "free index sum of squares differs from a recount");
         return false;
     }
     /* every entry was met as the lowest block of its size, and none is extra */
@@ -619,24 +620,24 @@ static bool verify_tree(const sl_pool *p, const sl_tree *t, size_t *count, char 
         if (t->sizes[i].size) {
             used++;
             if (sl_smap_find(t, t->sizes[i].size) != &t->sizes[i]) {
-                snprintf(msg, cap, "size map probe chain broken for size %llu",
-                         (unsigned long long)t->sizes[i].size);
+                sl_msg(msg, cap, "size map probe chain broken for size %llu",
+                       (unsigned long long)t->sizes[i].size);
                 return false;
             }
         }
     if (used != t->nsizes || c.mapped_mins != t->nsizes ||
         (!t->sizes_partial && !t->sizes_off && t->nsizes != c.distinct)) {
-        snprintf(msg, cap, "size map holds %zu entries (%zu counted), tree has %zu sizes, "
-                 "%zu of them mapped", t->nsizes, used, c.distinct, c.mapped_mins);
+        sl_msg(msg, cap, "size map holds %zu entries (%zu counted), tree has %zu sizes, "
+               "%zu of them mapped", t->nsizes, used, c.distinct, c.mapped_mins);
         return false;
     }
     if (t->sizes_off && (t->nsizes || t->sizes_partial)) {
-        snprintf(msg, cap, "size map off but holding %zu entries%s", t->nsizes,
-                 t->sizes_partial ? ", marked partial" : "");
+        sl_msg(msg, cap, "size map off but holding %zu entries%s", t->nsizes,
+               t->sizes_partial ? ", marked partial" : "");
         return false;
     }
     if (t->count == 0 && t->sizes_partial) {
-        snprintf(msg, cap, "empty free tree marked partial");
+        sl_msg(msg, cap, "empty free tree marked partial");
         return false;
     }
     *count += c.count;
@@ -648,7 +649,7 @@ bool sl_free_verify(sl_pool *p, size_t *count, char *msg, size_t cap)
     *count = 0;
     for (size_t i = 0; i < p->ntrees; i++) {
         if (i && p->trees[i - 1].stream >= p->trees[i].stream) {
-            snprintf(msg, cap, "stream trees out of order");
+            sl_msg(msg, cap, "stream trees out of order");
             return false;
         }
         if (!verify_tree(p, &p->trees[i], count, msg, cap))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "engine/engine.h"
 #include "engine/events.h"
 #include "engine/expandable.h"
@@ -56,14 +57,14 @@ static int recount_mismatch(const sublet_stats *st, const recount *rc, const cha
     return 0;
 }
 
+/* sl_fail with the status every check here reports */
+static sublet_status fail(char *msg, size_t cap, const char *fmt, ...) SL_PRINTF(3, 4);
 static sublet_status fail(char *msg, size_t cap, const char *fmt, ...)
 {
-    if (msg && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    sl_vmsg(msg, cap, fmt, ap);
+    va_end(ap);
     return SUBLET_ERR_CORRUPT;
 }
 

@@ -167,9 +167,7 @@ sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const
     if (err && err_cap)
         err[0] = '\0';
     if (!args_ok || (!buf && len)) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "byte 0: invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "byte 0: invalid argument");
     }
     return sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, data, data_len, owned,
                                    err, err_cap);

@@ -1,5 +1,6 @@
 /* sublet — JSON reader and writer over the pyval model.  See json_codec.h. */
 #include "formats/json_codec.h"
+#include "base/errmsg.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -468,9 +469,7 @@ sublet_status pv_json_parse(const uint8_t *buf, size_t len, pv_arena *a, pyval *
     jr *r = calloc(1, sizeof *r);
     if (!r) {
         free(owned);
-        if (err && cap)
-            snprintf(err, cap, "byte 0: out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "byte 0: out of memory");
     }
     r->base = r->p = data;
     r->end = data + n;
@@ -508,8 +507,7 @@ static void wfail(jw *w, sublet_status st, const char *msg) {
     if (w->bad)
         return;
     w->bad = st;
-    if (w->err && w->cap)
-        snprintf(w->err, w->cap, "%s", msg);
+    sl_msg(w->err, w->cap, "%s", msg);
 }
 
 static void wput(jw *w, const void *p, size_t n) {
@@ -723,15 +721,11 @@ sublet_status pv_json_write(const pyval *v, unsigned flags, pv_buf *out, char *e
     if (err && cap)
         err[0] = '\0';
     if (!v || !out) {
-        if (err && cap)
-            snprintf(err, cap, "invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
     jw *w = calloc(1, sizeof *w);
     if (!w) {
-        if (err && cap)
-            snprintf(err, cap, "out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     w->out = out;
     w->flags = flags;

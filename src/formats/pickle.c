@@ -1,6 +1,7 @@
 /* sublet — pickle reader (protocols 0-5, plain data only).  See pickle.h.
  * The writer is in pickle_write.c. */
 #include "formats/pickle.h"
+#include "base/errmsg.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -831,9 +832,7 @@ sublet_status pv_pickle_parse(const uint8_t *buf, size_t len, pv_arena *a, pyval
     rd *r = calloc(1, sizeof *r);
     if (!r) {
         free(owned);
-        if (err && cap)
-            snprintf(err, cap, "byte 0: out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "byte 0: out of memory");
     }
     r->base = r->p = data;
     r->end = data + n;

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
+
 #define FRAME_TARGET ((size_t)64 << 10)
 #define FRAME_HDR 9
 #define BATCH 1000
@@ -64,12 +66,10 @@ static void wfail(wr *w, sublet_status st, const char *fmt, ...) {
     if (w->bad)
         return;
     w->bad = st;
-    if (w->err && w->cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(w->err, w->cap, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    sl_vmsg(w->err, w->cap, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- output with framing ------------------------------------------------------ */
@@ -465,15 +465,11 @@ sublet_status pv_pickle_write(const pyval *v, unsigned flags, pv_buf *out, char 
     if (err && cap)
         err[0] = '\0';
     if (!v || !out) {
-        if (err && cap)
-            snprintf(err, cap, "invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
     wr *w = calloc(1, sizeof *w);
     if (!w) {
-        if (err && cap)
-            snprintf(err, cap, "out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     size_t start = out->len;
     w->out = out;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
+
 /* ---- arena ---------------------------------------------------------------- */
 typedef struct pv_chunk {
     struct pv_chunk *next;
@@ -733,16 +735,6 @@ bool pv_equal(const pyval *a, const pyval *b, unsigned flags) {
 }
 
 /* ---- tree check ------------------------------------------------------------------------------ */
-static sublet_status check_fail(char *err, size_t cap, sublet_status st, const char *fmt, ...) {
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static bool is_container(const pyval *v) {
     return v->type == PV_LIST || v->type == PV_TUPLE || v->type == PV_DICT;
 }
@@ -760,14 +752,14 @@ typedef struct chk_frame {
 
 sublet_status pv_check_tree(pyval *root, char *err, size_t cap) {
     if (!root)
-        return check_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "no value");
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "no value");
     if (!is_container(root))
         return SUBLET_OK;
     if (root->flags & PV_F_BLACK)
         return SUBLET_OK;
     chk_frame *st = malloc((PV_MAX_DEPTH + 1) * sizeof *st);
     if (!st)
-        return check_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     size_t sp = 0;
     sublet_status rc = SUBLET_OK;
     root->flags |= PV_F_GRAY;
@@ -784,12 +776,12 @@ sublet_status pv_check_tree(pyval *root, char *err, size_t cap) {
                 if (c->height > f->h)
                     f->h = c->height;
             } else if (c->flags & PV_F_GRAY) {
-                rc = check_fail(err, cap, SUBLET_ERR_PARSE,
+                rc = sl_fail(err, cap, SUBLET_ERR_PARSE,
                                 "a %s contains itself (recursive structures are not supported)",
                                 pv_type_name((pv_type)c->type));
                 break;
             } else if (sp >= PV_MAX_DEPTH) {
-                rc = check_fail(err, cap, SUBLET_ERR_PARSE, "containers nested deeper than %d",
+                rc = sl_fail(err, cap, SUBLET_ERR_PARSE, "containers nested deeper than %d",
                                 PV_MAX_DEPTH);
                 break;
             } else {
@@ -798,13 +790,13 @@ sublet_status pv_check_tree(pyval *root, char *err, size_t cap) {
                 continue;
             }
             if (f->w > PV_MAX_EXPANDED) {
-                rc = check_fail(err, cap, SUBLET_ERR_PARSE,
+                rc = sl_fail(err, cap, SUBLET_ERR_PARSE,
                                 "shared references expand to more than %llu values",
                                 (unsigned long long)PV_MAX_EXPANDED);
                 break;
             }
             if (f->h + sp > PV_MAX_DEPTH) {
-                rc = check_fail(err, cap, SUBLET_ERR_PARSE, "containers nested deeper than %d",
+                rc = sl_fail(err, cap, SUBLET_ERR_PARSE, "containers nested deeper than %d",
                                 PV_MAX_DEPTH);
                 break;
             }
@@ -821,7 +813,7 @@ sublet_status pv_check_tree(pyval *root, char *err, size_t cap) {
             if (v->height > p->h)
                 p->h = v->height;
             if (p->w > PV_MAX_EXPANDED) {
-                rc = check_fail(err, cap, SUBLET_ERR_PARSE,
+                rc = sl_fail(err, cap, SUBLET_ERR_PARSE,
                                 "shared references expand to more than %llu values",
                                 (unsigned long long)PV_MAX_EXPANDED);
                 break;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/rules.h" /* kSmallBuffer, kSmallSize */
+#include "base/errmsg.h"
 #include "formats/atomic_write.h"
 #include "formats/snapshot_internal.h"
 #include "sublet/snapshot.h"
@@ -66,9 +67,7 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     if (err && cap)
         err[0] = '\0';
     if (!t || !out || !out_len) {
-        if (err && cap)
-            snprintf(err, cap, "invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
     *out = NULL;
     *out_len = 0;
@@ -81,9 +80,7 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
         pool = private_row(&ev[i]);
     size_t cap_bytes = sizeof CSV_POOL_HEADER + n * (size_t)ROW_MAX;
     if (n > (SIZE_MAX - sizeof CSV_POOL_HEADER) / ROW_MAX || !(*out = malloc(cap_bytes))) {
-        if (err && cap)
-            snprintf(err, cap, "out of memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     char *p = *out;
     const char *hdr = pool ? CSV_POOL_HEADER : CSV_HEADER;
@@ -101,18 +98,14 @@ sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, ch
     if (err && cap)
         err[0] = '\0';
     if (!path || !*path) {
-        if (err && cap)
-            snprintf(err, cap, "invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
     char *text = NULL;
     size_t n = 0;
     char why[256];
     sublet_status st = sublet_trace_encode_csv(t, &text, &n, why, sizeof why);
     if (st != SUBLET_OK) {
-        if (err && cap)
-            snprintf(err, cap, "%s: %s", path, why);
-        return st;
+        return sl_fail(err, cap, st, "%s: %s", path, why);
     }
     size_t len = strlen(path);
     if (len >= 3 && strcmp(path + len - 3, ".gz") == 0) {
@@ -121,9 +114,7 @@ sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, ch
         st = sublet_gzip(text, n, &gz, &gn, why, sizeof why);
         free(text);
         if (st != SUBLET_OK) {
-            if (err && cap)
-                snprintf(err, cap, "%s: %s", path, why);
-            return st;
+            return sl_fail(err, cap, st, "%s: %s", path, why);
         }
         st = sublet_atomic_write(path, gz, gn, err, cap);
         free(gz);
@@ -153,9 +144,7 @@ static sublet_status write_csv_pass(sublet_trace_stream *ts, const char *path, i
     char *text = malloc((size_t)ROWS * ROW_MAX);
     if (!text) {
         sl_afile_abort(f);
-        if (err && cap)
-            snprintf(err, cap, "%s: out of memory", path);
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "%s: out of memory", path);
     }
     const char *hdr = pool ? CSV_POOL_HEADER : CSV_HEADER;
     sl_afile_write(f, hdr, strlen(hdr));
@@ -192,9 +181,7 @@ sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *ts, const char 
     if (err && cap)
         err[0] = '\0';
     if (!ts || !path || !*path) {
-        if (err && cap)
-            snprintf(err, cap, "invalid argument");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
     const sublet_trace_event *pre;
     size_t npre = sublet_trace_stream_prelude(ts, &pre);
