@@ -4,7 +4,8 @@
 
 #include "engine/engine.h"
 
-/* synchronize_and_free_events (§3.5 step 1), for `only`'s blocks (NULL: every block). */
+/* synchronize_and_free_events (docs/rules.md §3.5 step 1), for `only`'s blocks
+ * (NULL: every block). */
 sublet_status sl_sync_free_events(sublet_allocator *a, sl_private *only);
 /* process_events (§4.3): complete the frees whose events have completed. */
 sublet_status sl_process_events(sublet_allocator *a);

@@ -15,7 +15,7 @@ sl_private *sl_thread_pool(const sublet_allocator *a);
 void sl_private_delete(sublet_allocator *a, sl_private *p);
 void sl_pools_fini(sublet_allocator *a);
 
-/* pools.c, graph_capture_record_stream_reuse (§4.6): put the free markers of
+/* pools.c, graph_capture_record_stream_reuse (docs/rules.md §4.6): put the free markers of
  * a block whose free is deferred during a capture (none when out of host
  * memory: the block then waits for the end of the captures, as without the
  * option); is a deferred block allocated on `stream` safe to reuse from

@@ -10,7 +10,7 @@
  * owners, and the pages that become wholly free there are unmapped too). */
 sublet_status sl_release_cached(sublet_allocator *a, sl_private *only);
 
-/* release.c: release_available_cached_blocks (§3.4): free just enough
+/* release.c: release_available_cached_blocks (docs/rules.md §3.4): free just enough
  * oversize blocks of `pool` for `size` on `stream` (true: some were). */
 bool sl_release_available(sublet_allocator *a, sl_pool *pool, sublet_stream stream, uint64_t size);
 /* release.c: the garbage collector (§3.6; call when sl_gc_active). */
