@@ -1,9 +1,12 @@
 /* sublet — the command-line tool: subcommand dispatch. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "formats/atomic_write.h" /* sublet_atomic_write_fail_after */
 #include "sublet/sublet.h"
 
 static void usage(FILE *out)
@@ -67,8 +70,23 @@ static const command *find_command(const char *name)
     return NULL;
 }
 
+/* The test hook of every file the CLI writes (formats/atomic_write.h): its
+ * shell tests simulate a full disk with SUBLET_TEST_FAIL_WRITE_AFTER=N. */
+static void test_hooks(void)
+{
+    const char *e = getenv("SUBLET_TEST_FAIL_WRITE_AFTER");
+    if (!e || !*e)
+        return;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (!errno && !*end && v >= 0)
+        sublet_atomic_write_fail_after(v);
+}
+
 int main(int argc, char **argv)
 {
+    test_hooks();
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -14,26 +14,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* -1: off (consult the environment), else fail after this many bytes. */
+/* -1: off, else fail after this many bytes (the test hook). */
 static _Atomic long long g_fail_after = -1;
 
 void sublet_atomic_write_fail_after(long long n) { atomic_store(&g_fail_after, n < 0 ? -1 : n); }
 
-static long long fail_after(void)
-{
-    long long n = atomic_load(&g_fail_after);
-    if (n >= 0)
-        return n;
-    const char *e = getenv("SUBLET_TEST_FAIL_WRITE_AFTER");
-    if (!e || !*e)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(e, &end, 10);
-    if (errno || *end || v < 0)
-        return -1;
-    return v;
-}
+static long long fail_after(void) { return atomic_load(&g_fail_after); }
 
 /* The process umask without changing it (Linux: /proc/self/status), else 022. */
 static mode_t current_umask(void)

@@ -18,14 +18,14 @@
  * open, write, fsync, close or rename (SUBLET_ERR_INVALID_ARGUMENT for an
  * empty path, SUBLET_ERR_NO_MEMORY).
  *
- * Test hook: when the environment variable SUBLET_TEST_FAIL_WRITE_AFTER is a
- * number N (or sublet_atomic_write_fail_after(N) was called with N >= 0),
- * the write step fails with ENOSPC once N bytes have been written. */
+ * Test hook: after sublet_atomic_write_fail_after(N) with N >= 0 the write
+ * step fails with ENOSPC once N bytes have been written.  The library reads
+ * no environment variable for it: the CLI sets it from
+ * SUBLET_TEST_FAIL_WRITE_AFTER (cli/main.c), the unit tests call it. */
 sublet_status sublet_atomic_write(const char *path, const void *data, size_t n, char *err,
                                   size_t err_cap);
 
-/* Test hook (see above): fail writes after n bytes; n < 0 turns it off (the
- * environment variable is then consulted again). */
+/* Test hook (see above): fail writes after n bytes; n < 0 turns it off. */
 void sublet_atomic_write_fail_after(long long n);
 
 /* The same replacement written piece by piece (a writer that streams):
