@@ -213,10 +213,9 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     }
     int from_trace;
     o.conf = cli_conf_for_settings(sublet_trace_stream_settings(file), conf, &from_trace);
-    if (!o.device_memory || o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY) {
+    if (!o.device_memory) {
         uint64_t dm = sublet_trace_stream_device_memory(file);
-        if (dm)
-            o.device_memory = dm;
+        o.device_memory = dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
     }
     if (maps) {
         sublet_settings es;
@@ -282,6 +281,7 @@ int cli_convert(int argc, char **argv)
     sublet_trace_load_options lo = {0};
     sublet_replay_options o;
     sublet_replay_options_init(&o);
+    o.device_memory = 0; /* none given: the trace's, else the default (below) */
     int direct = 0, only_positional = 0;
     char why[160];
     for (int i = 1; i < argc; i++) {
@@ -421,10 +421,9 @@ int cli_convert(int argc, char **argv)
     /* a trace to a snapshot */
     int from_trace;
     o.conf = cli_conf_for(t, conf, &from_trace);
-    if (!o.device_memory || o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY) {
+    if (!o.device_memory) {
         uint64_t dm = sublet_trace_device_memory(t);
-        if (dm)
-            o.device_memory = dm;
+        o.device_memory = dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
     }
     if (!direct && (sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_MAP) ||
                     sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP))) {

@@ -70,6 +70,17 @@ static int is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* 1 when the file at `path` begins as an ELF object does. */
+static int is_elf(const char *path)
+{
+    unsigned char m[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(m, 1, sizeof m, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 4 && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F';
+}
+
 /* The library: --lib, else beside this program, in ../lib or ../lib64. */
 static int find_lib(const char *prog, const char *given, char *lib, size_t cap)
 {
@@ -78,6 +89,11 @@ static int find_lib(const char *prog, const char *given, char *lib, size_t cap)
     if (given) {
         if (!realpath(given, lib) || !is_file(lib)) {
             fprintf(stderr, "sublet %s: --lib %s: no such file\n", prog, given);
+            return -1;
+        }
+        if (!is_elf(lib)) { /* the loader would ignore it, and the program run without the null device */
+            fprintf(stderr, "sublet %s: --lib %s: not a shared library (no ELF header): give the "
+                            "libsublet_nullgpu.so of a sublet build\n", prog, given);
             return -1;
         }
         return 0;
@@ -194,9 +210,10 @@ int cli_nullgpu_prepare(const char *prog, const char *lib_arg)
 
 static int need_value(int i, int argc, char **argv)
 {
-    if (i + 1 < argc)
+    if (i + 1 < argc && strcmp(argv[i + 1], "--") != 0)
         return 0;
-    fprintf(stderr, "sublet nullgpu: %s needs a value\n", argv[i]);
+    fprintf(stderr, "sublet nullgpu: %s needs a value%s\n", argv[i],
+            i + 1 < argc ? " before '--' (the command follows it)" : "");
     return -1;
 }
 

@@ -70,6 +70,7 @@ int cli_summary(int argc, char **argv)
     sublet_trace_load_options lo = {0};
     sublet_replay_options o;
     sublet_replay_options_init(&o);
+    o.device_memory = 0; /* none given: the snapshot's, else the default (below) */
     int json = 0, only_segments = 0, only_positional = 0;
     char why[160];
     for (int i = 1; i < argc; i++) {
@@ -151,8 +152,8 @@ int cli_summary(int argc, char **argv)
     } else {
         o.conf = cli_conf_for(t, conf, &from_trace);
         uint64_t dm = sublet_trace_device_memory(t);
-        if (dm && o.device_memory == SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY)
-            o.device_memory = dm;
+        if (!o.device_memory)
+            o.device_memory = dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
         char rerr[1024] = "";
         st = sublet_replay_run(t, &o, &r, rerr, sizeof rerr);
         stats = r.stats_end;
