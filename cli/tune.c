@@ -2,6 +2,7 @@
  * for the smallest device that runs the traces and the fewest device calls
  * (sublet_tune, sublet/tune.h; the workflow in docs/tune.md). */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,15 +82,63 @@ static void row(const char *label, const char *a, const char *b, const char *c)
 
 static const char *show_conf(const char *c) { return c && *c ? c : "\"\" (PyTorch's defaults)"; }
 
-static void progress(void *user, uint64_t done, uint64_t total)
+/* The progress line (stderr on a terminal only): phase, events replayed,
+ * candidates left, time left. */
+static void progress(void *user, const sublet_tune_progress *p)
 {
     (void)user;
-    int w = 30, filled = total ? (int)((double)done / (double)total * w) : 0;
-    if (filled > w)
-        filled = w;
-    fprintf(stderr, "\rtuning [%.*s%*s] %" PRIu64 " replays", filled,
-            "##############################", w - filled, "", done);
+    char left[32] = "?";
+    if (p->seconds_left >= 0)
+        snprintf(left, sizeof left, "%.0f s", p->seconds_left);
+    fprintf(stderr, "\r\033[Ktuning: %s, %" PRIu64 " replays, %.1fM events, %zu candidates left, ~%s left",
+            p->phase, p->replays, (double)p->events / 1e6, p->candidates_left, left);
     fflush(stderr);
+}
+
+/* Ctrl-C: the flag the search polls (a signal handler can only reach a
+ * static); a second Ctrl-C ends the process at once (SA_RESETHAND). */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int cancel_poll(void *user)
+{
+    (void)user;
+    return interrupted != 0;
+}
+
+static void catch_sigint(sublet_tune_options *o)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) == 0) {
+        o->cancel = cancel_poll;
+        o->cancel_user = NULL;
+    }
+}
+
+/* After Ctrl-C: the best answers the search had found. */
+static void print_best_so_far(const sublet_tune_result *r)
+{
+    printf("interrupted: the best found so far (not checked, no plan)\n");
+    for (int w = 0; w < 2; w++) {
+        const sublet_tune_eval *e = w == 0 ? &r->pytorch : &r->sublet;
+        if (!(r->partial & (1u << w)))
+            continue;
+        char m[32];
+        printf("  %s=%s  min capacity %s, cost %.1f ms\n",
+               w == 0 ? "PYTORCH_CUDA_ALLOC_CONF" : "SUBLET_ALLOC_CONF", e->conf,
+               sl_fmt_mib(e->min_capacity_bytes, m, sizeof m), e->cost_us / 1000.0);
+    }
+    if (!r->partial)
+        printf("  none yet (every setting's cost replay comes first)\n");
 }
 
 /* ---- text -------------------------------------------------------------------------- */
@@ -556,9 +605,11 @@ int cli_tune(int argc, char **argv)
     if (rc == CLI_OK) {
         o.current = cur;
         if (!json && isatty(STDERR_FILENO)) {
-            o.progress = progress;
+            o.progress_to = progress;
             o.progress_user = NULL;
         }
+        if (!json)
+            catch_sigint(&o);
         if (json) {
             char *doc = NULL, err[1024] = "";
             sublet_status st = sublet_tune_json((const sublet_trace *const *)traces,
@@ -573,9 +624,12 @@ int cli_tune(int argc, char **argv)
         } else {
             sublet_tune_result r;
             sublet_status st = sublet_tune((const sublet_trace *const *)traces, n, &o, &r);
-            if (o.progress)
-                fprintf(stderr, "\r%60s\r", "");
-            if (st != SUBLET_OK) {
+            if (o.progress_to)
+                fprintf(stderr, "\r\033[K");
+            if (st == SUBLET_ERR_CANCELLED) {
+                print_best_so_far(&r);
+                rc = CLI_ERROR;
+            } else if (st != SUBLET_OK) {
                 fprintf(stderr, "sublet tune: %s\n", r.error[0] ? r.error : sublet_status_text(st));
                 rc = CLI_ERROR;
             } else {

@@ -320,6 +320,74 @@ static void test_threads_deterministic(void **state)
     unload(t);
 }
 
+/* ---- progress and cancel ---------------------------------------------------------------- */
+
+typedef struct watch {
+    unsigned polls, cancel_after; /* cancel at this poll (0: never) */
+    unsigned reports;
+    uint64_t last_replays, last_events;
+    int in_search;
+} watch;
+
+static int cancel_at(void *user)
+{
+    watch *w = user;
+    w->polls++;
+    return w->cancel_after && w->polls >= w->cancel_after;
+}
+
+static void report(void *user, const sublet_tune_progress *p)
+{
+    watch *w = user;
+    w->reports++;
+    assert_non_null(p->phase);
+    assert_true(p->replays >= w->last_replays && p->events >= w->last_events);
+    assert_true(p->replays_est >= p->replays);
+    w->last_replays = p->replays;
+    w->last_events = p->events;
+    w->in_search |= strncmp(p->phase, "search", 6) == 0;
+}
+
+static void test_progress_and_cancel(void **state)
+{
+    (void)state;
+    sublet_trace *t = attention();
+    const sublet_trace *ts[1] = {t};
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    o.threads = 1; /* the polls counted without a race */
+    watch w = {0};
+    o.progress_to = report;
+    o.progress_user = &w;
+    o.cancel = cancel_at;
+    o.cancel_user = &w;
+    sublet_tune_result r, ref;
+    assert_int_equal(sublet_tune(ts, 1, &o, &r), SUBLET_OK);
+    assert_true(w.reports > 2 && w.in_search && w.polls > 0);
+    assert_int_equal(r.partial, 0);
+    assert_true(w.last_events > 0);
+    ref = r;
+    /* cancelled at once: nothing found yet */
+    watch w1 = {.cancel_after = 1};
+    o.cancel_user = &w1;
+    o.progress_to = NULL;
+    assert_int_equal(sublet_tune(ts, 1, &o, &r), SUBLET_ERR_CANCELLED);
+    assert_int_equal(r.partial, 0);
+    sublet_tune_result_free(&r);
+    /* cancelled late (after the walks): the answers the search found */
+    watch w2 = {.cancel_after = w.polls};
+    o.cancel_user = &w2;
+    assert_int_equal(sublet_tune(ts, 1, &o, &r), SUBLET_ERR_CANCELLED);
+    assert_int_equal(r.partial, 3);
+    assert_string_equal(r.pytorch.conf, ref.pytorch.conf);
+    assert_string_equal(r.sublet.conf, ref.sublet.conf);
+    assert_int_equal(r.sublet.min_capacity_bytes, ref.sublet.min_capacity_bytes);
+    assert_null(r.sublet.per_trace);
+    sublet_tune_result_free(&r);
+    sublet_tune_result_free(&ref);
+    unload(t);
+}
+
 /* ---- several traces ----------------------------------------------------------------------- */
 
 /* A second "rank": the attention trace with every request scaled by 3/4
@@ -584,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_grid_attention),
         cmocka_unit_test(test_attention_answer),
         cmocka_unit_test(test_threads_deterministic),
+        cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_several_traces),
         cmocka_unit_test(test_small_device_and_errors),
         cmocka_unit_test(test_pytorch_version),

@@ -24,7 +24,8 @@ extern "C" {
     X(SUBLET_ERR_CORRUPT, 11, "allocator invariant violated")                       \
     X(SUBLET_ERR_PARSE, 12, "malformed input")                                       \
     X(SUBLET_ERR_IO, 13, "input/output error")                                       \
-    X(SUBLET_ERR_BUSY, 14, "refused while blocks are live")
+    X(SUBLET_ERR_BUSY, 14, "refused while blocks are live")                          \
+    X(SUBLET_ERR_CANCELLED, 15, "cancelled")
 
 typedef enum sublet_status {
 #define SUBLET_X_ENUM(name, value, text) name = value,

@@ -125,6 +125,17 @@ SUBLET_API size_t sublet_tune_space(unsigned flags, char (*confs)[SUBLET_TUNE_CO
                                     size_t cap);
 
 /* ---- options ------------------------------------------------------------------- */
+/* Where a search stands, for a progress line (sublet_tune_options.progress_to). */
+typedef struct sublet_tune_progress {
+    const char *phase;       /* "cost", "search PyTorch", "search sublet", "check", "plan" */
+    uint64_t replays;        /* replays run so far (partial ones included) */
+    uint64_t replays_est;    /* an estimate of the total (never below replays) */
+    uint64_t events;         /* events replayed so far, over every replay */
+    size_t candidates_left;  /* settings the phase has still to decide */
+    double seconds;          /* since sublet_tune began */
+    double seconds_left;     /* an estimate (replays left at the rate so far); < 0: unknown */
+} sublet_tune_progress;
+
 typedef struct sublet_tune_options {
     /* The user's device in bytes; 0 = the largest device the traces recorded
      * (sublet_trace_device_memory), else 80 GiB. */
@@ -149,6 +160,14 @@ typedef struct sublet_tune_options {
      * an estimate of the total; may be NULL. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    /* The same moments with more (phase, events, candidates left, time
+     * left); called with progress_user from the calling thread; may be NULL. */
+    void (*progress_to)(void *user, const sublet_tune_progress *p);
+    /* Polled between replays (from any of the search's threads): nonzero
+     * stops the search, sublet_tune returns SUBLET_ERR_CANCELLED with the
+     * best answers found so far (sublet_tune_result.partial); may be NULL. */
+    int (*cancel)(void *user);
+    void *cancel_user;
     /* The user's PyTorch release ("2.6", ...; NULL: the newest behaviour):
      * every replay runs under pytorch_version:X before the candidate's own
      * settings (docs/versions.md); the answers' strings do not carry it, and
@@ -364,6 +383,12 @@ typedef struct sublet_tune_result {
     size_t distinct;     /* after merging provably identical ones */
     size_t bound_pruned; /* discarded by the rounding lower bound alone */
     uint64_t replays;    /* replays run (partial ones included) */
+    /* After SUBLET_ERR_CANCELLED: which answers hold the best found so far
+     * (bit 1: pytorch, bit 2: sublet), from the search alone (conf,
+     * min_capacity_bytes, cost and calls; per_trace NULL, no plan, no cause);
+     * the cheapest Pareto point known within the band of the smallest M
+     * known.  0 otherwise. */
+    unsigned partial;
     double seconds;      /* wall time */
 } sublet_tune_result;
 

@@ -60,6 +60,32 @@ static void fill_point(const tctx *x, const point *p, sublet_tune_eval *e)
     e->ntraces = x->nt;
 }
 
+/* After a cancel: the cheapest Pareto point of each walk within the band of
+ * the smallest M it knows, into r->pytorch / r->sublet (r->partial). */
+static void best_so_far(const tctx *x, const walk *wp, const walk *ws, sublet_tune_result *r)
+{
+    for (int w = 0; w < 2; w++) {
+        const walk *k = w == 0 ? wp : ws;
+        sublet_tune_eval *e = w == 0 ? &r->pytorch : &r->sublet;
+        if (!k->np)
+            continue;
+        point pt;
+        if (k->answer != NONE && k->answer_m) { /* the walk was done */
+            pt = (point){k->answer, k->answer_m};
+        } else {
+            uint64_t best = k->pareto[k->np - 1].m;
+            uint64_t band_x = (uint64_t)((double)best * (1.0 + x->o->band)) / x->res * x->res;
+            size_t p = 0;
+            while (p + 1 < k->np && k->pareto[p].m > band_x)
+                p++;
+            pt = k->pareto[p];
+        }
+        sublet_tune_eval_free(e);
+        fill_point(x, &pt, e);
+        r->partial |= 1u << w;
+    }
+}
+
 typedef struct final_job {
     const tctx *x;
     const char *conf[3][64];
@@ -74,6 +100,11 @@ static void final_fn(void *arg, size_t i)
     final_job *j = arg;
     size_t which = i / j->x->nt, t = i % j->x->nt;
     uint64_t rp = 0;
+    if (j->x->o->cancel && j->x->o->cancel(j->x->o->cancel_user)) {
+        j->st[which][t] = SUBLET_ERR_CANCELLED;
+        snprintf(j->err[which][t], sizeof j->err[which][t], "cancelled");
+        return;
+    }
     j->st[which][t] = tn_eval_one(&j->x->f[t], j->conf[which][t], j->x->dev, j->x->o,
                                   &j->ev[which]->per_trace[t], &rp, j->err[which][t],
                                   sizeof j->err[which][t]);
@@ -112,6 +143,7 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
 
     tctx x;
     memset(&x, 0, sizeof x);
+    x.t0 = t0;
     x.o = &opt;
     x.nt = n;
     x.res = opt.resolution;
@@ -213,6 +245,8 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     r->space = nall;
     r->distinct = distinct;
     x.replays_est = distinct * (2 * n + 1);
+    x.phase = "cost";
+    x.left = distinct;
 
     /* 2. every distinct setting on the user's device (collector-free ones first:
      * a collector that never fires replays like its sibling) */
@@ -306,6 +340,10 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     }
 
     /* 5. the answers and the current settings, evaluated plainly */
+    x.phase = "check";
+    x.left = 3;
+    if (tn_cancelled(&x))
+        goto out;
     {
         final_job *j = calloc(1, sizeof *j);
         if (!j)
@@ -344,7 +382,10 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         for (int w = 0; w < 3 && x.st == SUBLET_OK; w++)
             for (size_t t = 0; t < n; t++) {
                 x.replays += j->replays[w][t];
-                if (j->st[w][t] != SUBLET_OK && x.st == SUBLET_OK) {
+                if (j->st[w][t] == SUBLET_ERR_CANCELLED && x.st == SUBLET_OK) {
+                    x.st = SUBLET_ERR_CANCELLED;
+                    snprintf(x.err, sizeof x.err, "cancelled");
+                } else if (j->st[w][t] != SUBLET_OK && x.st == SUBLET_OK) {
                     x.st = j->st[w][t];
                     snprintf(x.err, sizeof x.err, "%s%s: %s", w == 0 ? "current settings " : "",
                              j->conf[w][t], j->err[w][t]);
@@ -359,6 +400,10 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     }
 
     /* 6. what each answer fixes */
+    x.phase = "explain";
+    x.left = 2;
+    if (tn_cancelled(&x))
+        goto out;
     if (opt.diagnose) {
         for (int w = 0; w < 2; w++) {
             const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
@@ -384,11 +429,14 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
             else
                 r->sublet_cause_trace = best;
         }
+        tn_progress(&x);
     }
 
     /* 7. the warm-up plan, for the SUBLET_ALLOC_CONF answer (policy:stitch has
      * none: then for the PyTorch answer) */
-    if (opt.warmup) {
+    x.phase = "plan";
+    x.left = 1;
+    if (opt.warmup && !tn_cancelled(&x)) {
         sublet_settings ss;
         tn_settings_of(opt.pytorch_version, r->sublet.conf, &ss);
         const char *pc = ss.policy == SUBLET_POLICY_STITCH ? r->pytorch.conf : r->sublet.conf;
@@ -403,8 +451,10 @@ nomem:
         snprintf(x.err, sizeof x.err, "out of host memory");
     }
 out:
+    if (x.st == SUBLET_ERR_CANCELLED)
+        best_so_far(&x, &wp, &ws, r);
     /* 8. the answers as the user's release takes them */
-    if (x.st == SUBLET_OK)
+    if (x.st == SUBLET_OK || x.st == SUBLET_ERR_CANCELLED)
         tn_release_forms(r, opt.pytorch_version);
     r->replays = x.replays;
     r->status = x.st;

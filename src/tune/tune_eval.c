@@ -131,6 +131,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
     out->peak_reserved = r.peak_reserved_bytes;
     out->segments = c->segment_allocs + c->va_maps;
     out->cost = sublet_tune_calls_cost(c, m);
+    out->events = r.events;
     sublet_replay_result_free(&r);
     return SUBLET_OK;
 }
@@ -138,11 +139,14 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
 sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, char *err, size_t err_cap)
+                           uint64_t errors_allowed, int *ok, uint64_t *events, char *err,
+                           size_t err_cap)
 {
     sublet_replay_result r;
     sublet_status st = tn_replay(f, conf, cap, prelude, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
     *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
+    if (events)
+        *events += r.events;
     sublet_replay_result_free(&r);
     if (st == SUBLET_ERR_OOM || st == SUBLET_ERR_DEVICE_OOM)
         st = SUBLET_OK; /* the prelude does not fit: a failure to run */

@@ -86,6 +86,7 @@ typedef struct drun {
     uint64_t first_oom; /* row index, NONE: none */
     sublet_tune_calls calls;
     double cost;
+    uint64_t events; /* events the replays behind it drove */
 } drun;
 
 static inline uint64_t tn_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -106,7 +107,8 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
 sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, char *err, size_t err_cap);
+                           uint64_t errors_allowed, int *ok, uint64_t *events, char *err,
+                           size_t err_cap);
 /* Bytes of the big device used as the reference when the user's is too
  * small (as sublet_replay_min_capacity). */
 uint64_t tn_big_device(const tfacts *f);
@@ -155,7 +157,11 @@ typedef struct tctx {
     cand *c;
     tstate *ts_all;
     uint64_t replays, replays_est;
-    sublet_status st; /* first hard error */
+    uint64_t events;   /* events replayed (progress) */
+    const char *phase; /* progress: the step running */
+    size_t left;       /* progress: candidates the step has still to decide */
+    double t0;         /* progress: when sublet_tune began */
+    sublet_status st; /* first hard error (SUBLET_ERR_CANCELLED: cancelled) */
     char err[512];
     pthread_mutex_t lock;
 } tctx;
@@ -167,7 +173,7 @@ typedef struct task {
     /* results */
     int ok;
     signed char ran[64]; /* per trace: 1 ok, -1 fail, 0 not run */
-    uint64_t replays;
+    uint64_t replays, events;
     drun *d;                 /* cost tasks: per trace (caller's arrays) */
     uint64_t *errors_allowed;
 } task;
@@ -193,6 +199,9 @@ typedef struct walk {
 } walk;
 
 void tn_progress(tctx *x);
+/* Polls sublet_tune_options.cancel: 1 (and x->st SUBLET_ERR_CANCELLED) when
+ * the search is to stop. */
+int tn_cancelled(tctx *x);
 /* conf parsed over the defaults, under the user's PyTorch version (NULL: newest) */
 void tn_settings_of(const char *version, const char *conf, sublet_settings *s);
 /* Distinct request sizes of every trace (allocs and pre_allocs). */

@@ -12,12 +12,29 @@
 
 /* ---- the search state --------------------------------------------------------------- */
 
-void tn_progress(tctx *x)
+/* The progress of x, with `pending` replays and `pending_events` events run
+ * but not folded in yet. */
+static void progress_at(tctx *x, uint64_t pending, uint64_t pending_events)
 {
+    uint64_t done = x->replays + pending;
+    uint64_t est = x->replays_est > done ? x->replays_est : done;
     if (x->o->progress)
-        x->o->progress(x->o->progress_user, x->replays,
-                       x->replays_est > x->replays ? x->replays_est : x->replays);
+        x->o->progress(x->o->progress_user, done, est);
+    if (!x->o->progress_to)
+        return;
+    sublet_tune_progress p;
+    memset(&p, 0, sizeof p);
+    p.phase = x->phase ? x->phase : "";
+    p.replays = done;
+    p.replays_est = est;
+    p.events = x->events + pending_events;
+    p.candidates_left = x->left;
+    p.seconds = tn_now_s() - x->t0;
+    p.seconds_left = done ? p.seconds * (double)(est - done) / (double)done : -1.0;
+    x->o->progress_to(x->o->progress_user, &p);
 }
+
+void tn_progress(tctx *x) { progress_at(x, 0, 0); }
 
 static int has_error(tctx *x)
 {
@@ -35,6 +52,14 @@ static void set_error(tctx *x, sublet_status st, const char *msg)
         snprintf(x->err, sizeof x->err, "%s", msg && *msg ? msg : sublet_status_text(st));
     }
     pthread_mutex_unlock(&x->lock);
+}
+
+int tn_cancelled(tctx *x)
+{
+    if (!x->o->cancel || !x->o->cancel(x->o->cancel_user))
+        return 0;
+    set_error(x, SUBLET_ERR_CANCELLED, "cancelled");
+    return 1;
 }
 
 /* ---- merging settings that replay identically ------------------------------------------ */
@@ -181,8 +206,11 @@ static void do_cost(tctx *x, task *k)
     cand *c = &x->c[k->c];
     char err[512] = "";
     for (size_t t = 0; t < x->nt; t++) {
+        if (tn_cancelled(x))
+            return;
         sublet_status st = tn_cost_run(&x->f[t], c->conf, x->dev, x->o->prelude, &x->o->cost,
                                        &k->d[t], &k->replays, err, sizeof err);
+        k->events += k->d[t].events;
         if (st != SUBLET_OK) {
             set_error(x, st, err);
             return;
@@ -193,6 +221,7 @@ static void do_cost(tctx *x, task *k)
             uint64_t bd = tn_big_device(&x->f[t]);
             st = tn_cost_run(&x->f[t], c->conf, bd > x->dev ? bd : 2 * x->dev, x->o->prelude,
                              &x->o->cost, &big, &k->replays, err, sizeof err);
+            k->events += big.events;
             if (st != SUBLET_OK) {
                 set_error(x, st, err);
                 return;
@@ -242,8 +271,12 @@ static void do_probe(tctx *x, task *k)
             return;
         }
         int ok;
+        if (tn_cancelled(x)) {
+            k->ok = 0;
+            return;
+        }
         sublet_status st = tn_probe_run(&x->f[t], c->conf, k->x, x->o->prelude, s->errors_allowed,
-                                        &ok, err, sizeof err);
+                                        &ok, &k->events, err, sizeof err);
         k->replays++;
         if (st != SUBLET_OK) {
             set_error(x, st, err);
@@ -270,15 +303,35 @@ static void task_fn(void *arg, size_t i)
         do_probe(b->x, k);
 }
 
-/* Run the tasks, then fold their results in, in order. */
+/* Run the tasks (in chunks of a few a thread, the progress told after each),
+ * then fold their results in, in order. */
 void tn_run_tasks(tctx *x, task *t, size_t n)
 {
-    tbatch b = {x, t};
-    tn_parallel_for(tn_threads(x->o->threads), n, task_fn, &b);
+    unsigned th = tn_threads(x->o->threads);
+    size_t chunk = (size_t)th * 2 > 8 ? (size_t)th * 2 : 8;
+    uint64_t pending = 0, pending_events = 0;
+    size_t left = x->left;
+    for (size_t at = 0; at < n && !has_error(x); at += chunk) {
+        tbatch b = {x, t + at};
+        size_t m = n - at < chunk ? n - at : chunk;
+        tn_parallel_for(th, m, task_fn, &b);
+        for (size_t i = at; i < at + m; i++) {
+            pending += t[i].replays;
+            pending_events += t[i].events;
+        }
+        if (n > chunk) {
+            x->left = left > at + m ? left - (at + m) : 0;
+            progress_at(x, pending, pending_events);
+        }
+    }
+    x->left = n > chunk ? (left > n ? left - n : 0) : left;
+    if (has_error(x))
+        return; /* a hard error or a cancel: the batch is not folded in */
     for (size_t i = 0; i < n; i++) {
         task *k = &t[i];
         cand *c = &x->c[k->c];
         x->replays += k->replays;
+        x->events += k->events;
         if (k->kind == 0) {
             c->costed = 1;
             c->cost = 0;
@@ -490,8 +543,10 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
         th = 8;
     uint64_t res = x->res;
     w->best = NONE;
+    x->phase = pytorch_only ? "search (PyTorch knobs)" : "search (all)";
     size_t i = 0;
     while (i < w->n && x->st == SUBLET_OK) {
+        x->left = w->n - i;
         if (w->best == NONE) {
             uint64_t m = bisect(x, w->order[i]);
             if (m) {
@@ -549,6 +604,7 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
         }
         i = hit + 1;
     }
+    x->left = 0;
     if (x->st != SUBLET_OK || !w->np) {
         if (saved) {
             for (size_t q = 0; q < x->nc; q++)
