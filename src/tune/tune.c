@@ -156,7 +156,6 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     r->ntraces = n;
     r->device_memory = x.dev;
     knobs *all = NULL;
-    sizes sz = {0};
     walk wp, ws;
     memset(&wp, 0, sizeof wp);
     memset(&ws, 0, sizeof ws);
@@ -189,13 +188,13 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
     all = malloc(nall * sizeof *all);
     x.c = calloc(nall, sizeof *x.c);
     x.ts_all = calloc(nall * n, sizeof *x.ts_all);
-    if (!all || !x.c || !x.ts_all || !tn_collect_sizes(&x, &sz))
+    if (!all || !x.c || !x.ts_all)
         goto nomem;
     tn_space_knobs(space, all);
     x.nc = nall;
     unsigned ru_cls[N_RU];
     uint64_t max_round[N_RU], max_alloc[N_RU];
-    tn_roundup_classes(opt.pytorch_version, &sz, ru_cls, max_round, max_alloc);
+    tn_roundup_classes(&x, ru_cls, max_round, max_alloc);
     uint64_t max_pre = 0;
     for (size_t t = 0; t < n; t++)
         if (x.f[t].max_pre_segment > max_pre)
@@ -462,7 +461,6 @@ out:
         snprintf(r->error, sizeof r->error, "%s", x.err);
     tn_walk_free(&wp);
     tn_walk_free(&ws);
-    free(sz.v);
     free(all);
     free(x.c);
     free(x.ts_all);

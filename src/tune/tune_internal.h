@@ -178,11 +178,6 @@ typedef struct task {
     uint64_t *errors_allowed;
 } task;
 
-typedef struct sizes {
-    uint64_t *v;
-    size_t n;
-} sizes;
-
 typedef struct point {
     size_t c;
     uint64_t m;
@@ -204,11 +199,9 @@ void tn_progress(tctx *x);
 int tn_cancelled(tctx *x);
 /* conf parsed over the defaults, under the user's PyTorch version (NULL: newest) */
 void tn_settings_of(const char *version, const char *conf, sublet_settings *s);
-/* Distinct request sizes of every trace (allocs and pre_allocs). */
-int tn_collect_sizes(const tctx *x, sizes *out);
-/* For each roundup value: the first value that rounds every size alike. */
-void tn_roundup_classes(const char *version, const sizes *sz, unsigned *cls, uint64_t *max_round,
-                        uint64_t *max_alloc);
+/* For each roundup value: the first value that rounds every request size of
+ * the traces alike; the largest rounded and allocated sizes of each. */
+void tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round, uint64_t *max_alloc);
 /* The peak of the live requests rounded as s rounds them. */
 uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s);
 /* Run the tasks, then fold their results in, in order. */

@@ -64,39 +64,6 @@ int tn_cancelled(tctx *x)
 
 /* ---- merging settings that replay identically ------------------------------------------ */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Distinct request sizes of every trace (allocs and pre_allocs). */
-int tn_collect_sizes(const tctx *x, sizes *out)
-{
-    size_t total = 0;
-    for (size_t t = 0; t < x->nt; t++)
-        total += sublet_trace_count(x->f[t].t);
-    out->v = malloc((total ? total : 1) * sizeof *out->v);
-    if (!out->v)
-        return 0;
-    size_t n = 0;
-    for (size_t t = 0; t < x->nt; t++) {
-        const sublet_trace_event *ev = sublet_trace_events(x->f[t].t);
-        size_t cnt = sublet_trace_count(x->f[t].t);
-        for (size_t i = 0; i < cnt; i++)
-            if ((ev[i].kind == SUBLET_ACT_ALLOC || ev[i].kind == SUBLET_TRACE_PRE_ALLOC) &&
-                ev[i].size)
-                out->v[n++] = ev[i].size;
-    }
-    qsort(out->v, n, sizeof *out->v, cmp_u64);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (m == 0 || out->v[m - 1] != out->v[i])
-            out->v[m++] = out->v[i];
-    out->n = m;
-    return 1;
-}
-
 void tn_settings_of(const char *version, const char *conf, sublet_settings *s)
 {
     char vbuf[TN_CONF_V_MAX];
@@ -104,37 +71,125 @@ void tn_settings_of(const char *version, const char *conf, sublet_settings *s)
     (void)sublet_settings_parse(s, tn_conf_v(version, conf, vbuf, sizeof vbuf), NULL, 0);
 }
 
-/* For each roundup value: the first value that rounds every size alike. */
-void tn_roundup_classes(const char *version, const sizes *sz, unsigned *cls, uint64_t *max_round,
-                        uint64_t *max_alloc)
+/* For each roundup value: the first value that rounds every request size of
+ * every trace (allocs and pre_allocs) alike, and the largest rounded and
+ * allocated sizes, in one pass over the events (no copy of the sizes). */
+void tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round, uint64_t *max_alloc)
 {
     sublet_settings s[N_RU];
+    unsigned char alike[N_RU][N_RU];
+    memset(alike, 1, sizeof alike);
     for (unsigned r = 0; r < N_RU; r++) {
         char conf[128] = "";
         if (r)
             snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[r]);
-        tn_settings_of(version, conf, &s[r]);
-        cls[r] = r;
+        tn_settings_of(x->o->pytorch_version, conf, &s[r]);
         max_round[r] = max_alloc[r] = 0;
-        for (size_t i = 0; i < sz->n; i++) {
-            uint64_t rs = sublet_round_size(&s[r], sz->v[i]);
-            uint64_t as = sublet_allocation_size(&s[r], rs);
-            if (rs > max_round[r])
-                max_round[r] = rs;
-            if (as > max_alloc[r])
-                max_alloc[r] = as;
-        }
-        for (unsigned q = 0; q < r; q++) {
-            if (cls[q] != q)
+    }
+    uint64_t last = 0;
+    for (size_t t = 0; t < x->nt; t++) {
+        const sublet_trace_event *ev = sublet_trace_events(x->f[t].t);
+        size_t cnt = sublet_trace_count(x->f[t].t);
+        for (size_t i = 0; i < cnt; i++) {
+            if ((ev[i].kind != SUBLET_ACT_ALLOC && ev[i].kind != SUBLET_TRACE_PRE_ALLOC) ||
+                !ev[i].size || ev[i].size == last)
                 continue;
-            size_t i = 0;
-            while (i < sz->n && sublet_round_size(&s[q], sz->v[i]) ==
-                                    sublet_round_size(&s[r], sz->v[i]))
-                i++;
-            if (i == sz->n) {
+            last = ev[i].size;
+            uint64_t rs[N_RU];
+            for (unsigned r = 0; r < N_RU; r++) {
+                rs[r] = sublet_round_size(&s[r], last);
+                uint64_t as = sublet_allocation_size(&s[r], rs[r]);
+                if (rs[r] > max_round[r])
+                    max_round[r] = rs[r];
+                if (as > max_alloc[r])
+                    max_alloc[r] = as;
+                for (unsigned q = 0; q < r; q++)
+                    alike[q][r] &= rs[q] == rs[r];
+            }
+        }
+    }
+    for (unsigned r = 0; r < N_RU; r++) {
+        cls[r] = r;
+        for (unsigned q = 0; q < r; q++)
+            if (cls[q] == q && alike[q][r]) {
                 cls[r] = q;
                 break;
             }
+    }
+}
+
+/* address -> rounded size of the live allocations: open addressing with
+ * linear probing, grown at a load of 1/2, deletion by backward shift, so its
+ * size follows the live allocations, not the length of the trace. */
+typedef struct livemap {
+    uint64_t *keys, *vals;
+    unsigned char *used;
+    size_t cap, n;
+} livemap;
+
+static size_t lm_slot(const livemap *m, uint64_t addr)
+{
+    size_t j = (size_t)((addr * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (m->cap - 1);
+    while (m->used[j] && m->keys[j] != addr)
+        j = (j + 1) & (m->cap - 1);
+    return j;
+}
+
+static int lm_init(livemap *m, size_t cap)
+{
+    m->cap = cap;
+    m->n = 0;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = calloc(cap, sizeof *m->vals);
+    m->used = calloc(cap, 1);
+    return m->keys && m->vals && m->used;
+}
+
+static void lm_free(livemap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+}
+
+static int lm_grow(livemap *m)
+{
+    livemap g;
+    if (!lm_init(&g, m->cap * 2)) {
+        lm_free(&g);
+        return 0;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->used[i]) {
+            size_t j = lm_slot(&g, m->keys[i]);
+            g.used[j] = 1;
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+            g.n++;
+        }
+    lm_free(m);
+    *m = g;
+    return 1;
+}
+
+/* Remove slot j, shifting back the entries of its probe run. */
+static void lm_delete(livemap *m, size_t j)
+{
+    size_t mask = m->cap - 1, i = j;
+    m->used[j] = 0;
+    m->n--;
+    for (;;) {
+        i = (i + 1) & mask;
+        if (!m->used[i])
+            return;
+        size_t home = (size_t)((m->keys[i] * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & mask;
+        /* the entry at i may move to j when its home is not in (j, i] */
+        if ((j < i) ? (home <= j || home > i) : (home <= j && home > i)) {
+            m->keys[j] = m->keys[i];
+            m->vals[j] = m->vals[i];
+            m->used[j] = 1;
+            m->used[i] = 0;
+            j = i;
         }
     }
 }
@@ -146,17 +201,10 @@ uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
 {
     const sublet_trace_event *ev = sublet_trace_events(f->t);
     size_t n = sublet_trace_count(f->t);
-    /* address -> rounded size of the live allocations: a small open-addressing map */
-    size_t cap = 1024;
-    while (cap < 2 * n + 2)
-        cap *= 2;
-    uint64_t *keys = calloc(cap, sizeof *keys), *vals = calloc(cap, sizeof *vals);
-    unsigned char *used = calloc(cap, 1);
+    livemap m;
     uint64_t live = 0, peak = 0;
-    if (!keys || !vals || !used) {
-        free(keys);
-        free(vals);
-        free(used);
+    if (!lm_init(&m, 1024)) {
+        lm_free(&m);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -165,30 +213,35 @@ uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
         int del = e->kind == SUBLET_ACT_FREE_COMPLETED;
         if (!add && !del)
             continue;
-        uint64_t h = e->addr * UINT64_C(0x9e3779b97f4a7c15);
-        size_t j = (size_t)(h >> 17) & (cap - 1);
-        while (used[j] == 1 && keys[j] != e->addr)
-            j = (j + 1) & (cap - 1);
+        if (add && !e->size)
+            continue;
+        size_t j = lm_slot(&m, e->addr);
         if (add) {
-            if (!e->size)
-                continue;
             uint64_t v = e->kind == SUBLET_TRACE_PRE_ALLOC ? e->size : sublet_round_size(s, e->size);
-            if (used[j] == 1)
-                live -= vals[j]; /* a reused address: the earlier one is gone */
-            used[j] = 1;
-            keys[j] = e->addr;
-            vals[j] = v;
+            if (m.used[j]) {
+                live -= m.vals[j]; /* a reused address: the earlier one is gone */
+            } else {
+                if (2 * (m.n + 1) > m.cap) {
+                    if (!lm_grow(&m)) {
+                        lm_free(&m);
+                        return 0;
+                    }
+                    j = lm_slot(&m, e->addr);
+                }
+                m.used[j] = 1;
+                m.keys[j] = e->addr;
+                m.n++;
+            }
+            m.vals[j] = v;
             live += v;
             if (live > peak)
                 peak = live;
-        } else if (used[j] == 1) {
-            live -= vals[j];
-            vals[j] = 0; /* keep the slot (tombstone-free): value 0 */
+        } else if (m.used[j]) {
+            live -= m.vals[j];
+            lm_delete(&m, j);
         }
     }
-    free(keys);
-    free(vals);
-    free(used);
+    lm_free(&m);
     return peak;
 }
 
