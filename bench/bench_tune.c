@@ -15,11 +15,17 @@
  *       (default 100000); exit status 1 when one takes 30 s or more.
  *   bench_tune synth N OUT.csv
  *       Write the synthetic trace as an events CSV (for `sublet tune`).
+ *   bench_tune phases [--threads N] TRACE
+ *       Where sublet_tune's time goes: per phase (cost runs, the two walks,
+ *       the plain check, the explanation, the plan), the replays, the events
+ *       they drove and the wall and CPU seconds, from the progress reports
+ *       (sublet_tune_options.progress_to).
  *
  * The synthetic trace: a training loop of a 24-layer model whose sequence
  * length changes from step to step (so the activation sizes do), with
  * parameters allocated first, activations freed in reverse during the
  * backward pass, gradients, optimizer temporaries and small allocations. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,12 +437,91 @@ static int cmd_speed(int argc, char **argv)
     return bad;
 }
 
+/* ---- phases ------------------------------------------------------------------------ */
+
+typedef struct phase_row {
+    const char *name;
+    uint64_t replays, events;
+    double wall, cpu;
+} phase_row;
+
+typedef struct phases {
+    phase_row row[16];
+    size_t n;
+    uint64_t replays, events; /* at the last report */
+    double wall, cpu;
+} phases;
+
+static void on_progress(void *user, const sublet_tune_progress *p)
+{
+    phases *ph = user;
+    phase_row *r = ph->n ? &ph->row[ph->n - 1] : NULL;
+    if (!r || strcmp(r->name, p->phase) != 0) {
+        if (ph->n == 16)
+            return;
+        r = &ph->row[ph->n++];
+        memset(r, 0, sizeof *r);
+        r->name = p->phase;
+    }
+    double w = now_s(), c = cpu_s();
+    r->replays += p->replays - ph->replays;
+    r->events += p->events - ph->events;
+    r->wall += w - ph->wall;
+    r->cpu += c - ph->cpu;
+    ph->replays = p->replays;
+    ph->events = p->events;
+    ph->wall = w;
+    ph->cpu = c;
+}
+
+static int cmd_phases(int argc, char **argv)
+{
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    int i = 0;
+    if (argc >= 2 && strcmp(argv[0], "--threads") == 0) {
+        o.threads = (unsigned)strtoul(argv[1], NULL, 10);
+        i = 2;
+    }
+    if (i + 1 != argc) {
+        fprintf(stderr, "usage: bench_tune phases [--threads N] TRACE\n");
+        return 2;
+    }
+    sublet_trace *t;
+    double w0 = now_s(), c0 = cpu_s();
+    if (load(argv[i], &t) != 0)
+        return 1;
+    phases ph;
+    memset(&ph, 0, sizeof ph);
+    ph.wall = now_s();
+    ph.cpu = cpu_s();
+    printf("load: %.2f s wall, %.2f s CPU\n", ph.wall - w0, ph.cpu - c0);
+    o.progress_to = on_progress;
+    o.progress_user = &ph;
+    const sublet_trace *ts[1] = {t};
+    sublet_tune_result r;
+    sublet_status st = sublet_tune(ts, 1, &o, &r);
+    on_progress(&ph, &(sublet_tune_progress){.phase = "(rest)", .replays = r.replays,
+                                             .events = ph.events});
+    printf("%zu settings, %zu distinct, %" PRIu64 " replays, %.2f s: %s\n", r.space, r.distinct,
+           r.replays, r.seconds, sublet_status_name(st));
+    printf("%-24s %8s %14s %9s %9s\n", "phase", "replays", "events", "wall s", "CPU s");
+    for (size_t k = 0; k < ph.n; k++)
+        printf("%-24s %8" PRIu64 " %14" PRIu64 " %9.2f %9.2f\n", ph.row[k].name,
+               ph.row[k].replays, ph.row[k].events, ph.row[k].wall, ph.row[k].cpu);
+    sublet_tune_result_free(&r);
+    unload(t);
+    return st == SUBLET_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "grid") == 0)
         return cmd_grid(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "speed") == 0)
         return cmd_speed(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "phases") == 0)
+        return cmd_phases(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "synth") == 0) {
         sublet_trace *s = synthetic((size_t)strtoull(argv[2], NULL, 10));
         int rc = s && write_csv(s, argv[3]) == 0 ? 0 : 1;
@@ -445,6 +530,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "usage: bench_tune grid [--threads N] [--set] TRACE...\n"
                     "       bench_tune speed [--events N] [TRACE...]\n"
-                    "       bench_tune synth N OUT.csv\n");
+                    "       bench_tune synth N OUT.csv\n"
+                    "       bench_tune phases [--threads N] TRACE\n");
     return 2;
 }
