@@ -5,7 +5,9 @@
 # file including an analysis header, a public header of the engine including
 # tune's, cli including a plugin's header, an unknown folder, and (in the
 # objects) an engine function calling a tune function through an extern
-# declaration, with no include at all.  $1 is the CLI (its folder is the build).
+# declaration, with no include at all; and no two files of a layer make a
+# circle: two that include each other's headers, two (objects) that call
+# each other through one shared header.  $1 is the CLI (its folder is the build).
 set -u
 cli=${1:?usage: cli_layers.sh PATH_TO_SUBLET}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -94,6 +96,44 @@ command -v "$cc" >/dev/null || cc=gcc
 expect_fail "objects: engine -> tune" \
     'src/engine/planted.c: engine uses sl_planted_tune_answer from src/tune/planted.c (tune)' \
     --objects "$tmp/build"
+
+# 9. two files of one layer include each other's headers: a circle
+copy
+for x in a b; do
+    y=$([ $x = a ] && echo b || echo a)
+    printf 'int sl_planted_%s(void);\n' $x >"$tmp/t/src/analysis/planted_$x.h"
+    printf '#include "analysis/planted_%s.h"\n#include "analysis/planted_%s.h"\nint sl_planted_%s(void) { return 1; }\n' \
+        $x $y $x >"$tmp/t/src/analysis/planted_$x.c"
+done
+"$check" --root "$tmp/t" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "include circle: exit code $rc, expected 1: $(cat "$tmp/out")"
+grep -q 'circle: src/analysis/planted_a -> src/analysis/planted_b -> src/analysis/planted_a (analysis, by includes)' \
+    "$tmp/out" || fail "include circle not named: $(cat "$tmp/out")"
+[ "$(grep -c '^circle:' "$tmp/out")" = 1 ] || fail "include circle: expected one: $(cat "$tmp/out")"
+grep -q 'an arrow pointing up' "$tmp/out" && fail "include circle: an arrow up reported: $(cat "$tmp/out")"
+
+# 10. objects: two files of one layer call each other through one shared
+# header (no include between them): the symbols show the circle.
+copy
+printf 'int sl_planted_c(int);\nint sl_planted_d(int);\n' >"$tmp/t/src/tune/planted_shared.h"
+printf '#include "tune/planted_shared.h"\nint sl_planted_c(int n) { return n ? sl_planted_d(n - 1) : 0; }\n' \
+    >"$tmp/t/src/tune/planted_c.c"
+printf '#include "tune/planted_shared.h"\nint sl_planted_d(int n) { return n ? sl_planted_c(n - 1) : 1; }\n' \
+    >"$tmp/t/src/tune/planted_d.c"
+rm -rf "$tmp/build"
+mkdir -p "$ob/src/tune"
+for x in c d; do
+    "$cc" -I"$tmp/t/src" -c "$tmp/t/src/tune/planted_$x.c" -o "$ob/src/tune/planted_$x.c.o" ||
+        fail "compile planted_$x.c"
+done
+"$check" --root "$tmp/t" >"$tmp/out" 2>&1 || fail "includes alone should pass: $(cat "$tmp/out")"
+"$check" --root "$tmp/t" --objects "$tmp/build" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "symbol circle: exit code $rc, expected 1: $(cat "$tmp/out")"
+grep -q 'circle: src/tune/planted_c -> src/tune/planted_d -> src/tune/planted_c (tune, by symbols)' \
+    "$tmp/out" || fail "symbol circle not named: $(cat "$tmp/out")"
+[ "$(grep -c '^circle:' "$tmp/out")" = 1 ] || fail "symbol circle: expected one: $(cat "$tmp/out")"
 
 if [ "$fails" -gt 0 ]; then
     echo "cli_layers: $fails failed" >&2

@@ -13,15 +13,6 @@
 #include "sublet/config.h"
 #include "views/views_internal.h"
 
-void sublet_string_free(char *s) { free(s); }
-
-void sublet_view_options_init(sublet_view_options *v)
-{
-    memset(v, 0, sizeof *v);
-    v->at = SUBLET_REPLAY_ALL;
-    v->device = -1;
-}
-
 sublet_status sublet_input_read(const char *path, uint8_t **buf, size_t *len, char *err,
                                 size_t cap)
 {
@@ -116,13 +107,6 @@ uint64_t sublet_view_device_memory(const sublet_trace *t, uint64_t given)
 {
     uint64_t dm = sublet_trace_device_memory(t);
     return given ? given : dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
-}
-
-const char *sublet_prelude_name(int mode)
-{
-    return mode == SUBLET_PRELUDE_ADOPT      ? "adopt"
-           : mode == SUBLET_PRELUDE_ALLOCATE ? "allocate"
-                                             : "auto";
 }
 
 /* ---- the documents from plain arguments ------------------------------------------------ */

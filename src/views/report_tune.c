@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "report_assets.h"
-#include "views/report.h"
+#include "views/report_tune.h"
 #include "views/views_internal.h"
 
 static void conf_code(sl_tbuf *b, const char *conf)

@@ -9,50 +9,6 @@
 
 #include "views/views_internal.h"
 
-sublet_status sl_doc_open(sl_doc *d)
-{
-    d->p = NULL;
-    d->n = 0;
-    d->f = open_memstream(&d->p, &d->n);
-    return d->f ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-}
-
-sublet_status sl_view_begin(const void *src, const void *o, const void *v, char **out, char *err,
-                            size_t cap)
-{
-    if (!out)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    if (err && cap)
-        err[0] = '\0';
-    return src && o && v ? SUBLET_OK : SUBLET_ERR_INVALID_ARGUMENT;
-}
-
-sublet_status sl_view_trace_open(const sublet_trace *t, const void *o, const void *v, char **out,
-                                 char *err, size_t cap, sublet_trace_stream **ts)
-{
-    *ts = NULL;
-    sublet_status st = sl_view_begin(t, o, v, out, err, cap);
-    if (st != SUBLET_OK)
-        return st;
-    return sublet_trace_stream_from_trace(t, ts) == SUBLET_OK ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-}
-
-sublet_status sl_doc_close(sl_doc *d, char **out)
-{
-    int bad = ferror(d->f);
-    if (fclose(d->f) != 0)
-        bad = 1;
-    d->f = NULL;
-    if (bad || !d->p) {
-        free(d->p);
-        *out = NULL;
-        return SUBLET_ERR_NO_MEMORY;
-    }
-    *out = d->p;
-    return SUBLET_OK;
-}
-
 /* ---- JSON pieces ----------------------------------------------------------------------- */
 
 static void json_metrics(sl_json_writer *w, const sublet_frag_stats *m)

@@ -20,37 +20,6 @@ typedef struct rp_ctx {
     int have_diag;
 } rp_ctx;
 
-void sl_oom_list_push(sl_oom_list *l, uint64_t event, uint64_t line, uint64_t size,
-                      sublet_stream stream, const char *message)
-{
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 16;
-        sl_oom_rec *n = realloc(l->v, nc * sizeof *n);
-        if (!n) {
-            l->nomem = 1;
-            return;
-        }
-        l->v = n;
-        l->cap = nc;
-    }
-    char *m = malloc(strlen(message) + 1);
-    if (!m) {
-        l->nomem = 1;
-        return;
-    }
-    strcpy(m, message);
-    l->v[l->n++] = (sl_oom_rec){event, line, size, stream, m};
-}
-
-void sl_oom_list_free(sl_oom_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i].message);
-    free(l->v);
-    l->v = NULL;
-    l->n = l->cap = 0;
-}
-
 static void on_oom(void *user, uint64_t event, uint64_t line, uint64_t size, sublet_stream stream,
                    const char *message)
 {

@@ -53,26 +53,6 @@ const char *sl_view_release_note(const sublet_tune_eval *e, const char *version,
     return buf;
 }
 
-const char *sl_fmt_mib(uint64_t n, char *buf, size_t cap)
-{
-    if (n % ((uint64_t)1 << 20) == 0)
-        snprintf(buf, cap, "%llu MiB", (unsigned long long)(n >> 20));
-    else
-        snprintf(buf, cap, "%.1f MiB", (double)n / (double)((uint64_t)1 << 20));
-    return buf;
-}
-
-const char *sl_fmt_us(double us, char *buf, size_t cap)
-{
-    if (us >= 1e6)
-        snprintf(buf, cap, "%.2f s", us / 1e6);
-    else if (us >= 1e3)
-        snprintf(buf, cap, "%.1f ms", us / 1e3);
-    else
-        snprintf(buf, cap, "%.0f \xc2\xb5s", us);
-    return buf;
-}
-
 void sl_tune_calls_sum(const sublet_tune_eval *e, sublet_tune_calls *out)
 {
     memset(out, 0, sizeof *out);
