@@ -86,6 +86,13 @@ for t in "${inputs[@]}"; do
     run "$b.replay-stop" replay "$t" --device-memory 1GiB --stop-on-oom
     run "$b.replay-mincap" replay "$t" --min-capacity
     run "$b.replay-mincap-json" replay "$t" --min-capacity --json
+    run "$b.replay-snap" replay "$t" --snapshot-out s.json
+    run "$b.replay-snap-json" replay "$t" --snapshot-out s.json --json
+    run "$b.replay-conf" replay "$t" --conf expandable_segments:True --no-placement-hints --check
+    run "$b.replay-ooms" replay "$t" --replay-ooms --prelude allocate
+    SUBLET_REPLAY_WHOLE=1 run "$b.replay-whole" replay "$t"
+    SUBLET_REPLAY_WHOLE=1 run "$b.replay-whole-json" replay "$t" --json
+    SUBLET_REPLAY_WHOLE=1 run "$b.mincap-whole" mincap "$t"
     run "$b.frag" frag "$t"
     run "$b.frag-at" frag "$t" --at 100
     run "$b.frag-json" frag "$t" --json
@@ -93,6 +100,9 @@ for t in "${inputs[@]}"; do
     run "$b.mincap" mincap "$t"
     run "$b.mincap-json" mincap "$t" --json
     run "$b.mincap-at" mincap "$t" --at 100 --resolution 8MiB
+    run "$b.mincap-conf" mincap "$t" --conf expandable_segments:True --no-placement-hints
+    run "$b.frag-conf" frag "$t" --conf max_split_size_mb:64
+    run "$b.diagnose-cand" diagnose "$t" --device-memory 3GiB --candidate expandable_segments:True --detailed 1
     run "$b.diagnose" diagnose "$t"
     run "$b.diagnose-2g" diagnose "$t" --device-memory 2GiB
     run "$b.summary" summary "$t"
