@@ -79,6 +79,9 @@ enum {
     SUBLET_VIEW_SUMMARIES = 1u << 0,
     /* report: add the tuning section (sublet_report_options.tune) */
     SUBLET_VIEW_TUNE = 1u << 1,
+    /* the texts: the replay's settings (o->conf) are those the trace
+     * recorded, and the text says so */
+    SUBLET_VIEW_CONF_RECORDED = 1u << 2,
 };
 
 typedef struct sublet_view_options {
@@ -123,6 +126,22 @@ SUBLET_API sublet_status sublet_replay_json(const sublet_trace *t, const sublet_
  * it again); its notice (sublet_trace_stream_notice) is the caller's to
  * tell. */
 SUBLET_API sublet_status sublet_replay_stream_json(sublet_trace_stream *ts,
+                                                   const sublet_replay_options *o,
+                                                   const sublet_view_options *v, char **out,
+                                                   char *err, size_t cap);
+
+/* `sublet replay` (without --json): the same replay as sublet_replay_json
+ * (one run, one result; o's on_oom called, its observers not), rendered as
+ * the CLI's text: the header (v->name, the settings, recorded when
+ * SUBLET_VIEW_CONF_RECORDED, the device), each OOM, memory_summary() at the
+ * peak and at the end, the counts, the fidelity, the fragmentation after
+ * the last event and the OOMs' diagnosis.  Status and *out as there. */
+SUBLET_API sublet_status sublet_replay_text(const sublet_trace *t, const sublet_replay_options *o,
+                                            const sublet_view_options *v, char **out, char *err,
+                                            size_t cap);
+/* The same text from a stream, byte for byte that of the trace loaded whole
+ * (as sublet_replay_stream_json). */
+SUBLET_API sublet_status sublet_replay_stream_text(sublet_trace_stream *ts,
                                                    const sublet_replay_options *o,
                                                    const sublet_view_options *v, char **out,
                                                    char *err, size_t cap);

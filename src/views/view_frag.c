@@ -332,6 +332,17 @@ static void json_min_capacity(sl_json_writer *w, const sublet_frag_diagnosis *d)
     sl_json_object_end(w);
 }
 
+void sl_view_diagnosis_text(FILE *out, const sublet_frag_diagnosis *d)
+{
+    size_t n = sublet_frag_diagnosis_format(d, NULL, 0);
+    char *text = malloc(n + 1);
+    if (!text)
+        return;
+    sublet_frag_diagnosis_format(d, text, n + 1);
+    fputs(text, out);
+    free(text);
+}
+
 void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_frag_diagnosis *d)
 {
     sl_json_key(w, key);

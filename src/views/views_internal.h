@@ -25,6 +25,8 @@ void sl_view_pinning_json(sl_json_writer *w, const char *key, const sublet_frag_
                           size_t top);
 /* The OOM diagnosis of a replay (sublet_frag_diagnose_trace). */
 void sl_view_diagnosis_json(sl_json_writer *w, const char *key, const sublet_frag_diagnosis *d);
+/* The same as text (sublet_frag_diagnosis_format) on out. */
+void sl_view_diagnosis_text(FILE *out, const sublet_frag_diagnosis *d);
 
 /* Whether a warm-up plan is worth applying: derived, not empty, it fits the
  * device and it lowers the run's device allocations. */
