@@ -42,64 +42,6 @@ void cli_mincap_usage(FILE *out)
           out);
 }
 
-static void text_report(FILE *out, const char *path, const sublet_replay_options *o,
-                        const sublet_mincap_result *m)
-{
-    const sublet_replay_result *r = &m->at_min;
-    const sublet_sim_ops *d = &r->device_ops;
-    const char *conf = o->conf;
-    char b1[32], b2[32];
-    if (path)
-        fprintf(out, "trace:                %s\n", path);
-    fprintf(out, "settings:             %s\n", conf && *conf ? conf : "(PyTorch defaults)");
-    fprintf(out, "prelude:              %s%s\n", sublet_prelude_name(o->prelude),
-            o->placement_hints ? "" : ", no placement hints");
-    if (o->stop_after != SUBLET_REPLAY_ALL)
-        fprintf(out, "up to event:          %" PRIu64 "\n", o->stop_after);
-    sublet_format_size(m->min_capacity_bytes, b1, sizeof b1);
-    fprintf(out, "min capacity:         %" PRIu64 " bytes (%.4f GiB, %s)\n", m->min_capacity_bytes,
-            (double)m->min_capacity_bytes / (double)(UINT64_C(1) << 30), b1);
-    sublet_format_size(m->peak_requested_bytes, b1, sizeof b1);
-    fprintf(out, "peak live requested:  %" PRIu64 " bytes (%.4f GiB, %s)\n",
-            m->peak_requested_bytes,
-            (double)m->peak_requested_bytes / (double)(UINT64_C(1) << 30), b1);
-    fprintf(out, "overhead:             %.2f %%\n", 100.0 * m->overhead);
-    size_t checked = 0;
-    for (size_t i = 0; i < m->nprobes; i++)
-        checked += m->probes[i].checked;
-    if (m->monotone) {
-        fprintf(out, "monotone:             yes (no probed size failed above one that ran; %zu "
-                     "sizes above the answer checked)\n", checked);
-    } else {
-        sublet_format_size(m->smallest_ok_bytes, b1, sizeof b1);
-        fprintf(out, "monotone:             NO: %" PRIu64 " probed size%s failed above %" PRIu64
-                     " bytes (%s), which ran:", m->failed_above, m->failed_above == 1 ? "" : "s",
-                m->smallest_ok_bytes, b1);
-        for (size_t i = 0; i < m->nprobes; i++)
-            if (!m->probes[i].ok && m->probes[i].bytes > m->smallest_ok_bytes)
-                fprintf(out, " %" PRIu64, m->probes[i].bytes);
-        fprintf(out, "\n                      (the min capacity is the smallest size with no "
-                     "failure probed above it)\n");
-    }
-    sublet_format_size(m->resolution, b1, sizeof b1);
-    fprintf(out, "resolution:           %s\n", b1);
-    fprintf(out, "replays run:          %" PRIu64 "\n", m->replays);
-    sublet_format_size(r->peak_reserved_bytes, b1, sizeof b1);
-    sublet_format_size(r->final_reserved_bytes, b2, sizeof b2);
-    fprintf(out, "at min capacity:      peak reserved %s, final reserved %s\n", b1, b2);
-    fprintf(out, "device calls at min capacity:\n");
-    fprintf(out, "  segment allocs:     %" PRIu64 "\n", d->segment_allocs);
-    fprintf(out, "  segment frees:      %" PRIu64 "\n", d->segment_frees);
-    fprintf(out, "  va reserves:        %" PRIu64 "\n", d->va_reserves);
-    fprintf(out, "  va releases:        %" PRIu64 "\n", d->va_releases);
-    fprintf(out, "  maps:               %" PRIu64 "\n", d->va_maps);
-    fprintf(out, "    of which aliases: %" PRIu64 "\n", d->va_aliases);
-    fprintf(out, "  unmaps:             %" PRIu64 "\n", d->va_unmaps);
-    fprintf(out, "  alloc retries:      %" PRIu64 "\n", r->alloc_retries);
-    fprintf(out, "events driven:        %" PRIu64 " (%" PRIu64 " allocs, %" PRIu64 " frees)\n",
-            r->events, r->allocs, r->frees);
-}
-
 /* The search over t, or over ts when t is NULL; prog: the command, for a
  * stream's error (a malformed row: reported as loading reports it). */
 static int min_capacity(const sublet_trace *t, sublet_trace_stream *ts, const char *prog,
@@ -133,23 +75,19 @@ static int min_capacity(const sublet_trace *t, sublet_trace_stream *ts, const ch
         sublet_mincap_result_free(&m);
         return CLI_ERROR;
     }
-    if (json) {
-        sublet_view_options v;
-        sublet_view_options_init(&v);
-        v.name = path;
-        v.resolution = resolution;
-        char *doc = NULL;
-        st = sublet_mincap_result_json(&m, &o, &v, &doc);
-        if (st == SUBLET_OK)
-            fputs(doc, out);
-        sublet_string_free(doc);
-        if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet: min capacity: %s\n", sublet_status_text(st));
-            sublet_mincap_result_free(&m);
-            return CLI_ERROR;
-        }
-    } else {
-        text_report(out, path, &o, &m);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = path;
+    v.resolution = resolution;
+    char *doc = NULL;
+    st = (json ? sublet_mincap_result_json : sublet_mincap_result_text)(&m, &o, &v, &doc);
+    if (st == SUBLET_OK)
+        fputs(doc, out);
+    sublet_string_free(doc);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet: min capacity: %s\n", sublet_status_text(st));
+        sublet_mincap_result_free(&m);
+        return CLI_ERROR;
     }
     sublet_mincap_result_free(&m);
     return ferror(out) ? CLI_ERROR : CLI_OK;

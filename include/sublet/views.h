@@ -158,6 +158,11 @@ SUBLET_API sublet_status sublet_mincap_result_json(const sublet_mincap_result *m
                                                    const sublet_replay_options *o,
                                                    const sublet_view_options *v, char **out);
 
+/* `sublet mincap` (without --json): the same search's text report. */
+SUBLET_API sublet_status sublet_mincap_result_text(const sublet_mincap_result *m,
+                                                   const sublet_replay_options *o,
+                                                   const sublet_view_options *v, char **out);
+
 /* `sublet frag --json`: the fragmentation state after v->at (metrics, the
  * free-block histogram, pinning segments, the segment map). */
 SUBLET_API sublet_status sublet_frag_json(const sublet_trace *t, const sublet_replay_options *o,
