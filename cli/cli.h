@@ -226,8 +226,6 @@ void cli_frag_replay_options(const sublet_trace *t, const char *conf, uint64_t d
 /* The same for a stream (its recorded settings and device memory). */
 void cli_frag_stream_options(sublet_trace_stream *ts, const char *conf, uint64_t device_memory,
                              sublet_replay_options *o, int *conf_from_trace);
-/* The OOM diagnosis of a replay (sublet_frag_diagnose_trace) as text. */
-void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d);
 
 /* ---- tuning helpers (tune.c), shared with `sublet report --tune` ----------------------- */
 #include "sublet/tune.h"

@@ -81,17 +81,6 @@ void cli_frag_stream_options(sublet_trace_stream *ts, const char *conf, uint64_t
                                      : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
 }
 
-void cli_print_diagnosis(FILE *out, const sublet_frag_diagnosis *d)
-{
-    size_t n = sublet_frag_diagnosis_format(d, NULL, 0);
-    char *text = malloc(n + 1);
-    if (!text)
-        return;
-    sublet_frag_diagnosis_format(d, text, n + 1);
-    fputs(text, out);
-    free(text);
-}
-
 /* ---- argument parsing shared by both commands ---------------------------------------------- */
 
 typedef struct fargs {
@@ -195,94 +184,30 @@ int cli_frag(int argc, char **argv)
         cli_input_close(&in);
         return CLI_USAGE;
     }
-    unsigned width = a.width ? (unsigned)a.width : 64;
-    size_t top = a.top ? (size_t)a.top : 5;
-    if (a.json) {
-        sublet_view_options v;
-        sublet_view_options_init(&v);
-        char note[1200] = "", rerr[1024] = "";
-        v.name = a.path;
-        v.at = a.at;
-        v.map_width = width;
-        v.top_pinning = top;
-        v.snapshot = in.snap;
-        v.device = a.lo.pick_device ? a.lo.device : -1;
-        v.note = note;
-        v.note_cap = sizeof note;
-        char *doc = NULL;
-        sublet_status js = sublet_frag_json_stream(ts, &o, &v, &doc, rerr, sizeof rerr);
-        if (note[0])
-            fprintf(stderr, "sublet frag: note: %s\n", note);
-        if (js != SUBLET_OK)
-            fprintf(stderr, "sublet frag: %s: %s\n", a.path, rerr[0] ? rerr : sublet_status_text(js));
-        else
-            fputs(doc, stdout);
-        sublet_string_free(doc);
-        cli_input_close(&in);
-        return js == SUBLET_OK ? CLI_OK : CLI_ERROR;
-    }
-    sublet_frag_state *st = NULL;
-    sublet_replay_result r;
-    memset(&r, 0, sizeof r);
-    r.last_event = SUBLET_REPLAY_NONE;
-    const char *source = "replay";
-    char rerr[1024] = "";
-    sublet_status rs = sublet_frag_state_at_stream(ts, &o, a.at, &st, &r, rerr, sizeof rerr);
-    int rc = CLI_OK;
-    if (rs != SUBLET_OK && in.snap && a.at == SUBLET_REPLAY_ALL) {
-        fprintf(stderr,
-                "sublet frag: note: the replay stopped (%s): the state comes from the "
-                "snapshot's segments\n",
-                rerr[0] ? rerr : sublet_status_text(rs));
-        int64_t dev = a.lo.pick_device ? a.lo.device : sublet_trace_stream_device(ts);
-        rs = sublet_frag_from_snapshot(in.snap, dev < 0 ? 0 : dev, &st);
-        source = "segments";
-    }
-    if (rs != SUBLET_OK) {
-        fprintf(stderr, "sublet frag: %s: %s\n", a.path, rerr[0] ? rerr : sublet_status_text(rs));
-        rc = CLI_ERROR;
-    }
-    if (rc == CLI_OK) {
-        const sublet_trace_event *pre;
-        printf("sublet frag %s\n", a.path);
-        printf("  source:   %s, %" PRIu64 " events (%zu of them the prelude); ",
-               sublet_trace_format_name(sublet_trace_stream_format(ts)), n,
-               sublet_trace_stream_prelude(ts, &pre));
-        if (!strcmp(source, "segments"))
-            printf("the snapshot's segments\n");
-        else if (r.last_event == SUBLET_REPLAY_NONE)
-            printf("state before the first recorded event\n");
-        else
-            printf("state after event %" PRIu64 "\n", r.last_event);
-        char t1[48];
-        sublet_format_size(o.device_memory, t1, sizeof t1);
-        printf("  replay:   settings %s%s, device %s\n", o.conf[0] ? o.conf : "(PyTorch defaults)",
-               from_trace ? " (recorded)" : "", t1);
-        if (r.ooms)
-            printf("  OOMs:     %" PRIu64 " up to here (first at event %" PRIu64
-                   "); `sublet diagnose` explains them\n",
-                   r.ooms, r.first_oom_event);
-        if (r.errors)
-            printf("  note:     %" PRIu64 " rows could not be replayed (first: %s)\n", r.errors,
-                   r.first_error);
-        putchar('\n');
-        sublet_frag_format_options fo = {
-            .sections = SUBLET_FRAG_SECTION_ALL, .map_width = width, .top_pinning = top};
-        size_t len = sublet_frag_format_text(st, &fo, NULL, 0);
-        char *text = malloc(len + 1);
-        if (text) {
-            sublet_frag_format_text(st, &fo, text, len + 1);
-            fputs(text, stdout);
-            free(text);
-        } else {
-            fprintf(stderr, "sublet frag: out of memory\n");
-            rc = CLI_ERROR;
-        }
-    }
-    sublet_frag_state_free(st);
-    sublet_replay_result_free(&r);
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    char note[1200] = "", rerr[1024] = "";
+    v.name = a.path;
+    v.flags = from_trace ? SUBLET_VIEW_CONF_RECORDED : 0;
+    v.at = a.at;
+    v.map_width = a.width ? (unsigned)a.width : 64;
+    v.top_pinning = a.top ? (size_t)a.top : 5;
+    v.snapshot = in.snap;
+    v.device = a.lo.pick_device ? a.lo.device : -1;
+    v.note = note;
+    v.note_cap = sizeof note;
+    char *doc = NULL;
+    sublet_status js = (a.json ? sublet_frag_json_stream : sublet_frag_text_stream)(
+        ts, &o, &v, &doc, rerr, sizeof rerr);
+    if (note[0])
+        fprintf(stderr, "sublet frag: note: %s\n", note);
+    if (js != SUBLET_OK)
+        fprintf(stderr, "sublet frag: %s: %s\n", a.path, rerr[0] ? rerr : sublet_status_text(js));
+    else
+        fputs(doc, stdout);
+    sublet_string_free(doc);
     cli_input_close(&in);
-    return rc;
+    return js == SUBLET_OK ? CLI_OK : CLI_ERROR;
 }
 
 /* ---- sublet diagnose ----------------------------------------------------------------------- */
@@ -305,34 +230,20 @@ int cli_diagnose(int argc, char **argv)
     int from_trace = 0;
     cli_frag_stream_options(in.ts, a.conf, a.device_memory, &o, &from_trace);
     sublet_frag_diagnose_options dopt = {.candidates = a.cands, .max_detailed = (size_t)a.detailed};
-    sublet_status st;
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = a.path;
+    char *doc = NULL;
+    sublet_status st = (a.json ? sublet_diagnose_json_stream : sublet_diagnose_text_stream)(
+        in.ts, &o, &dopt, &v, &doc, err, sizeof err);
     int rc = CLI_OK;
-    if (a.json) {
-        sublet_view_options v;
-        sublet_view_options_init(&v);
-        v.name = a.path;
-        char *doc = NULL;
-        st = sublet_diagnose_json_stream(in.ts, &o, &dopt, &v, &doc, err, sizeof err);
-        if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
-            rc = CLI_ERROR;
-        } else
-            fputs(doc, stdout);
-        sublet_string_free(doc);
-        cli_input_close(&in);
-        free(a.cands);
-        return rc;
-    }
-    sublet_frag_diagnosis d;
-    st = sublet_frag_diagnose_stream(in.ts, &o, &dopt, &d, err, sizeof err);
     if (st != SUBLET_OK) {
         fprintf(stderr, "sublet diagnose: %s: %s\n", a.path, err[0] ? err : sublet_status_text(st));
         rc = CLI_ERROR;
     } else {
-        printf("sublet diagnose %s\n", a.path);
-        cli_print_diagnosis(stdout, &d);
+        fputs(doc, stdout);
     }
-    sublet_frag_diagnosis_free(&d);
+    sublet_string_free(doc);
     cli_input_close(&in);
     free(a.cands);
     return rc;

@@ -192,6 +192,21 @@ SUBLET_API sublet_status sublet_diagnose_json_stream(sublet_trace_stream *ts,
                                                      const sublet_view_options *v, char **out,
                                                      char *err, size_t cap);
 
+/* The same two as the CLI's text (`sublet frag`, `sublet diagnose` without
+ * --json): the header (v->name, where the state comes from, the settings,
+ * recorded when SUBLET_VIEW_CONF_RECORDED, the device), then
+ * sublet_frag_format_text's sections (v->map_width, v->top_pinning); the
+ * diagnosis as sublet_frag_diagnosis_format writes it. */
+SUBLET_API sublet_status sublet_frag_text_stream(sublet_trace_stream *ts,
+                                                 const sublet_replay_options *o,
+                                                 const sublet_view_options *v, char **out,
+                                                 char *err, size_t cap);
+SUBLET_API sublet_status sublet_diagnose_text_stream(sublet_trace_stream *ts,
+                                                     const sublet_replay_options *o,
+                                                     const sublet_frag_diagnose_options *dopt,
+                                                     const sublet_view_options *v, char **out,
+                                                     char *err, size_t cap);
+
 /* `sublet tune --json`: sublet_tune over n traces, names[i] naming each
  * (may be NULL).  On a failed tuning the message is in err. */
 SUBLET_API sublet_status sublet_tune_json(const sublet_trace *const *traces,

@@ -431,9 +431,88 @@ static sublet_status rows_of(sublet_trace_stream *ts, uint64_t *n, char *err, si
     return st;
 }
 
-sublet_status sublet_frag_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
-                                      const sublet_view_options *v, char **out, char *err,
-                                      size_t cap)
+/* What the frag documents show: the state, where it came from, the replay to it. */
+typedef struct fr_run {
+    const sublet_frag_state *st;
+    const sublet_replay_result *r;
+    const char *source; /* "replay" or "segments" */
+    uint64_t rows;
+} fr_run;
+
+static void frag_json(FILE *out, sublet_trace_stream *t, const sublet_replay_options *o,
+                      const sublet_view_options *v, const fr_run *f)
+{
+    sl_json_writer w;
+    sl_json_init(&w, out);
+    sl_json_object_begin(&w);
+    sl_json_kv_string(&w, "file", v->name ? v->name : "");
+    sl_json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_stream_format(t)));
+    sl_json_kv_string(&w, "source", f->source);
+    sl_json_kv_u64(&w, "trace_events", f->rows);
+    sl_json_key(&w, "event");
+    if (f->r->last_event == SUBLET_REPLAY_NONE)
+        sl_json_null(&w);
+    else
+        sl_json_u64(&w, f->r->last_event);
+    sl_json_kv_string(&w, "conf", o->conf ? o->conf : "");
+    sl_json_kv_u64(&w, "device_memory_bytes", o->device_memory);
+    sl_json_kv_u64(&w, "ooms", f->r->ooms);
+    sl_json_kv_u64(&w, "replay_errors", f->r->errors);
+    sl_view_frag_json(&w, "fragmentation", f->st);
+    json_histogram(&w, f->st);
+    sl_view_pinning_json(&w, "pinning", f->st, v->top_pinning ? v->top_pinning : 5);
+    json_segments(&w, f->st, v->map_width ? v->map_width : 64);
+    sl_json_object_end(&w);
+    sl_json_finish(&w);
+}
+
+/* `sublet frag`'s text: where the state comes from, then
+ * sublet_frag_format_text's sections. */
+static sublet_status frag_text(FILE *out, sublet_trace_stream *t, const sublet_replay_options *o,
+                               const sublet_view_options *v, const fr_run *f)
+{
+    const sublet_replay_result *r = f->r;
+    const sublet_trace_event *pre;
+    fprintf(out, "sublet frag %s\n", v->name ? v->name : "");
+    fprintf(out, "  source:   %s, %" PRIu64 " events (%zu of them the prelude); ",
+            sublet_trace_format_name(sublet_trace_stream_format(t)), f->rows,
+            sublet_trace_stream_prelude(t, &pre));
+    if (!strcmp(f->source, "segments"))
+        fprintf(out, "the snapshot's segments\n");
+    else if (r->last_event == SUBLET_REPLAY_NONE)
+        fprintf(out, "state before the first recorded event\n");
+    else
+        fprintf(out, "state after event %" PRIu64 "\n", r->last_event);
+    char t1[48];
+    sublet_format_size(o->device_memory, t1, sizeof t1);
+    fprintf(out, "  replay:   settings %s%s, device %s\n",
+            o->conf && o->conf[0] ? o->conf : "(PyTorch defaults)",
+            v->flags & SUBLET_VIEW_CONF_RECORDED ? " (recorded)" : "", t1);
+    if (r->ooms)
+        fprintf(out, "  OOMs:     %" PRIu64 " up to here (first at event %" PRIu64
+                     "); `sublet diagnose` explains them\n",
+                r->ooms, r->first_oom_event);
+    if (r->errors)
+        fprintf(out, "  note:     %" PRIu64 " rows could not be replayed (first: %s)\n", r->errors,
+                r->first_error);
+    fputc('\n', out);
+    sublet_frag_format_options fo = {.sections = SUBLET_FRAG_SECTION_ALL,
+                                     .map_width = v->map_width ? v->map_width : 64,
+                                     .top_pinning = v->top_pinning ? v->top_pinning : 5};
+    size_t len = sublet_frag_format_text(f->st, &fo, NULL, 0);
+    char *text = malloc(len + 1);
+    if (!text)
+        return SUBLET_ERR_NO_MEMORY;
+    sublet_frag_format_text(f->st, &fo, text, len + 1);
+    fputs(text, out);
+    free(text);
+    return SUBLET_OK;
+}
+
+/* The frag document, JSON or text, of the state after v->at. */
+static sublet_status frag_doc(sublet_trace_stream *t, const sublet_replay_options *o,
+                              const sublet_view_options *v, int text, char **out, char *err,
+                              size_t cap)
 {
     sublet_status args = sl_view_begin(t, o, v, out, err, cap);
     if (args != SUBLET_OK)
@@ -467,36 +546,37 @@ sublet_status sublet_frag_json_stream(sublet_trace_stream *t, const sublet_repla
     sl_doc doc;
     if (rs == SUBLET_OK)
         rs = sl_doc_open(&doc);
-    if (rs != SUBLET_OK) {
-        sublet_frag_state_free(st);
-        sublet_replay_result_free(&r);
-        return rs;
+    if (rs == SUBLET_OK) {
+        fr_run f = {st, &r, source, n};
+        sublet_status ts = SUBLET_OK;
+        if (text)
+            ts = frag_text(doc.f, t, o, v, &f);
+        else
+            frag_json(doc.f, t, o, v, &f);
+        rs = sl_doc_close(&doc, out);
+        if (ts != SUBLET_OK && rs == SUBLET_OK) {
+            free(*out);
+            *out = NULL;
+            rs = ts;
+        }
     }
-    sl_json_writer w;
-    sl_json_init(&w, doc.f);
-    sl_json_object_begin(&w);
-    sl_json_kv_string(&w, "file", v->name ? v->name : "");
-    sl_json_kv_string(&w, "format", sublet_trace_format_name(sublet_trace_stream_format(t)));
-    sl_json_kv_string(&w, "source", source);
-    sl_json_kv_u64(&w, "trace_events", n);
-    sl_json_key(&w, "event");
-    if (r.last_event == SUBLET_REPLAY_NONE)
-        sl_json_null(&w);
-    else
-        sl_json_u64(&w, r.last_event);
-    sl_json_kv_string(&w, "conf", o->conf ? o->conf : "");
-    sl_json_kv_u64(&w, "device_memory_bytes", o->device_memory);
-    sl_json_kv_u64(&w, "ooms", r.ooms);
-    sl_json_kv_u64(&w, "replay_errors", r.errors);
-    sl_view_frag_json(&w, "fragmentation", st);
-    json_histogram(&w, st);
-    sl_view_pinning_json(&w, "pinning", st, v->top_pinning ? v->top_pinning : 5);
-    json_segments(&w, st, v->map_width ? v->map_width : 64);
-    sl_json_object_end(&w);
-    sl_json_finish(&w);
     sublet_frag_state_free(st);
     sublet_replay_result_free(&r);
-    return sl_doc_close(&doc, out);
+    return rs;
+}
+
+sublet_status sublet_frag_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                      const sublet_view_options *v, char **out, char *err,
+                                      size_t cap)
+{
+    return frag_doc(t, o, v, 0, out, err, cap);
+}
+
+sublet_status sublet_frag_text_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                      const sublet_view_options *v, char **out, char *err,
+                                      size_t cap)
+{
+    return frag_doc(t, o, v, 1, out, err, cap);
 }
 
 sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_options *o,
@@ -513,10 +593,11 @@ sublet_status sublet_diagnose_json(const sublet_trace *t, const sublet_replay_op
     return st;
 }
 
-sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
-                                          const sublet_frag_diagnose_options *dopt,
-                                          const sublet_view_options *v, char **out, char *err,
-                                          size_t cap)
+/* The diagnosis document, JSON or text. */
+static sublet_status diagnose_doc(sublet_trace_stream *t, const sublet_replay_options *o,
+                                  const sublet_frag_diagnose_options *dopt,
+                                  const sublet_view_options *v, int text, char **out, char *err,
+                                  size_t cap)
 {
     sublet_status args = sl_view_begin(t, o, v, out, err, cap);
     if (args != SUBLET_OK)
@@ -529,7 +610,11 @@ sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_r
     }
     sl_doc doc;
     st = sl_doc_open(&doc);
-    if (st == SUBLET_OK) {
+    if (st == SUBLET_OK && text) {
+        fprintf(doc.f, "sublet diagnose %s\n", v->name ? v->name : "");
+        sl_view_diagnosis_text(doc.f, &d);
+        st = sl_doc_close(&doc, out);
+    } else if (st == SUBLET_OK) {
         sl_json_writer w;
         sl_json_init(&w, doc.f);
         sl_json_object_begin(&w);
@@ -541,4 +626,20 @@ sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_r
     }
     sublet_frag_diagnosis_free(&d);
     return st;
+}
+
+sublet_status sublet_diagnose_json_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          const sublet_view_options *v, char **out, char *err,
+                                          size_t cap)
+{
+    return diagnose_doc(t, o, dopt, v, 0, out, err, cap);
+}
+
+sublet_status sublet_diagnose_text_stream(sublet_trace_stream *t, const sublet_replay_options *o,
+                                          const sublet_frag_diagnose_options *dopt,
+                                          const sublet_view_options *v, char **out, char *err,
+                                          size_t cap)
+{
+    return diagnose_doc(t, o, dopt, v, 1, out, err, cap);
 }
