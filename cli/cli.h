@@ -1,4 +1,4 @@
-/* sublet CLI — subcommands and the small JSON writer they share. */
+/* sublet CLI — the subcommands and the helpers they share. */
 #ifndef SUBLET_CLI_H
 #define SUBLET_CLI_H
 
@@ -10,7 +10,6 @@
 #include "sublet/snapshot.h"
 #include "sublet/trace.h"
 #include "sublet/views.h"
-#include "views/views_internal.h"
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };

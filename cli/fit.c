@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "views/json_writer.h"
 #include "sublet/config.h"
 #include "sublet/tune.h"
 #include "sublet/views.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "views/json_writer.h"
 
 void cli_summary_usage(FILE *out)
 {

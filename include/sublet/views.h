@@ -214,6 +214,14 @@ SUBLET_API sublet_status sublet_tune_json(const sublet_trace *const *traces,
                                           size_t n, const sublet_tune_options *o, char **out,
                                           char *err, size_t cap);
 
+/* `sublet tune` (without --json): the same tuning's text report (names[i]
+ * listed per trace when n > 1).  A search cancelled (o->cancel) returns
+ * SUBLET_ERR_CANCELLED with *out the best answers it had found. */
+SUBLET_API sublet_status sublet_tune_text(const sublet_trace *const *traces,
+                                          const char *const *names,
+                                          size_t n, const sublet_tune_options *o, char **out,
+                                          char *err, size_t cap);
+
 typedef struct sublet_report_options {
     size_t buckets;        /* points drawn per series, 0 = 2000 */
     size_t oom_maps;       /* segment maps of the first OOMs, default 3 */

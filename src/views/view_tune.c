@@ -1,8 +1,8 @@
-/* sublet views — the tuning document, `sublet tune --json`: the settings
- * that need the smallest device and the fewest device calls (PyTorch's
- * knobs only, and with sublet's own), each checked on the user's device,
- * the current settings' evaluation, the warm-up plan and the Pareto
- * trade-offs; and the number formats the tuning's texts share. */
+/* sublet views — the tuning documents, `sublet tune --json` and the text of
+ * `sublet tune`: the settings that need the smallest device and the fewest
+ * device calls (PyTorch's knobs only, and with sublet's own), each checked
+ * on the user's device, the current settings' evaluation, the warm-up plan
+ * and the Pareto trade-offs; both rendered from one tuning result. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,9 +328,334 @@ static void print_json(FILE *out, const char *const *paths, const sublet_trace *
 }
 
 
-sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
-                               size_t n, const sublet_tune_options *o, char **out, char *err,
-                               size_t cap)
+/* ---- the text: `sublet tune` ------------------------------------------------------------- */
+
+static const char *fmt_gib(uint64_t n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.2f GiB", (double)n / (double)((uint64_t)1 << 30));
+    return buf;
+}
+
+/* Print s left-aligned in `width` columns (UTF-8 aware), then a space. */
+static void cell(FILE *out, const char *s, int width)
+{
+    int w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        w += (*p & 0xc0) != 0x80;
+    fputs(s, out);
+    for (; w < width; w++)
+        fputc(' ', out);
+    fputc(' ', out);
+}
+
+static void row(FILE *out, const char *label, const char *a, const char *b, const char *c)
+{
+    fputs("  ", out);
+    cell(out, label, 28);
+    cell(out, a, 20);
+    cell(out, b, 20);
+    fputs(c, out);
+    fputc('\n', out);
+}
+
+static const char *show_conf(const char *c) { return c && *c ? c : "\"\" (PyTorch's defaults)"; }
+
+static void row_size(FILE *out, const char *label, uint64_t a, uint64_t b, uint64_t c)
+{
+    char x[32], y[32], z[32];
+    row(out, label, sl_fmt_mib(a, x, sizeof x), sl_fmt_mib(b, y, sizeof y), sl_fmt_mib(c, z, sizeof z));
+}
+
+static void row_u64(FILE *out, const char *label, uint64_t a, uint64_t b, uint64_t c)
+{
+    char x[32], y[32], z[32];
+    snprintf(x, sizeof x, "%" PRIu64, a);
+    snprintf(y, sizeof y, "%" PRIu64, b);
+    snprintf(z, sizeof z, "%" PRIu64, c);
+    row(out, label, x, y, z);
+}
+
+static void vs_current(FILE *out, const sublet_tune_eval *a, const sublet_tune_eval *cur)
+{
+    char b1[32], b2[32];
+    int64_t dm = (int64_t)a->min_capacity_bytes - (int64_t)cur->min_capacity_bytes;
+    double dc = a->cost_us - cur->cost_us;
+    fprintf(out, "  vs current: min capacity %s%s (%+.2f %%), cost %s%s",
+            dm < 0 ? "-" : "+", sl_fmt_mib((uint64_t)(dm < 0 ? -dm : dm), b1, sizeof b1),
+            cur->min_capacity_bytes ? 100.0 * (double)dm / (double)cur->min_capacity_bytes : 0.0,
+            dc < 0 ? "-" : "+", sl_fmt_us(dc < 0 ? -dc : dc, b2, sizeof b2));
+    if (cur->cost_us > 0 && a->cost_us > 1.5 * cur->cost_us)
+        fprintf(out, " (%.1fx: a trade-off, memory for device calls)", a->cost_us / cur->cost_us);
+    fprintf(out, "\n");
+}
+
+/* A min capacity whose probes were not monotone (docs/replay.md): said. */
+static void print_monotone(FILE *out, const sublet_tune_eval *e, size_t n)
+{
+    char b1[32], b2[32], which[48] = "";
+    for (size_t i = 0; i < e->ntraces; i++) {
+        const sublet_tune_trace_eval *t = &e->per_trace[i];
+        if (t->monotone || !t->min_capacity_bytes)
+            continue;
+        if (n > 1)
+            snprintf(which, sizeof which, " of trace [%zu]", i);
+        fprintf(out, "  min capacity%s not monotone: %s ran, but sizes between it and %s failed "
+                "(`sublet mincap` lists them)\n",
+                which, sl_fmt_mib(t->smallest_ok_bytes, b1, sizeof b1),
+                sl_fmt_mib(t->min_capacity_bytes, b2, sizeof b2));
+    }
+}
+
+/* The answer checked on the user's device (its evaluation replayed the
+ * whole trace there), and a min capacity that is not monotone. */
+static void print_check(FILE *out, const sublet_tune_eval *e, const sublet_tune_result *r, size_t n)
+{
+    char b1[32], b2[32];
+    const char *src = r->device_source == SUBLET_TUNE_DEVICE_GIVEN ? "--device-memory"
+                      : r->device_source == SUBLET_TUNE_DEVICE_RECORDED
+                          ? "recorded in the trace"
+                          : "the default: none given or recorded";
+    fprintf(out, "  on your device (%s, %s): ", fmt_gib(r->device_memory, b1, sizeof b1), src);
+    if (e->fits) {
+        fprintf(out, "checked, the whole run replayed without an OOM (peak reserved %s)\n",
+                sl_fmt_mib(e->peak_reserved_bytes, b2, sizeof b2));
+    } else {
+        fprintf(out, "OUT OF MEMORY");
+        for (size_t i = 0; i < e->ntraces; i++) {
+            const sublet_tune_trace_eval *t = &e->per_trace[i];
+            if (t->fits)
+                continue;
+            if (t->first_oom_event != SUBLET_REPLAY_NONE)
+                fprintf(out, " at event %" PRIu64, t->first_oom_event);
+            else
+                fprintf(out, " rebuilding the prelude");
+            if (n > 1)
+                fprintf(out, " of trace [%zu]", i);
+            break;
+        }
+        fprintf(out, ": NOT recommended for this device (no setting searched runs there; this one "
+                "needs %s)\n", sl_fmt_mib(e->min_capacity_bytes, b2, sizeof b2));
+    }
+    print_monotone(out, e, n);
+}
+
+static void print_cause(FILE *out, const char *cause, size_t trace, size_t n, const sublet_tune_eval *a,
+                        const sublet_tune_eval *cur)
+{
+    if (cause[0] && n > 1)
+        fprintf(out, "  fixes, in trace [%zu]: %s\n", trace, cause);
+    else if (cause[0])
+        fprintf(out, "  fixes: %s\n", cause);
+    else if (strcmp(a->conf, cur->conf) == 0)
+        fprintf(out, "  fixes: nothing: the current settings are already the answer\n");
+    else
+        fprintf(out, "  fixes: no difference in segments or at the minimum device was found\n");
+}
+
+static void print_pareto(FILE *out, const char *title, const sublet_tune_eval *p, size_t n,
+                         const sublet_tune_eval *answer)
+{
+    char b1[32], b2[32], b3[32], code[96];
+    fprintf(out, "  %s\n", title);
+    fprintf(out, "    ");
+    cell(out, "min capacity", 12);
+    cell(out, "overhead", 9);
+    cell(out, "cost", 10);
+    cell(out, "calls", 6);
+    fprintf(out, "settings\n");
+    for (size_t i = 0; i < n; i++) {
+        int is = strcmp(p[i].conf, answer->conf) == 0;
+        char ov[32], calls[32];
+        snprintf(ov, sizeof ov, "%+.2f %%", p[i].overhead * 100);
+        snprintf(calls, sizeof calls, "%" PRIu64, p[i].device_calls);
+        fprintf(out, "  %s ", is ? "*" : " ");
+        cell(out, sl_fmt_mib(p[i].min_capacity_bytes, b1, sizeof b1), 12);
+        cell(out, ov, 9);
+        cell(out, sl_fmt_us(p[i].cost_us, b2, sizeof b2), 10);
+        cell(out, calls, 6);
+        fprintf(out, "%s", p[i].conf[0] ? p[i].conf : "\"\"");
+        if (sl_view_fraction_code(&p[i], code, sizeof code))
+            fprintf(out, " + %s", code);
+        if (!is && answer->min_capacity_bytes) {
+            if (p[i].min_capacity_bytes < answer->min_capacity_bytes && answer->cost_us > 0)
+                fprintf(out, "   saves %s for %.1fx the cost",
+                        sl_fmt_mib(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
+                                sizeof b3),
+                        p[i].cost_us / answer->cost_us);
+            else if (p[i].min_capacity_bytes > answer->min_capacity_bytes)
+                fprintf(out, "   %s cheaper, needs %s more",
+                        sl_fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
+                        sl_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
+                                sizeof b3));
+        }
+        fprintf(out, "\n");
+    }
+}
+
+static void print_plan(FILE *out, const sublet_tune_plan *p, const sublet_tune_result *r,
+                       const sublet_tune_options *o)
+{
+    if (!o->warmup)
+        return;
+    char b1[32], b2[32], b3[32];
+    const char *whose = strcmp(p->conf, r->sublet.conf) == 0 ? "" : " (for the PyTorch answer)";
+    if (!sl_view_plan_helps(p)) {
+        fprintf(out, "\nwarm-up plan%s: none helps here%s%s\n", whose, p->note[0] ? ": " : "",
+                p->note);
+        return;
+    }
+    fprintf(out, "\nwarm-up plan%s: reserve it at start-up, and the run makes no device allocation\n"
+            "  SUBLET_ALLOC_CONF=%s\n",
+            whose, p->env);
+    uint64_t segs = 0;
+    for (size_t i = 0; i < p->nentries; i++)
+        segs += p->entries[i].count;
+    sublet_settings ps;
+    sublet_settings_default(&ps);
+    (void)sublet_settings_parse(&ps, p->conf, NULL, 0);
+    fprintf(out, "  reserved at start: %s %s %" PRIu64 " %s (the run's peak reserved: %s without the "
+            "plan, %s with it)\n",
+            sl_fmt_mib(p->plan_bytes, b1, sizeof b1), ps.expandable_segments ? "of pages in" : "in",
+            segs,
+            ps.expandable_segments ? (segs == 1 ? "pool" : "pools")
+                                  : (segs == 1 ? "segment" : "segments"),
+            sl_fmt_mib(p->peak_reserved_bytes, b2, sizeof b2),
+            sl_fmt_mib(p->peak_reserved_with_plan, b3, sizeof b3));
+    fprintf(out, "  device allocations during the run: %" PRIu64 " -> %" PRIu64 " (checked by replay)\n",
+            p->device_allocs_before, p->device_allocs_after);
+    fprintf(out, "  device calls during the run: %" PRIu64 " -> %" PRIu64 ", cost %s -> %s; the plan's "
+            "own: %" PRIu64 " call%s, %s, once at start-up\n",
+            p->device_calls_before, p->device_calls_after, sl_fmt_us(p->cost_before_us, b1, sizeof b1),
+            sl_fmt_us(p->cost_after_us, b2, sizeof b2), p->plan_calls, p->plan_calls == 1 ? "" : "s",
+            sl_fmt_us(p->plan_cost_us, b3, sizeof b3));
+    fprintf(out, "  fits your device (%s): yes\n", fmt_gib(r->device_memory, b1, sizeof b1));
+    if (p->note[0])
+        fprintf(out, "  note: %s\n", p->note);
+}
+
+/* `sublet tune`'s text: the three settings side by side, per trace, both
+ * answers with what they fix, the warm-up plan and the Pareto trade-offs. */
+static void tune_text(FILE *out, const char *const *paths, size_t n, const sublet_tune_result *r,
+                      const sublet_tune_options *o)
+{
+    const sublet_tune_eval *c = &r->current, *p = &r->pytorch, *s = &r->sublet;
+    char b1[32], b2[32], b3[32], x[32], y[32], z[32];
+    fprintf(out, "sublet tune: %zu trace%s, device %s%s; %zu settings (%zu distinct), %" PRIu64
+            " replays, %.2f s\n",
+            n, n == 1 ? "" : "s", fmt_gib(r->device_memory, b1, sizeof b1),
+            o->device_memory ? "" : " (default)", r->space, r->distinct, r->replays, r->seconds);
+    fprintf(out, "cost model (µs): cudaMalloc %g + %g/GiB, cudaFree %g, retry %g, VA reserve %g, "
+            "release %g, map %g/page, unmap %g/page\n\n",
+            o->cost.malloc_us, o->cost.malloc_us_per_gib, o->cost.free_us, o->cost.retry_us,
+            o->cost.reserve_us, o->cost.release_us, o->cost.map_us, o->cost.unmap_us);
+    if (o->pytorch_version)
+        fprintf(out, "every replay under PyTorch %s's rules (--pytorch-version; docs/versions.md)\n\n",
+                o->pytorch_version);
+    if (r->private_pool_traces)
+        fprintf(out, "private pools (CUDA graphs, MemPool) in %zu of the traces: kept as recorded, every "
+                "allocation replayed in its own pool under every setting; policy:stitch (no "
+                "private pools) left out\n\n",
+                r->private_pool_traces);
+    row(out, "", "current", "PyTorch knobs", "sublet");
+    row(out, "settings recorded", r->current_recorded ? "yes" : "no", "", "");
+    row_size(out, n > 1 ? "min capacity (max of traces)" : "min capacity", c->min_capacity_bytes,
+             p->min_capacity_bytes, s->min_capacity_bytes);
+    char lbl[64];
+    snprintf(lbl, sizeof lbl, "  over peak live %s", sl_fmt_mib(c->peak_requested_bytes, b1, sizeof b1));
+    snprintf(x, sizeof x, "%+.2f %%", c->overhead * 100);
+    snprintf(y, sizeof y, "%+.2f %%", p->overhead * 100);
+    snprintf(z, sizeof z, "%+.2f %%", s->overhead * 100);
+    row(out, lbl, x, y, z);
+    snprintf(lbl, sizeof lbl, "peak reserved on %s", fmt_gib(r->device_memory, b1, sizeof b1));
+    row_size(out, lbl, c->peak_reserved_bytes, p->peak_reserved_bytes, s->peak_reserved_bytes);
+    sublet_tune_calls cc, pc, sc;
+    sl_tune_calls_sum(c, &cc);
+    sl_tune_calls_sum(p, &pc);
+    sl_tune_calls_sum(s, &sc);
+    row_u64(out, "device calls", c->device_calls, p->device_calls, s->device_calls);
+#define ROW2(label, f1, f2)                                                                 \
+    do {                                                                                    \
+        snprintf(x, sizeof x, "%" PRIu64 " / %" PRIu64, cc.f1, cc.f2);                     \
+        snprintf(y, sizeof y, "%" PRIu64 " / %" PRIu64, pc.f1, pc.f2);                     \
+        snprintf(z, sizeof z, "%" PRIu64 " / %" PRIu64, sc.f1, sc.f2);                     \
+        row(out, label, x, y, z);                                                                \
+    } while (0)
+    ROW2("  cudaMalloc / cudaFree", segment_allocs, segment_frees);
+    ROW2("  VA reserve / release", va_reserves, va_releases);
+    ROW2("  map / unmap calls", va_maps, va_unmaps);
+    ROW2("  pages mapped / unmapped", map_pages, unmap_pages);
+#undef ROW2
+    row_u64(out, "allocation retries", c->retries, p->retries, s->retries);
+    row(out, "cost (model)", sl_fmt_us(c->cost_us, x, sizeof x), sl_fmt_us(p->cost_us, y, sizeof y),
+        sl_fmt_us(s->cost_us, z, sizeof z));
+    row(out, "runs on your device", c->fits ? "yes" : "NO", p->fits ? "yes" : "NO",
+        s->fits ? "yes" : "NO");
+
+    if (n > 1) {
+        fprintf(out, "\nper trace (min capacity / cost):\n");
+        for (size_t i = 0; i < n; i++) {
+            const sublet_tune_trace_eval *ct = &c->per_trace[i], *pt = &p->per_trace[i],
+                                         *st = &s->per_trace[i];
+            fprintf(out, "  [%zu] %s\n", i, paths[i]);
+            fprintf(out, "      peak live %s; current %s (%+.2f %%) %s; PyTorch knobs %s (%+.2f %%) "
+                    "%s; sublet %s (%+.2f %%) ",
+                    sl_fmt_mib(ct->peak_requested_bytes, b1, sizeof b1),
+                    sl_fmt_mib(ct->min_capacity_bytes, b2, sizeof b2), ct->overhead * 100,
+                    sl_fmt_us(ct->cost_us, b3, sizeof b3),
+                    sl_fmt_mib(pt->min_capacity_bytes, x, sizeof x), pt->overhead * 100,
+                    sl_fmt_us(pt->cost_us, y, sizeof y),
+                    sl_fmt_mib(st->min_capacity_bytes, z, sizeof z), st->overhead * 100);
+            fprintf(out, "%s\n", sl_fmt_us(st->cost_us, b3, sizeof b3));
+        }
+    }
+
+    fprintf(out, "\ncurrent:\n  %s\n", show_conf(c->conf));
+    print_monotone(out, c, n);
+    fprintf(out, "\nPYTORCH_CUDA_ALLOC_CONF=%s\n", p->conf);
+    char code[96], note[512];
+    if (sl_view_fraction_code(p, code, sizeof code))
+        fprintf(out, "  and before the first CUDA allocation: %s\n", code);
+    fprintf(out, "  %s\n", sl_view_release_note(p, o->pytorch_version, note, sizeof note));
+    if (!p->conf[0])
+        fprintf(out, "  (PyTorch's defaults are already the best of the PyTorch knobs here)\n");
+    vs_current(out, p, c);
+    print_check(out, p, r, n);
+    print_cause(out, r->pytorch_cause, r->pytorch_cause_trace, n, p, c);
+    fprintf(out, "\nSUBLET_ALLOC_CONF=%s\n", s->conf);
+    vs_current(out, s, c);
+    print_check(out, s, r, n);
+    print_cause(out, r->sublet_cause, r->sublet_cause_trace, n, s, c);
+
+    print_plan(out, &r->plan, r, o);
+
+    fprintf(out, "\ntrade-offs: min capacity against cost, the Pareto set (* = the answer)\n");
+    print_pareto(out, "PyTorch knobs:", r->pareto_pytorch, r->npareto_pytorch, p);
+    print_pareto(out, "all (SUBLET_ALLOC_CONF):", r->pareto_sublet, r->npareto_sublet, s);
+}
+
+/* After a cancelled search (sublet_tune_options.cancel): the best answers
+ * it had found. */
+static void tune_best_so_far(FILE *out, const sublet_tune_result *r)
+{
+    fprintf(out, "interrupted: the best found so far (not checked, no plan)\n");
+    for (int w = 0; w < 2; w++) {
+        const sublet_tune_eval *e = w == 0 ? &r->pytorch : &r->sublet;
+        if (!(r->partial & (1u << w)))
+            continue;
+        char m[32];
+        fprintf(out, "  %s=%s  min capacity %s, cost %.1f ms\n",
+                w == 0 ? "PYTORCH_CUDA_ALLOC_CONF" : "SUBLET_ALLOC_CONF", e->conf,
+                sl_fmt_mib(e->min_capacity_bytes, m, sizeof m), e->cost_us / 1000.0);
+    }
+    if (!r->partial)
+        fprintf(out, "  none yet (every setting's cost replay comes first)\n");
+}
+
+/* The tuning's document, JSON or text; the text of a cancelled search is
+ * the best found so far (with SUBLET_ERR_CANCELLED). */
+static sublet_status tune_doc(const sublet_trace *const *traces, const char *const *names,
+                              size_t n, const sublet_tune_options *o, int text, char **out,
+                              char *err, size_t cap)
 {
     if (!out)
         return SUBLET_ERR_INVALID_ARGUMENT;
@@ -341,16 +666,42 @@ sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *co
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_tune_result r;
     sublet_status st = sublet_tune(traces, n, o, &r);
-    if (st != SUBLET_OK) {
+    if (st == SUBLET_ERR_CANCELLED && text) {
+        sl_doc doc;
+        sublet_status ds = sl_doc_open(&doc);
+        if (ds == SUBLET_OK) {
+            tune_best_so_far(doc.f, &r);
+            ds = sl_doc_close(&doc, out);
+        }
+        if (ds != SUBLET_OK)
+            st = ds;
+    } else if (st != SUBLET_OK) {
         snprintf(err, cap, "%s", r.error[0] ? r.error : sublet_status_text(st));
     } else {
         sl_doc doc;
         st = sl_doc_open(&doc);
         if (st == SUBLET_OK) {
-            print_json(doc.f, names, traces, n, &r, o);
+            if (text)
+                tune_text(doc.f, names, n, &r, o);
+            else
+                print_json(doc.f, names, traces, n, &r, o);
             st = sl_doc_close(&doc, out);
         }
     }
     sublet_tune_result_free(&r);
     return st;
+}
+
+sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
+                               size_t n, const sublet_tune_options *o, char **out, char *err,
+                               size_t cap)
+{
+    return tune_doc(traces, names, n, o, 0, out, err, cap);
+}
+
+sublet_status sublet_tune_text(const sublet_trace *const *traces, const char *const *names,
+                               size_t n, const sublet_tune_options *o, char **out, char *err,
+                               size_t cap)
+{
+    return tune_doc(traces, names, n, o, 1, out, err, cap);
 }
