@@ -187,6 +187,59 @@ int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune
     return 0;
 }
 
+/* Load the traces, run the tuning view and print it. */
+static int run_tune(char **paths, size_t n, const char *current, int json,
+                    sublet_tune_options *o)
+{
+    int rc = CLI_OK;
+    sublet_trace **traces = calloc(n, sizeof *traces);
+    const char **cur = calloc(n, sizeof *cur);
+    if (!traces || !cur) {
+        free(traces);
+        free(cur);
+        return CLI_ERROR;
+    }
+    for (size_t i = 0; i < n && rc == CLI_OK; i++) {
+        char err[1024];
+        if (cli_load_input(paths[i], NULL, &traces[i], NULL, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet tune: %s\n", err);
+            rc = CLI_ERROR;
+        }
+        cur[i] = current;
+    }
+    if (rc == CLI_OK) {
+        o->current = cur;
+        if (!json && isatty(STDERR_FILENO)) {
+            o->progress_to = progress;
+            o->progress_user = NULL;
+        }
+        if (!json)
+            catch_sigint(o);
+        char *doc = NULL, err[1024] = "";
+        sublet_status st = (json ? sublet_tune_json : sublet_tune_text)(
+            (const sublet_trace *const *)traces, (const char *const *)paths, n, o, &doc, err,
+            sizeof err);
+        if (o->progress_to)
+            fprintf(stderr, "\r\033[K");
+        if (st == SUBLET_ERR_CANCELLED && doc) { /* the best found so far */
+            fputs(doc, stdout);
+            rc = CLI_ERROR;
+        } else if (st != SUBLET_OK) {
+            fprintf(stderr, "sublet tune: %s\n", err[0] ? err : sublet_status_text(st));
+            rc = CLI_ERROR;
+        } else {
+            fputs(doc, stdout);
+        }
+        sublet_string_free(doc);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (traces[i])
+            cli_trace_free(traces[i]);
+    free(traces);
+    free(cur);
+    return rc;
+}
+
 int cli_tune(int argc, char **argv)
 {
     sublet_tune_options o;
@@ -266,52 +319,7 @@ int cli_tune(int argc, char **argv)
         free(paths);
         return rc;
     }
-    sublet_trace **traces = calloc(n, sizeof *traces);
-    const char **cur = calloc(n, sizeof *cur);
-    if (!traces || !cur) {
-        free(paths);
-        free(traces);
-        free(cur);
-        return CLI_ERROR;
-    }
-    for (size_t i = 0; i < n && rc == CLI_OK; i++) {
-        char err[1024];
-        if (cli_load_input(paths[i], NULL, &traces[i], NULL, err, sizeof err) != SUBLET_OK) {
-            fprintf(stderr, "sublet tune: %s\n", err);
-            rc = CLI_ERROR;
-        }
-        cur[i] = current;
-    }
-    if (rc == CLI_OK) {
-        o.current = cur;
-        if (!json && isatty(STDERR_FILENO)) {
-            o.progress_to = progress;
-            o.progress_user = NULL;
-        }
-        if (!json)
-            catch_sigint(&o);
-        char *doc = NULL, err[1024] = "";
-        sublet_status st = (json ? sublet_tune_json : sublet_tune_text)(
-            (const sublet_trace *const *)traces, (const char *const *)paths, n, &o, &doc, err,
-            sizeof err);
-        if (o.progress_to)
-            fprintf(stderr, "\r\033[K");
-        if (st == SUBLET_ERR_CANCELLED && doc) { /* the best found so far */
-            fputs(doc, stdout);
-            rc = CLI_ERROR;
-        } else if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet tune: %s\n", err[0] ? err : sublet_status_text(st));
-            rc = CLI_ERROR;
-        } else {
-            fputs(doc, stdout);
-        }
-        sublet_string_free(doc);
-    }
-    for (size_t i = 0; i < n; i++)
-        if (traces[i])
-            cli_trace_free(traces[i]);
-    free(traces);
-    free(cur);
+    rc = run_tune(paths, n, current, json, &o);
     free(paths);
     return rc;
 }

@@ -495,6 +495,47 @@ sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_opti
     return st;
 }
 
+/* The page of a snapshot's segments, when its trace cannot be replayed (a
+ * prelude in private pools; replay_st, rerr: why), as `sublet frag` falls
+ * back to them: 1 when the segments were read (*out the page, NULL when
+ * out of memory, said in err), 0 when not. */
+static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
+                         const sublet_view_options *v, const sublet_report_options *ro,
+                         uint64_t rows, const rhist *hist, const char *rerr,
+                         sublet_status replay_st, char **out, sublet_report_info *info,
+                         char *err, size_t cap)
+{
+    const char *path = v->name ? v->name : "";
+    int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);
+    sublet_frag_state *fs = NULL;
+    if (sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &fs) != SUBLET_OK)
+        return 0;
+    note(ro, "the replay stopped (%s): %s", rerr[0] ? rerr : sublet_status_text(replay_st),
+         "the page shows the snapshot's segments");
+    rmap m = {.st = fs, .event = SUBLET_REPLAY_ALL};
+    snprintf(m.title, sizeof m.title, "the snapshot's segments");
+    report rp = {path, sublet_trace_stream_format(t), rows, hist, o, NULL, NULL, &m, 1,
+                 NULL, NULL, NULL, rerr};
+    sl_tbuf b = {0};
+    page(&b, &rp);
+    sublet_frag_stats f;
+    sublet_frag_compute(fs, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
+    sublet_frag_state_free(fs);
+    if (b.oom || !b.p) {
+        free(b.p);
+        snprintf(err, cap, "out of memory");
+        return 1;
+    }
+    *out = b.p;
+    if (info) {
+        info->len = b.n;
+        info->nmaps = 1;
+        info->exact = 1; /* no series to be approximate */
+        info->peak_reserved_bytes = f.reserved_bytes; /* the snapshot's */
+    }
+    return 1;
+}
+
 sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_replay_options *o,
                                         const sublet_report_options *ro_in,
                                         const sublet_view_options *v, char **out,
@@ -537,34 +578,8 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
          * the page of its segments, as `sublet frag` falls back to them */
         sublet_frag_series_free(&s);
         sublet_replay_result_free(&r);
-        int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);
-        sublet_frag_state *fs = NULL;
-        if (sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &fs) == SUBLET_OK) {
-            note(&ro, "the replay stopped (%s): %s", rerr[0] ? rerr : sublet_status_text(st),
-                 "the page shows the snapshot's segments");
-            rmap m = {.st = fs, .event = SUBLET_REPLAY_ALL};
-            snprintf(m.title, sizeof m.title, "the snapshot's segments");
-            report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, NULL, NULL, &m, 1,
-                         NULL, NULL, NULL, rerr};
-            sl_tbuf b = {0};
-            page(&b, &rp);
-            sublet_frag_stats f;
-            sublet_frag_compute(fs, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
-            sublet_frag_state_free(fs);
-            if (b.oom || !b.p) {
-                free(b.p);
-                snprintf(err, cap, "out of memory");
-                return SUBLET_ERR_NO_MEMORY;
-            }
-            *out = b.p;
-            if (info) {
-                info->len = b.n;
-                info->nmaps = 1;
-                info->exact = 1; /* no series to be approximate */
-                info->peak_reserved_bytes = f.reserved_bytes; /* the snapshot's */
-            }
-            return SUBLET_OK;
-        }
+        if (snapshot_page(t, o, v, &ro, rows, &hist, rerr, st, out, info, err, cap))
+            return *out ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
     }
     if (st != SUBLET_OK) {
         snprintf(err, cap, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
