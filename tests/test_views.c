@@ -1,6 +1,6 @@
 /* The views (sublet/views.h): inputs from bytes and files, the documents of
  * each analysis made by one call, their errors, and the same documents from
- * several threads at once.  (That the CLI prints exactly these documents is
+ * several threads at once; the CLI's texts, made by the same calls.  (That the CLI prints exactly these documents is
  * checked by the cli_*.sh tests; that Python reads them, by cli_python.sh.) */
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,20 +192,26 @@ static void test_stream_document(void **state)
             sublet_view_options v;
             sublet_view_options_init(&v);
             v.name = names[i];
-            char *whole = NULL, *streamed = NULL;
-            sublet_status ws = sublet_replay_json(t, &o, &v, &whole, err, sizeof err);
-            sublet_trace_stream *ts = NULL;
-            assert_int_equal(sublet_trace_stream_open(data_path(names[i]), NULL, &ts, err,
-                                                      sizeof err),
-                             SUBLET_OK);
-            assert_int_equal(sublet_replay_stream_json(ts, &o, &v, &streamed, err, sizeof err),
-                             ws);
-            assert_non_null(whole);
-            assert_non_null(streamed);
-            assert_string_equal(streamed, whole);
-            sublet_string_free(whole);
-            sublet_string_free(streamed);
-            sublet_trace_stream_close(ts);
+            for (int text = 0; text < 2; text++) { /* the JSON, then the text */
+                char *whole = NULL, *streamed = NULL;
+                sublet_status ws = (text ? sublet_replay_text : sublet_replay_json)(
+                    t, &o, &v, &whole, err, sizeof err);
+                sublet_trace_stream *ts = NULL;
+                assert_int_equal(sublet_trace_stream_open(data_path(names[i]), NULL, &ts, err,
+                                                          sizeof err),
+                                 SUBLET_OK);
+                assert_int_equal((text ? sublet_replay_stream_text : sublet_replay_stream_json)(
+                                     ts, &o, &v, &streamed, err, sizeof err),
+                                 ws);
+                assert_non_null(whole);
+                assert_non_null(streamed);
+                assert_string_equal(streamed, whole);
+                if (text) /* the header names the input */
+                    assert_true(strncmp(whole, "sublet replay ", 14) == 0);
+                sublet_string_free(whole);
+                sublet_string_free(streamed);
+                sublet_trace_stream_close(ts);
+            }
         }
         sublet_trace_free(t);
     }
@@ -235,6 +241,53 @@ static void test_stream_document(void **state)
     assert_true(err[0] != '\0');
     sublet_trace_stream_close(ts);
     remove(tmp);
+}
+
+/* The texts of the CLI (sublet_*_text): each from the same analysis as its
+ * JSON, starting as the command prints it; no document without out. */
+static void test_texts(void **state)
+{
+    (void)state;
+    const char *name = "cs336_attention_microbench.events.csv";
+    sublet_trace *t = load(name, NULL);
+    char err[1024], *doc = NULL;
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_view_conf(t, NULL, NULL);
+    o.device_memory = (uint64_t)3 << 30; /* it OOMs there */
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = name;
+    sublet_trace_stream *ts = NULL;
+    assert_int_equal(sublet_trace_stream_from_trace(t, &ts), SUBLET_OK);
+    assert_int_equal(sublet_frag_text_stream(ts, &o, &v, &doc, err, sizeof err), SUBLET_OK);
+    assert_true(strncmp(doc, "sublet frag cs336_attention_microbench.events.csv\n", 50) == 0);
+    sublet_string_free(doc);
+    assert_int_equal(sublet_diagnose_text_stream(ts, &o, NULL, &v, &doc, err, sizeof err),
+                     SUBLET_OK);
+    assert_true(strncmp(doc, "sublet diagnose cs336_attention_microbench.events.csv\n", 54) == 0);
+    sublet_string_free(doc);
+    assert_int_equal(sublet_frag_text_stream(ts, &o, &v, NULL, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    sublet_trace_stream_close(ts);
+
+    sublet_mincap_result m;
+    assert_int_equal(sublet_replay_min_capacity(t, &o, 0, &m, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_mincap_result_text(&m, &o, &v, &doc), SUBLET_OK);
+    assert_non_null(strstr(doc, "\nmin capacity:         "));
+    sublet_string_free(doc);
+    assert_int_equal(sublet_mincap_result_text(&m, &o, &v, NULL), SUBLET_ERR_INVALID_ARGUMENT);
+    sublet_mincap_result_free(&m);
+
+    sublet_tune_options to;
+    sublet_tune_options_init(&to);
+    to.threads = 1;
+    const sublet_trace *ts1[1] = {t};
+    const char *names[1] = {name};
+    assert_int_equal(sublet_tune_text(ts1, names, 1, &to, &doc, err, sizeof err), SUBLET_OK);
+    assert_true(strncmp(doc, "sublet tune: 1 trace, device ", 29) == 0);
+    sublet_string_free(doc);
+    sublet_trace_free(t);
 }
 
 static void *replay_job(void *arg)
@@ -281,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_document_errors),
         cmocka_unit_test(test_stream_document),
+        cmocka_unit_test(test_texts),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
