@@ -4,10 +4,15 @@
 # command on every input, its stdout, stderr, exit status and any file it
 # writes, saved by one CLI and compared, byte for byte, with another's.
 #
-#   tests/cli_outputs_same.sh record DIR SUBLET   # outputs of SUBLET into DIR
-#   tests/cli_outputs_same.sh compare DIR SUBLET  # SUBLET's against DIR's
+#   bench/cli_outputs_same.sh record DIR SUBLET   # outputs of SUBLET into DIR
+#   bench/cli_outputs_same.sh compare DIR SUBLET  # SUBLET's against DIR's
 #
-# e.g. build main's CLI, record, build the change, compare.  The inputs:
+# e.g. build main's CLI, record, build the change, compare:
+#   git worktree add /tmp/base main && cmake -S /tmp/base -B /tmp/base/build &&
+#   cmake --build /tmp/base/build --target sublet_cli
+#   bench/cli_outputs_same.sh record /tmp/outputs /tmp/base/build/sublet
+#   bench/cli_outputs_same.sh compare /tmp/outputs build/sublet
+# (in bench/, not tests/: ctest runs every tests/cli_*.sh with the CLI alone)  The inputs:
 # tests/data/* and ../shared/traces/pytorch_snapshot/* (SUBLET_SHARED_TRACES
 # names another folder; absent: tests/data only).  The lines that carry a
 # measured time are masked before saving (mask() below names each); nothing
