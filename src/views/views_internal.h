@@ -1,7 +1,7 @@
 /* sublet views — what the views' files share (not public): the JSON pieces
  * several documents carry (view_frag.c, view_tune.c) and, through
- * view_common.h, the ground every view stands on.  The CLI uses these too,
- * for its text outputs. */
+ * view_common.h, the ground every view stands on.  The CLI does not use
+ * them: its texts come from the views too (sublet_*_text). */
 #ifndef SL_VIEWS_INTERNAL_H
 #define SL_VIEWS_INTERNAL_H
 
