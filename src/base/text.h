@@ -9,7 +9,7 @@
  *     and always holds all of the text, NUL-terminated; when growing fails
  *     oom is set and later output is dropped.  sl_text_free releases it.
  * Used by the engine's texts (stats_format.c, frag*.c), the formats and the
- * analyses; src/views' report page has its own sl_tbuf still. */
+ * analyses and the views (the report page, its escaped JSON and HTML). */
 #ifndef SUBLET_BASE_TEXT_H
 #define SUBLET_BASE_TEXT_H
 

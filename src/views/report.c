@@ -89,7 +89,7 @@ typedef struct rmap {
     sublet_frag_state *st;
 } rmap;
 
-static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
+static void map_json(sl_text *b, const rmap *m, stack_table *stacks)
 {
     const sublet_frag_state *st = m->st;
     /* with private pools, each segment carries the index of its pool in
@@ -101,14 +101,14 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
         pools = malloc(np * sizeof *pools);
         np = pools ? sublet_frag_pools(st, pools, np) : 0;
     }
-    sl_tb_puts(b, "{\"title\":");
+    sl_text_puts(b, "{\"title\":");
     sl_tb_json(b, m->title);
-    sl_tb_printf(b, ",\"event\":%" PRIu64 ",\"segs\":[", m->event);
+    sl_text_printf(b, ",\"event\":%" PRIu64 ",\"segs\":[", m->event);
     for (size_t i = 0; i < st->nsegments; i++) {
         const sublet_frag_segment *s = &st->segments[i];
         unsigned flags = (s->is_small ? 1u : 0u) | (s->is_expandable ? 2u : 0u) |
                          (s->live_blocks && s->free_size ? 4u : 0u);
-        sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%zu,%zu,%zu,%" PRIu64 ",%" PRIu64,
+        sl_text_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%zu,%zu,%zu,%" PRIu64 ",%" PRIu64,
                   i ? "," : "", s->addr, s->size, s->stream, flags, s->first_block, s->nblocks,
                   s->live_blocks, s->free_size, s->active_size);
         size_t pi = 0;
@@ -116,10 +116,10 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
                            pools[pi].pool_id[1] != s->pool_id[1]))
             pi++;
         if (np)
-            sl_tb_printf(b, ",%zu", pi);
-        sl_tb_puts(b, "]");
+            sl_text_printf(b, ",%zu", pi);
+        sl_text_puts(b, "]");
     }
-    sl_tb_puts(b, "],\"blocks\":[");
+    sl_text_puts(b, "],\"blocks\":[");
     for (size_t i = 0; i < st->nsegments; i++) {
         const sublet_frag_segment *s = &st->segments[i];
         for (size_t k = 0; k < s->nblocks; k++) {
@@ -127,21 +127,21 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
             uint32_t id = fb->stack && fb->stack <= st->nstacks
                               ? stack_id(stacks, st->stacks[fb->stack - 1])
                               : 0;
-            sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%u]",
+            sl_text_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%u]",
                       s->first_block + k ? "," : "", fb->addr - s->addr, fb->size,
                       fb->requested_size, (int)fb->state, id);
         }
     }
-    sl_tb_puts(b, "],\"pins\":[");
+    sl_text_puts(b, "],\"pins\":[");
     size_t top[10];
     size_t npin = sublet_frag_pinning(st, top, 10);
     for (size_t i = 0; i < npin && i < 10; i++)
-        sl_tb_printf(b, "%s%zu", i ? "," : "", top[i]);
+        sl_text_printf(b, "%s%zu", i ? "," : "", top[i]);
     sublet_frag_stats f;
     sublet_frag_compute(st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
     sublet_stream s0 = 0;
     sublet_frag_streams(st, &s0, 1);
-    sl_tb_printf(b,
+    sl_text_printf(b,
               "],\"metrics\":{\"reserved\":%" PRIu64 ",\"allocated\":%" PRIu64
               ",\"requested\":%" PRIu64 ",\"free_blocks\":%" PRIu64 ",\"free_bytes\":%" PRIu64
               ",\"largest\":%" PRIu64 ",\"external\":%.6f,\"unused\":%.6f,\"spread\":%.6f"
@@ -153,45 +153,45 @@ static void map_json(sl_tbuf *b, const rmap *m, stack_table *stacks)
     if (np) {
         /* [first, second, name, segments, reserved, allocated, free, largest free,
          *  pinned segments, free bytes in pinned segments] */
-        sl_tb_puts(b, ",\"pools\":[");
+        sl_text_puts(b, ",\"pools\":[");
         for (size_t p = 0; p < np; p++) {
             const sublet_frag_pool *q = &pools[p];
             char name[48];
-            sl_tb_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",", p ? "," : "", q->pool_id[0],
+            sl_text_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",", p ? "," : "", q->pool_id[0],
                          q->pool_id[1]);
             sl_tb_json(b, sublet_frag_pool_name(q->pool_id, name, sizeof name));
-            sl_tb_printf(b, ",%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%zu,%" PRIu64 "]",
+            sl_text_printf(b, ",%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%zu,%" PRIu64 "]",
                          q->segments, q->reserved_bytes, q->allocated_bytes, q->free_bytes,
                          q->largest_free_block, q->pinned_segments, q->pinned_free_bytes);
         }
-        sl_tb_puts(b, "]");
+        sl_text_puts(b, "]");
     }
-    sl_tb_puts(b, "}");
+    sl_text_puts(b, "}");
     free(pools);
 }
 
-static void series_json(sl_tbuf *b, const sublet_frag_series *s)
+static void series_json(sl_text *b, const sublet_frag_series *s)
 {
-    sl_tb_printf(b, "{\"nbuckets\":%zu,\"events\":%" PRIu64 ",\"exact\":%s,\"min\":[", s->nbuckets,
+    sl_text_printf(b, "{\"nbuckets\":%zu,\"events\":%" PRIu64 ",\"exact\":%s,\"min\":[", s->nbuckets,
               s->events, s->exact ? "true" : "false");
     for (int pass = 0; pass < 2; pass++) {
         const double *v = pass ? s->max : s->min;
         if (pass)
-            sl_tb_puts(b, "],\"max\":[");
+            sl_text_puts(b, "],\"max\":[");
         for (int q = 0; q < SUBLET_FRAG_SERIES_COUNT; q++) {
             int frac = q == SUBLET_FRAG_SERIES_EXTERNAL || q == SUBLET_FRAG_SERIES_UNUSED;
-            sl_tb_puts(b, q ? ",[" : "[");
+            sl_text_puts(b, q ? ",[" : "[");
             for (size_t k = 0; k < s->nbuckets; k++) {
                 double x = v[(size_t)q * s->nbuckets + k];
                 if (frac)
-                    sl_tb_printf(b, "%s%.4g", k ? "," : "", x);
+                    sl_text_printf(b, "%s%.4g", k ? "," : "", x);
                 else
-                    sl_tb_printf(b, "%s%.0f", k ? "," : "", x);
+                    sl_text_printf(b, "%s%.0f", k ? "," : "", x);
             }
-            sl_tb_puts(b, "]");
+            sl_text_puts(b, "]");
         }
     }
-    sl_tb_puts(b, "]}");
+    sl_text_puts(b, "]}");
 }
 
 /* Allocation requests by size (log2 buckets): every alloc and pre_alloc row
@@ -235,7 +235,7 @@ static sublet_status request_hist(sublet_trace_stream *ts, rhist *h, uint64_t *r
     return st;
 }
 
-static void request_hist_json(sl_tbuf *b, const rhist *h)
+static void request_hist_json(sl_text *b, const rhist *h)
 {
     int lo = 64, hi = -1;
     for (int k = 0; k < 64; k++) {
@@ -244,22 +244,22 @@ static void request_hist_json(sl_tbuf *b, const rhist *h)
         lo = k < lo ? k : lo;
         hi = k > hi ? k : hi;
     }
-    sl_tb_puts(b, "[");
+    sl_text_puts(b, "[");
     for (int k = lo; k <= hi; k++)
-        sl_tb_printf(b, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k > lo ? "," : "", k, h->count[k],
+        sl_text_printf(b, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k > lo ? "," : "", k, h->count[k],
                      h->bytes[k]);
-    sl_tb_puts(b, "]");
+    sl_text_puts(b, "]");
 }
 
 /* ---- the page ----------------------------------------------------------------------------- */
 
-static void card(sl_tbuf *b, const char *value, const char *label, int bad)
+static void card(sl_text *b, const char *value, const char *label, int bad)
 {
-    sl_tb_puts(b, bad ? "<div class=\"card bad\"><b>" : "<div class=\"card\"><b>");
+    sl_text_puts(b, bad ? "<div class=\"card bad\"><b>" : "<div class=\"card\"><b>");
     sl_tb_html(b, value);
-    sl_tb_puts(b, "</b><span>");
+    sl_text_puts(b, "</b><span>");
     sl_tb_html(b, label);
-    sl_tb_puts(b, "</span></div>\n");
+    sl_text_puts(b, "</span></div>\n");
 }
 
 typedef struct report {
@@ -281,9 +281,9 @@ typedef struct report {
 
 /* The segment map (tabs, note, legend, canvas, pinning and metrics tables)
  * and the request sizes. */
-static void map_sections(sl_tbuf *b)
+static void map_sections(sl_text *b)
 {
-    sl_tb_puts(b, "<section><h2>Segment map</h2><div id=\"map-tabs\"></div>"
+    sl_text_puts(b, "<section><h2>Segment map</h2><div id=\"map-tabs\"></div>"
                "<p class=\"note\" id=\"map-note\"></p><p class=\"note\">Every reserved byte, to "
                "scale, segment after segment (dark ticks: segment starts)."
                "<span class=\"swatch\" style=\"background:#3266cc\"></span>allocated"
@@ -294,66 +294,66 @@ static void map_sections(sl_tbuf *b)
                "<canvas id=\"c-map\"></canvas>\n<div class=\"two\"><div><h2>Top pinning segments"
                "</h2><table id=\"pins\"></table></div><div><h2>Metrics</h2><table id=\"metrics\">"
                "</table></div></div></section>\n");
-    sl_tb_puts(b, "<section><h2>Request sizes</h2><p class=\"note\">Allocation requests by size, "
+    sl_text_puts(b, "<section><h2>Request sizes</h2><p class=\"note\">Allocation requests by size, "
                "log2 buckets.</p><canvas id=\"c-hist\"></canvas></section>\n");
 }
 
 /* The data and the scripts, to the end of the page. */
-static void page_end(sl_tbuf *b, const report *rp)
+static void page_end(sl_text *b, const report *rp)
 {
     const sublet_replay_result *r = rp->r;
-    sl_tb_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
+    sl_text_puts(b, "</main>\n<div id=\"tip\"></div>\n<script type=\"application/json\" id=\"data\">");
 
     /* the data */
     stack_table stacks = {0};
-    sl_tb_printf(b, "{\"device_memory\":%" PRIu64 ",\"oom_count\":%" PRIu64 ",\"peak_event\":",
+    sl_text_printf(b, "{\"device_memory\":%" PRIu64 ",\"oom_count\":%" PRIu64 ",\"peak_event\":",
               rp->o->device_memory, r ? r->ooms : 0);
     if (!r || r->peak_reserved_event == SUBLET_REPLAY_NONE)
-        sl_tb_puts(b, "null");
+        sl_text_puts(b, "null");
     else
-        sl_tb_printf(b, "%" PRIu64, r->peak_reserved_event);
-    sl_tb_puts(b, ",\"ooms\":[");
+        sl_text_printf(b, "%" PRIu64, r->peak_reserved_event);
+    sl_text_puts(b, ",\"ooms\":[");
     for (size_t i = 0; rp->s && i < rp->s->nooms && i < 5000; i++)
-        sl_tb_printf(b, "%s%" PRIu64, i ? "," : "", rp->s->oom_events[i]);
-    sl_tb_puts(b, "],\"series\":");
+        sl_text_printf(b, "%s%" PRIu64, i ? "," : "", rp->s->oom_events[i]);
+    sl_text_puts(b, "],\"series\":");
     if (rp->s)
         series_json(b, rp->s);
     else
-        sl_tb_puts(b, "null");
-    sl_tb_puts(b, ",\"request_hist\":");
+        sl_text_puts(b, "null");
+    sl_text_puts(b, ",\"request_hist\":");
     request_hist_json(b, rp->hist);
-    sl_tb_puts(b, ",\"maps\":[");
+    sl_text_puts(b, ",\"maps\":[");
     for (size_t i = 0; i < rp->nmaps; i++) {
         if (i)
-            sl_tb_puts(b, ",");
+            sl_text_puts(b, ",");
         map_json(b, &rp->maps[i], &stacks);
     }
-    sl_tb_puts(b, "],\"stacks\":[");
+    sl_text_puts(b, "],\"stacks\":[");
     for (size_t i = 0; i < stacks.n; i++) {
         if (i)
-            sl_tb_puts(b, ",");
+            sl_text_puts(b, ",");
         sl_tb_json(b, stacks.text[i]);
     }
-    sl_tb_puts(b, "]}</script>\n<script>\n");
+    sl_text_puts(b, "]}</script>\n<script>\n");
     free(stacks.text);
     free(stacks.slots);
-    sl_tb_putn(b, sl_report_page_js, sl_report_page_js_len);
-    sl_tb_puts(b, "\n</script>\n");
+    sl_text_putn(b, sl_report_page_js, sl_report_page_js_len);
+    sl_text_puts(b, "\n</script>\n");
     if (rp->tune)
         sl_report_tune_script(b, rp->tune);
-    sl_tb_puts(b, "</body></html>\n");
+    sl_text_puts(b, "</body></html>\n");
 }
 
 /* The page when the trace cannot be replayed (a mid-run recording with a
  * prelude in a private pool, ...) but the input is a snapshot: its
  * segments, per pool, without the series. */
-static void segments_page(sl_tbuf *b, const report *rp)
+static void segments_page(sl_text *b, const report *rp)
 {
     const sublet_frag_state *st = rp->maps[0].st;
     sublet_frag_stats f;
     sublet_frag_compute(st, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
     char t1[48], label[96];
-    sl_tb_puts(b, "<section class=\"cards\">\n");
+    sl_text_puts(b, "<section class=\"cards\">\n");
     sublet_format_size(f.reserved_bytes, t1, sizeof t1);
     card(b, t1, "reserved (the snapshot's segments)", 0);
     sublet_format_size(f.requested_bytes, t1, sizeof t1);
@@ -364,42 +364,42 @@ static void segments_page(sl_tbuf *b, const report *rp)
     snprintf(t1, sizeof t1, "%.1f %%", 100.0 * f.external);
     snprintf(label, sizeof label, "external fragmentation, %" PRIu64 " free blocks", f.free_blocks);
     card(b, t1, label, 0);
-    sl_tb_puts(b, "</section>\n<section><p class=\"note\">No memory over time: the trace could "
+    sl_text_puts(b, "</section>\n<section><p class=\"note\">No memory over time: the trace could "
                   "not be replayed (");
     sl_tb_html(b, rp->no_replay);
-    sl_tb_puts(b, "). The page shows the snapshot's segments as recorded.</p></section>\n");
+    sl_text_puts(b, "). The page shows the snapshot's segments as recorded.</p></section>\n");
     map_sections(b);
     page_end(b, rp);
 }
 
-static void page(sl_tbuf *b, const report *rp)
+static void page(sl_text *b, const report *rp)
 {
     const char *name = strrchr(rp->path, '/') ? strrchr(rp->path, '/') + 1 : rp->path;
     const sublet_replay_result *r = rp->r;
     char t1[48];
-    sl_tb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    sl_text_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                "<title>sublet report: ");
     sl_tb_html(b, name);
-    sl_tb_puts(b, "</title>\n<style>\n");
-    sl_tb_putn(b, sl_report_page_css, sl_report_page_css_len);
-    sl_tb_printf(b, "\n</style></head>\n<body data-charts=\"%d\">\n<header><h1>sublet report: ",
+    sl_text_puts(b, "</title>\n<style>\n");
+    sl_text_putn(b, sl_report_page_css, sl_report_page_css_len);
+    sl_text_printf(b, "\n</style></head>\n<body data-charts=\"%d\">\n<header><h1>sublet report: ",
               rp->no_replay ? 2 : rp->tune ? 5 : 4);
     sl_tb_html(b, name);
-    sl_tb_puts(b, "</h1><p>");
+    sl_text_puts(b, "</h1><p>");
     sl_tb_html(b, rp->path);
     sublet_format_size(rp->o->device_memory, t1, sizeof t1);
-    sl_tb_printf(b, " &middot; %s &middot; %" PRIu64 " events &middot; settings ",
+    sl_text_printf(b, " &middot; %s &middot; %" PRIu64 " events &middot; settings ",
               sublet_trace_format_name(rp->format), rp->rows);
     sl_tb_html(b, rp->o->conf && *rp->o->conf ? rp->o->conf : "(PyTorch defaults)");
-    sl_tb_printf(b, " &middot; simulated device %s &middot; sublet %s</p></header>\n<main>\n",
+    sl_text_printf(b, " &middot; simulated device %s &middot; sublet %s</p></header>\n<main>\n",
               t1, sublet_version());
 
     if (rp->no_replay) {
         segments_page(b, rp);
         return;
     }
-    sl_tb_puts(b, "<section class=\"cards\">\n");
+    sl_text_puts(b, "<section class=\"cards\">\n");
     sublet_format_size(r->peak_reserved_bytes, t1, sizeof t1);
     card(b, t1, "peak reserved", 0);
     sublet_format_size(r->peak_requested_bytes, t1, sizeof t1);
@@ -420,21 +420,21 @@ static void page(sl_tbuf *b, const report *rp)
                  f.free_blocks, rp->maps[0].title);
         card(b, t1, label, 0);
     }
-    sl_tb_puts(b, "</section>\n");
+    sl_text_puts(b, "</section>\n");
 
-    sl_tb_printf(b, "<section><h2>Memory over time</h2><p class=\"note\">Measured after every one of "
+    sl_text_printf(b, "<section><h2>Memory over time</h2><p class=\"note\">Measured after every one of "
                  "the %" PRIu64 " events and drawn as %zu buckets, each from its minimum to its "
                  "maximum%s. Dashed red: OOMs; triangle: the reserved peak.</p>\n",
               rp->s->events, rp->s->nbuckets,
               rp->s->exact ? "" : " (approximate: the replay's record and the engine disagreed at the end)");
-    sl_tb_puts(b, "<canvas id=\"c-mem\"></canvas><div class=\"legend\" id=\"c-mem-legend\"></div>"
+    sl_text_puts(b, "<canvas id=\"c-mem\"></canvas><div class=\"legend\" id=\"c-mem-legend\"></div>"
                "</section>\n<section><h2>Fragmentation over time</h2><canvas id=\"c-frag\"></canvas>"
                "<div class=\"legend\" id=\"c-frag-legend\"></div></section>\n");
     map_sections(b);
     if (rp->diagnosis) {
-        sl_tb_puts(b, "<section><h2>OOM diagnosis</h2><pre class=\"diag\">");
+        sl_text_puts(b, "<section><h2>OOM diagnosis</h2><pre class=\"diag\">");
         sl_tb_html(b, rp->diagnosis);
-        sl_tb_puts(b, "</pre></section>\n");
+        sl_text_puts(b, "</pre></section>\n");
     }
     if (rp->tune)
         sl_report_tune_section(b, rp->tune, rp->tune_o);
@@ -516,19 +516,20 @@ static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
     snprintf(m.title, sizeof m.title, "the snapshot's segments");
     report rp = {path, sublet_trace_stream_format(t), rows, hist, o, NULL, NULL, &m, 1,
                  NULL, NULL, NULL, rerr};
-    sl_tbuf b = {0};
+    sl_text b;
+    sl_text_growable(&b);
     page(&b, &rp);
     sublet_frag_stats f;
     sublet_frag_compute(fs, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
     sublet_frag_state_free(fs);
-    if (b.oom || !b.p) {
-        free(b.p);
+    if (b.oom || !b.buf) {
+        sl_text_free(&b);
         snprintf(err, cap, "out of memory");
         return 1;
     }
-    *out = b.p;
+    *out = b.buf;
     if (info) {
-        info->len = b.n;
+        info->len = b.len;
         info->nmaps = 1;
         info->exact = 1; /* no series to be approximate */
         info->peak_reserved_bytes = f.reserved_bytes; /* the snapshot's */
@@ -630,16 +631,17 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     if (st == SUBLET_OK) {
         report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, &r, &s, maps, nmaps,
                      diag, tune ? &tr : NULL, &to, NULL};
-        sl_tbuf b = {0};
+        sl_text b;
+        sl_text_growable(&b);
         page(&b, &rp);
-        if (b.oom || !b.p) {
-            free(b.p);
+        if (b.oom || !b.buf) {
+            sl_text_free(&b);
             snprintf(err, cap, "out of memory");
             st = SUBLET_ERR_NO_MEMORY;
         } else {
-            *out = b.p;
+            *out = b.buf;
             if (info) {
-                info->len = b.n;
+                info->len = b.len;
                 info->nmaps = nmaps;
                 info->exact = s.exact;
                 info->ooms = r.ooms;

@@ -9,9 +9,9 @@
 /* The section's HTML: both answers with what they fix, the evidence table,
  * the Pareto trade-offs (a chart, canvas id "c-tune", and the tables) and the
  * warm-up plan.  o: the options the tuning ran with. */
-void sl_report_tune_section(sl_tbuf *b, const sublet_tune_result *r, const sublet_tune_options *o);
+void sl_report_tune_section(sl_text *b, const sublet_tune_result *r, const sublet_tune_options *o);
 /* After the page's own script: the section's data and its chart's script
  * (it counts itself into data-rendered like the page's charts). */
-void sl_report_tune_script(sl_tbuf *b, const sublet_tune_result *r);
+void sl_report_tune_script(sl_text *b, const sublet_tune_result *r);
 
 #endif

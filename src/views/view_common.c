@@ -65,55 +65,7 @@ sublet_status sl_doc_close(sl_doc *d, char **out)
     return SUBLET_OK;
 }
 
-/* ---- a growable text buffer ------------------------------------------------------------- */
-
-void sl_tb_putn(sl_tbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 1 << 16;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-void sl_tb_puts(sl_tbuf *b, const char *s) { sl_tb_putn(b, s, strlen(s)); }
-
-void sl_tb_printf(sl_tbuf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        sl_tb_putn(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sl_tb_putn(b, big, (size_t)n);
-    free(big);
-}
+/* ---- escaped text into the text buffer ---------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence at s (0: invalid). */
 static size_t utf8_len(const unsigned char *s)
@@ -130,53 +82,53 @@ static size_t utf8_len(const unsigned char *s)
 
 /* A JSON string literal that is also safe inside <script>: <, > and & are
  * \u-escaped; bytes that are not UTF-8 become U+FFFD. */
-void sl_tb_json(sl_tbuf *b, const char *s)
+void sl_tb_json(sl_text *b, const char *s)
 {
-    sl_tb_putn(b, "\"", 1);
+    sl_text_putn(b, "\"", 1);
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     while (*p) {
         unsigned c = *p;
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
-            sl_tb_putn(b, e, 2);
+            sl_text_putn(b, e, 2);
             p++;
         } else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
             if (c == '\n')
-                sl_tb_puts(b, "\\n");
+                sl_text_puts(b, "\\n");
             else
-                sl_tb_printf(b, "\\u%04x", c);
+                sl_text_printf(b, "\\u%04x", c);
             p++;
         } else {
             size_t n = utf8_len(p);
             if (n)
-                sl_tb_putn(b, (const char *)p, n);
+                sl_text_putn(b, (const char *)p, n);
             else
-                sl_tb_puts(b, "\\ufffd");
+                sl_text_puts(b, "\\ufffd");
             p += n ? n : 1;
         }
     }
-    sl_tb_putn(b, "\"", 1);
+    sl_text_putn(b, "\"", 1);
 }
 
 /* HTML text: &, <, >, " escaped; bytes that are not UTF-8 become U+FFFD. */
-void sl_tb_html(sl_tbuf *b, const char *s)
+void sl_tb_html(sl_text *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     while (*p) {
         unsigned c = *p;
         if (c == '&')
-            sl_tb_puts(b, "&amp;");
+            sl_text_puts(b, "&amp;");
         else if (c == '<')
-            sl_tb_puts(b, "&lt;");
+            sl_text_puts(b, "&lt;");
         else if (c == '>')
-            sl_tb_puts(b, "&gt;");
+            sl_text_puts(b, "&gt;");
         else if (c == '"')
-            sl_tb_puts(b, "&quot;");
+            sl_text_puts(b, "&quot;");
         else if (c < 0x80)
-            sl_tb_putn(b, (const char *)p, 1);
+            sl_text_putn(b, (const char *)p, 1);
         else {
             size_t n = utf8_len(p);
-            sl_tb_putn(b, n ? (const char *)p : "\xef\xbf\xbd", n ? n : 3);
+            sl_text_putn(b, n ? (const char *)p : "\xef\xbf\xbd", n ? n : 3);
             p += n ? n : 1;
             continue;
         }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/text.h"
 #include "sublet/views.h"
 
 /* A document written through a FILE* into memory (open_memstream). */
@@ -35,21 +36,12 @@ sublet_status sl_doc_open(sl_doc *d);
 /* Close; the text in *out (NULL when it failed: SUBLET_ERR_NO_MEMORY). */
 sublet_status sl_doc_close(sl_doc *d, char **out);
 
-/* A growable text buffer; oom is set (and further output dropped) when
- * growing fails. */
-typedef struct sl_tbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sl_tbuf;
-
-void sl_tb_putn(sl_tbuf *b, const char *s, size_t n);
-void sl_tb_puts(sl_tbuf *b, const char *s);
-void sl_tb_printf(sl_tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The page's text goes into the one text buffer of the layers (base/text.h,
+ * growable); these two write escaped text into it. */
 /* A JSON string literal that is also safe inside <script>. */
-void sl_tb_json(sl_tbuf *b, const char *s);
+void sl_tb_json(sl_text *b, const char *s);
 /* HTML text, escaped. */
-void sl_tb_html(sl_tbuf *b, const char *s);
+void sl_tb_html(sl_text *b, const char *s);
 
 /* The OOMs a replay reported (its on_oom), in order, with their messages
  * copied: `sublet replay`'s text and the replay document list them.  A
