@@ -4,8 +4,10 @@
  *
  *   bench_stream whole|stream|read TRACE
  *
- * read: the stream read to its end, nothing replayed (the readers' own rate;
- * SUBLET_STREAM_THREAD=0|1 chooses the reader thread, docs/replay.md).
+ * read: the stream read to its end, nothing replayed (the readers' own rate).
+ * SUBLET_STREAM_THREAD=0|1 in the environment chooses the reader thread of
+ * stream and read (passed as the open options' stream_thread: the library
+ * reads no environment for it; docs/replay.md).
  *
  * Prints `mode=<m> trace=<path> events=<n> seconds=<s> events_per_s=<x>
  * maxrss_kib=<k> replay_thread_cpu_s=<c>`: seconds from open to the end of
@@ -15,6 +17,7 @@
  * 100 ns an event the issue's bar needs).  On this project's VM both move
  * by 15 % and more between runs. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -31,12 +34,23 @@ static double clock_s(clockid_t id)
 
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
+/* The open options: SUBLET_STREAM_THREAD=0|1 as stream_thread (unset: the default). */
+static const sublet_trace_load_options *stream_opts(void)
+{
+    static sublet_trace_load_options lo;
+    const char *v = getenv("SUBLET_STREAM_THREAD");
+    lo.stream_thread = v && strcmp(v, "0") == 0   ? SUBLET_STREAM_THREAD_NEVER
+                       : v && strcmp(v, "1") == 0 ? SUBLET_STREAM_THREAD_ALWAYS
+                                                  : SUBLET_STREAM_THREAD_AUTO;
+    return &lo;
+}
+
 static int read_only(const char *path)
 {
     char err[1024];
     double t0 = now_s();
     sublet_trace_stream *ts = NULL;
-    if (sublet_trace_stream_open(path, NULL, &ts, err, sizeof err) != SUBLET_OK) {
+    if (sublet_trace_stream_open(path, stream_opts(), &ts, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -86,7 +100,7 @@ int main(int argc, char **argv)
         sublet_trace_free(t);
     } else {
         sublet_trace_stream *ts = NULL;
-        if (sublet_trace_stream_open(argv[2], NULL, &ts, err, sizeof err) != SUBLET_OK) {
+        if (sublet_trace_stream_open(argv[2], stream_opts(), &ts, err, sizeof err) != SUBLET_OK) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

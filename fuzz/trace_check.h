@@ -346,12 +346,12 @@ static inline void fz_check_streamed(const uint8_t *bytes, size_t len, uint8_t b
     int ok = fwrite(bytes, 1, len, f) == len;
     if (fclose(f) != 0 || !ok)
         return;
-    setenv("SUBLET_STREAM_THREAD", b0 & 1 ? "1" : "0", 1);
     sublet_trace_load_options lo;
     memset(&lo, 0, sizeof lo);
     if (lo_in)
         lo = *lo_in;
     lo.read_chunk = 1 + b1 % 97;
+    lo.stream_thread = b0 & 1 ? SUBLET_STREAM_THREAD_ALWAYS : SUBLET_STREAM_THREAD_NEVER;
     size_t cap = 1 + (size_t)(b0 >> 1) % 13;
     char serr[700], want[700];
     snprintf(want, sizeof want, "%s: %s", fz_stream_path, err);
@@ -399,7 +399,6 @@ static inline void fz_check_streamed(const uint8_t *bytes, size_t len, uint8_t b
         }
     }
     sublet_trace_stream_close(ts);
-    unsetenv("SUBLET_STREAM_THREAD");
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* sublet — the streamed readers' reader thread (src/formats/trace_stream.c,
- * SUBLET_STREAM_THREAD): with the thread and without it, a stream gives the
+ * the open options' stream_thread): with the thread and without it, a stream gives the
  * same events, rows, stacks, notice and errors in the same order as the trace
  * loaded whole: over chunk boundaries (4,096 events), with stacks recorded
  * mid-stream, a malformed CSV row or a corrupt log block after thousands of
@@ -25,7 +25,13 @@
 #include "sublet/replay.h"
 #include "sublet/trace_stream.h"
 
-static void set_thread(int on) { setenv("SUBLET_STREAM_THREAD", on ? "1" : "0", 1); }
+/* The open options: the reader thread always (on), or never. */
+static sublet_trace_load_options thread_opts(int on)
+{
+    sublet_trace_load_options lo = {0};
+    lo.stream_thread = on ? SUBLET_STREAM_THREAD_ALWAYS : SUBLET_STREAM_THREAD_NEVER;
+    return lo;
+}
 
 static char *tmp_path(const char *suffix)
 {
@@ -212,9 +218,8 @@ static void run_free(run *r)
 static run read_stream(const char *path, int thread, size_t cap, size_t read_chunk,
                        const sublet_trace *t)
 {
-    set_thread(thread);
     run r = {0};
-    sublet_trace_load_options lo = {0};
+    sublet_trace_load_options lo = thread_opts(thread);
     lo.read_chunk = read_chunk;
     sublet_trace_stream *ts = NULL;
     r.open_st = sublet_trace_stream_open(path, &lo, &ts, r.err, sizeof r.err);
@@ -280,10 +285,10 @@ static void assert_runs_equal(const run *a, const run *b)
  * lent in front of the next ones, each time checked to be those rows. */
 static run read_borrowed(const char *path, int thread)
 {
-    set_thread(thread);
     run r = {0};
+    sublet_trace_load_options lo = thread_opts(thread);
     sublet_trace_stream *ts = NULL;
-    r.open_st = sublet_trace_stream_open(path, NULL, &ts, r.err, sizeof r.err);
+    r.open_st = sublet_trace_stream_open(path, &lo, &ts, r.err, sizeof r.err);
     if (r.open_st != SUBLET_OK)
         return r;
     static const size_t keeps[] = {0, 1, 5, SL_STREAM_KEEP};
@@ -382,7 +387,6 @@ static void check_file(const char *path, size_t want_events)
     run_free(&off);
     run_free(&on);
     sublet_trace_free(t);
-    unsetenv("SUBLET_STREAM_THREAD");
 }
 
 /* ---- the tests ----------------------------------------------------------------------------------- */
@@ -491,13 +495,13 @@ static void test_close_and_rewind_while_ahead(void **state)
     const char *paths[] = {csv, log};
     for (int i = 0; i < 2; i++) {
         run fresh = read_stream(paths[i], 0, 777, 0, NULL);
-        set_thread(1);
+        sublet_trace_load_options on = thread_opts(1), off = thread_opts(0);
         char err[600];
         sublet_trace_event ev[100];
         size_t got;
         for (int reads = 0; reads < 3; reads++) {
             sublet_trace_stream *ts = NULL;
-            assert_int_equal(sublet_trace_stream_open(paths[i], NULL, &ts, err, sizeof err),
+            assert_int_equal(sublet_trace_stream_open(paths[i], &on, &ts, err, sizeof err),
                              SUBLET_OK);
             for (int k = 0; k < reads * 50; k++)
                 assert_int_equal(sublet_trace_stream_next(ts, ev, 100, &got, err, sizeof err),
@@ -505,7 +509,7 @@ static void test_close_and_rewind_while_ahead(void **state)
             sublet_trace_stream_close(ts);
         }
         sublet_trace_stream *ts = NULL;
-        assert_int_equal(sublet_trace_stream_open(paths[i], NULL, &ts, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_open(paths[i], &on, &ts, err, sizeof err), SUBLET_OK);
         for (int pass = 0; pass < 3; pass++) {
             /* a partial read (pass 0: 3 events, 1: 9,000), then rewind; pass 2 reads all */
             size_t want = pass == 0 ? 3 : pass == 1 ? 9000 : SIZE_MAX, n = 0;
@@ -538,8 +542,7 @@ static void test_close_and_rewind_while_ahead(void **state)
         o.conf = conf;
         assert_int_equal(sublet_replay_stream(ts, &o, &a, err, sizeof err), SUBLET_OK);
         sublet_trace_stream_close(ts);
-        set_thread(0);
-        assert_int_equal(sublet_trace_stream_open(paths[i], NULL, &ts, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_open(paths[i], &off, &ts, err, sizeof err), SUBLET_OK);
         assert_int_equal(sublet_replay_stream(ts, &o, &b, err, sizeof err), SUBLET_OK);
         sublet_trace_stream_close(ts);
         assert_int_equal(a.events, b.events);
@@ -551,7 +554,6 @@ static void test_close_and_rewind_while_ahead(void **state)
         run_free(&fresh);
         unlink(paths[i]);
     }
-    unsetenv("SUBLET_STREAM_THREAD");
 }
 
 int main(void)

@@ -1,8 +1,8 @@
 /* sublet — traces as streams (sublet/trace_stream.h) and the replay over one
  * (sublet_replay_stream): the same events, prelude, extras and replay result
  * as the trace loaded whole, at every chunk size down to one byte a read
- * and one event a call (with and without the reader thread,
- * SUBLET_STREAM_THREAD); the same error texts for malformed input. */
+ * and one event a call (with and without the reader thread: the open
+ * options' stream_thread); the same error texts for malformed input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,10 +42,12 @@ static int same_str(const char *a, const char *b)
 }
 
 /* Every event, the prelude and the extras of the stream equal the trace's. */
-static void check_stream_equals(const char *path, const sublet_trace *t, size_t chunk, size_t cap)
+static void check_stream_equals(const char *path, const sublet_trace *t, size_t chunk, size_t cap,
+                                int thread)
 {
     sublet_trace_load_options lo = {0};
     lo.read_chunk = chunk;
+    lo.stream_thread = thread ? SUBLET_STREAM_THREAD_ALWAYS : SUBLET_STREAM_THREAD_NEVER;
     sublet_trace_stream *ts = NULL;
     char err[512];
     assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
@@ -102,12 +104,9 @@ static void test_events_at_every_chunk_size(void **state)
         char err[512];
         assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
         /* without and with the reader thread (these files are small: none by default) */
-        for (int thread = 0; thread < 2; thread++) {
-            setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+        for (int thread = 0; thread < 2; thread++)
             for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
-                check_stream_equals(path, t, chunks[c], caps[c % 3]);
-        }
-        unsetenv("SUBLET_STREAM_THREAD");
+                check_stream_equals(path, t, chunks[c], caps[c % 3], thread);
         sublet_trace_free(t);
     }
 }
@@ -350,16 +349,16 @@ static void test_long_release_runs_across_chunks(void **state)
     assert_int_equal(rw.fidelity.empty_caches_compared, cycles);
     assert_int_equal(rw.fidelity.empty_cache_sets_matched, cycles);
     for (int thread = 0; thread < 2; thread++) {
-        setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+        sublet_trace_load_options lo = {0};
+        lo.stream_thread = thread ? SUBLET_STREAM_THREAD_ALWAYS : SUBLET_STREAM_THREAD_NEVER;
         sublet_trace_stream *ts = NULL;
-        assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
         sublet_replay_result rs;
         assert_int_equal(sublet_replay_stream(ts, &o, &rs, err, sizeof err), SUBLET_OK);
         assert_results_equal(&rs, &rw);
         sublet_replay_result_free(&rs);
         sublet_trace_stream_close(ts);
     }
-    unsetenv("SUBLET_STREAM_THREAD");
     sublet_replay_result_free(&rw);
     sublet_trace_free(t);
     unlink(path);
@@ -388,9 +387,10 @@ static void check_kineto_order(size_t late, int want_bounded)
     char err[512];
     assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
     for (int thread = 0; thread < 2; thread++) {
-        setenv("SUBLET_STREAM_THREAD", thread ? "1" : "0", 1);
+        sublet_trace_load_options lo = {0};
+        lo.stream_thread = thread ? SUBLET_STREAM_THREAD_ALWAYS : SUBLET_STREAM_THREAD_NEVER;
         sublet_trace_stream *ts = NULL;
-        assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err), SUBLET_OK);
         assert_int_equal(sublet_trace_stream_bounded(ts), want_bounded);
         assert_int_equal(sublet_trace_stream_format(ts), SUBLET_FORMAT_KINETO_JSON);
         sublet_trace_event ev[1000];
@@ -406,7 +406,6 @@ static void check_kineto_order(size_t late, int want_bounded)
         assert_int_equal(sublet_trace_at(t, 0)->time_us, 1); /* the late one, first */
         sublet_trace_stream_close(ts);
     }
-    unsetenv("SUBLET_STREAM_THREAD");
     sublet_trace_free(t);
     unlink(path);
 }
@@ -490,6 +489,26 @@ static void test_info_and_mincap(void **state)
     }
 }
 
+/* The reader thread is an option of the open call: a value that is not a
+ * sublet_stream_thread is refused. */
+static void test_thread_option(void **state)
+{
+    (void)state;
+    const char *path = path_of(k_traces[0]);
+    char err[512];
+    sublet_trace_stream *ts = NULL;
+    sublet_trace_load_options lo = {0};
+    lo.stream_thread = 3;
+    assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_null(ts);
+    assert_string_equal(err, "stream_thread 3: not a sublet_stream_thread");
+    lo.stream_thread = -1;
+    assert_int_equal(sublet_trace_stream_open(path, &lo, &ts, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_null(ts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_info_and_mincap),
         cmocka_unit_test(test_long_release_runs_across_chunks),
         cmocka_unit_test(test_kineto_order_window),
+        cmocka_unit_test(test_thread_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

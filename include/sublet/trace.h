@@ -160,6 +160,19 @@ SUBLET_API const char *sublet_trace_format_name(sublet_trace_format f);
  * guess does not validate: sublet_trace_parse may still refuse the input. */
 SUBLET_API sublet_trace_format sublet_trace_detect(const void *buf, size_t len);
 
+/* A stream's reader thread (sublet_trace_load_options.stream_thread;
+ * sublet/trace_stream.h, docs/replay.md "Streaming"). */
+typedef enum sublet_stream_thread {
+    /* as the source asks: for a CSV or log larger than the first read, but
+     * not a plain (not gzip'd) event log on a machine with one CPU online */
+    SUBLET_STREAM_THREAD_AUTO = 0,
+    /* for every CSV and log, even one that fits in the first read, and a
+     * plain log on one CPU */
+    SUBLET_STREAM_THREAD_ALWAYS = 1,
+    /* never: the caller's thread decodes the source as it reads */
+    SUBLET_STREAM_THREAD_NEVER = 2
+} sublet_stream_thread;
+
 typedef struct sublet_trace_load_options {
     /* Which device of a multi-device source to read (PyTorch snapshot:
      * device_traces index and segments[].device; Kineto: "Device Id").  With
@@ -175,6 +188,10 @@ typedef struct sublet_trace_load_options {
     size_t max_tree_bytes;
     /* Streams (sublet/trace_stream.h): bytes per read of the file (0: 1 MiB). */
     size_t read_chunk;
+    /* Streams: whether a reader thread decodes ahead (a sublet_stream_thread;
+     * 0: SUBLET_STREAM_THREAD_AUTO).  Events, errors and texts are the same
+     * either way; loading a trace whole ignores it. */
+    int stream_thread;
 } sublet_trace_load_options;
 
 /* Parse a trace of any supported format from memory (opt may be NULL).

@@ -21,10 +21,11 @@
  *     window of 65,536 events a device; one whose events are further out
  *     of order, or that the first pass cannot follow, is read whole.
  * These formats are decoded ahead by a reader thread the stream
- * starts at open (a ring of 4 chunks of 4,096 events; none for a source of
- * at most 64 KiB, for a plain, not gzip'd, log on a machine with one CPU
- * online, nor with SUBLET_STREAM_THREAD=0 in the environment; =1: for a
- * small source and a plain log on one CPU too; docs/replay.md): _next
+ * starts at open (a ring of 4 chunks of 4,096 events; by default none for a
+ * source of at most 64 KiB, nor for a plain, not gzip'd, log on a machine
+ * with one CPU online; the open options' stream_thread
+ * SUBLET_STREAM_THREAD_NEVER: none, _ALWAYS: for a small source and a plain
+ * log on one CPU too; docs/replay.md): _next
  * gives the same events, counts, errors and texts in the same order, and the
  * accessors below read only what the caller's thread wrote.  A stream is
  * used from one thread at a time, as before.
@@ -57,7 +58,8 @@ extern "C" {
 typedef struct sublet_trace_stream sublet_trace_stream;
 
 /* Open `path` ("-": standard input) as a stream; opt may be NULL
- * (read_chunk: bytes per read, 0 = 1 MiB).  The format is detected by
+ * (read_chunk: bytes per read, 0 = 1 MiB; stream_thread: the reader thread,
+ * a sublet_stream_thread, another value SUBLET_ERR_INVALID_ARGUMENT).  The format is detected by
  * content as sublet_trace_load does.  The prelude is read here, and the
  * extras the source gives at its start (an event log's settings, device
  * memory and device).  Messages start with the path ("stdin" for "-", as
