@@ -1,6 +1,7 @@
 /* sublet — tuning the allocator settings from recorded traces (sublet/tune.h).
  *
- * Outline of sublet_tune():
+ * Outline of sublet_tune(), one static function a step (step_space,
+ * step_cost, step_walks, step_check, step_explain, step_plan):
  *   1. enumerate the search space and merge the settings that provably replay
  *      identically (same rounding of every request, max_split_size above
  *      every block, max_non_split_rounding without oversize requests);
@@ -111,13 +112,38 @@ static void final_fn(void *arg, size_t i)
     j->replays[which][t] = rp;
 }
 
-sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
-                          sublet_tune_result *r)
+/* One run of sublet_tune: the search state and what each step hands on. */
+typedef struct tune_run {
+    tctx x;
+    sublet_tune_options opt; /* the caller's, with the defaults filled in */
+    const sublet_trace *const *traces;
+    size_t n;
+    sublet_tune_result *r;
+    knobs *all; /* the space, in enumeration order */
+    size_t nall;
+    walk wp, ws; /* the walks: PyTorch knobs only; everything */
+} tune_run;
+
+/* The rounding classes of the space, and each class's lower bound per trace. */
+typedef struct ru_info {
+    unsigned cls[N_RU];
+    uint64_t max_round[N_RU], max_alloc[N_RU];
+    uint64_t max_pre; /* largest pre_segment / pre_alloc block of the traces */
+    uint64_t lb[N_RU][64];
+} ru_info;
+
+/* Out of host memory (unless an error came first); returns 1 (stop). */
+static int no_memory(tctx *x)
 {
-    if (!r)
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    memset(r, 0, sizeof *r);
-    double t0 = tn_now_s();
+    if (x->st == SUBLET_OK) {
+        x->st = SUBLET_ERR_NO_MEMORY;
+        snprintf(x->err, sizeof x->err, "out of host memory");
+    }
+    return 1;
+}
+
+static sublet_status check_args(const sublet_trace *const *traces, size_t n, sublet_tune_result *r)
+{
     if (!traces || !n || n > 64) {
         r->status = SUBLET_ERR_INVALID_ARGUMENT;
         snprintf(r->error, sizeof r->error, "%s", !n ? "no traces" : "at most 64 traces");
@@ -129,126 +155,201 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
             snprintf(r->error, sizeof r->error, "trace %zu is NULL", i);
             return r->status;
         }
+    return SUBLET_OK;
+}
+
+/* The options with their defaults, the device, and the context. */
+static void run_init(tune_run *u, const sublet_trace *const *traces, size_t n,
+                     const sublet_tune_options *o, sublet_tune_result *r, double t0)
+{
+    memset(u, 0, sizeof *u);
+    u->traces = traces;
+    u->n = n;
+    u->r = r;
     sublet_tune_options def;
     if (!o) {
         sublet_tune_options_init(&def);
         o = &def;
     }
-    sublet_tune_options opt = *o;
-    opt.threads = tn_threads(opt.threads);
-    if (!opt.resolution)
-        opt.resolution = DEFAULT_RESOLUTION;
-    if (!(opt.band > 0))
-        opt.band = DEFAULT_BAND;
+    u->opt = *o;
+    u->opt.threads = tn_threads(u->opt.threads);
+    if (!u->opt.resolution)
+        u->opt.resolution = DEFAULT_RESOLUTION;
+    if (!(u->opt.band > 0))
+        u->opt.band = DEFAULT_BAND;
 
-    tctx x;
-    memset(&x, 0, sizeof x);
-    x.t0 = t0;
-    x.o = &opt;
-    x.nt = n;
-    x.res = opt.resolution;
-    x.dev = opt.device_memory ? opt.device_memory : tn_default_device(traces, n);
-    r->device_source = opt.device_memory ? SUBLET_TUNE_DEVICE_GIVEN : SUBLET_TUNE_DEVICE_DEFAULT;
-    for (size_t t = 0; t < n && !opt.device_memory; t++)
+    tctx *x = &u->x;
+    x->t0 = t0;
+    x->o = &u->opt;
+    x->nt = n;
+    x->res = u->opt.resolution;
+    x->dev = u->opt.device_memory ? u->opt.device_memory : tn_default_device(traces, n);
+    r->device_source =
+        u->opt.device_memory ? SUBLET_TUNE_DEVICE_GIVEN : SUBLET_TUNE_DEVICE_DEFAULT;
+    for (size_t t = 0; t < n && !u->opt.device_memory; t++)
         if (sublet_trace_device_memory(traces[t]))
             r->device_source = SUBLET_TUNE_DEVICE_RECORDED;
-    pthread_mutex_init(&x.lock, NULL);
+    pthread_mutex_init(&x->lock, NULL);
     r->ntraces = n;
-    r->device_memory = x.dev;
-    knobs *all = NULL;
-    walk wp, ws;
-    memset(&wp, 0, sizeof wp);
-    memset(&ws, 0, sizeof ws);
-    x.f = calloc(n, sizeof *x.f);
-    if (!x.f)
-        goto nomem;
-    for (size_t t = 0; t < n; t++) {
-        sublet_status st = tn_facts_get(traces[t], &x.f[t]);
-        x.f[t].version = opt.pytorch_version;
+    r->device_memory = x->dev;
+}
+
+/* The facts of each trace; 1: stop. */
+static int load_facts(tune_run *u)
+{
+    tctx *x = &u->x;
+    x->f = calloc(u->n, sizeof *x->f);
+    if (!x->f)
+        return no_memory(x);
+    for (size_t t = 0; t < u->n; t++) {
+        sublet_status st = tn_facts_get(u->traces[t], &x->f[t]);
+        x->f[t].version = u->opt.pytorch_version;
         if (st != SUBLET_OK) {
-            x.st = st;
-            snprintf(x.err, sizeof x.err, "trace %zu: %s", t, sublet_status_text(st));
-            goto out;
+            x->st = st;
+            snprintf(x->err, sizeof x->err, "trace %zu: %s", t, sublet_status_text(st));
+            return 1;
         }
     }
+    return 0;
+}
 
-    /* 1. the space, and the settings that replay identically; the pools of
-     * a trace with private pools stay as recorded, and policy:stitch, which
-     * has none, is left out */
+static size_t count_private_pool_traces(const sublet_trace *const *traces, size_t n)
+{
+    size_t k = 0;
     for (size_t t = 0; t < n; t++) {
         const sublet_trace_event *ev = sublet_trace_events(traces[t]);
         for (size_t i = 0, ne = sublet_trace_count(traces[t]); i < ne; i++)
             if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
-                r->private_pool_traces++;
+                k++;
                 break;
             }
     }
-    unsigned space = r->private_pool_traces ? SUBLET_TUNE_PYTORCH_ONLY : 0;
-    size_t nall = tn_space_knobs(space, NULL);
-    all = malloc(nall * sizeof *all);
-    x.c = calloc(nall, sizeof *x.c);
-    x.ts_all = calloc(nall * n, sizeof *x.ts_all);
-    if (!all || !x.c || !x.ts_all)
-        goto nomem;
-    tn_space_knobs(space, all);
-    x.nc = nall;
-    unsigned ru_cls[N_RU];
-    uint64_t max_round[N_RU], max_alloc[N_RU];
-    tn_roundup_classes(&x, ru_cls, max_round, max_alloc);
-    uint64_t max_pre = 0;
-    for (size_t t = 0; t < n; t++)
-        if (x.f[t].max_pre_segment > max_pre)
-            max_pre = x.f[t].max_pre_segment;
-    uint64_t lb[N_RU][64];
+    return k;
+}
+
+/* The rounding classes, and the rounding bound of each class on each trace. */
+static void rounding_info(const tune_run *u, ru_info *ri)
+{
+    const tctx *x = &u->x;
+    tn_roundup_classes(x, ri->cls, ri->max_round, ri->max_alloc);
+    ri->max_pre = 0;
+    for (size_t t = 0; t < u->n; t++)
+        if (x->f[t].max_pre_segment > ri->max_pre)
+            ri->max_pre = x->f[t].max_pre_segment;
     for (unsigned q = 0; q < N_RU; q++) {
-        if (ru_cls[q] != q)
+        if (ri->cls[q] != q)
             continue;
         char conf[128] = "";
         if (q)
             snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[q]);
         sublet_settings s;
-        tn_settings_of(opt.pytorch_version, conf, &s);
-        for (size_t t = 0; t < n; t++)
-            lb[q][t] = tn_rounding_bound(&x.f[t], &s);
+        tn_settings_of(u->opt.pytorch_version, conf, &s);
+        for (size_t t = 0; t < u->n; t++)
+            ri->lb[q][t] = tn_rounding_bound(&x->f[t], &s);
     }
+}
+
+/* Candidate i: its settings, the setting it provably replays like, its GC
+ * sibling and its per-trace state; 1 when it is distinct. */
+static int cand_init(tune_run *u, const ru_info *ri, size_t i)
+{
+    tctx *x = &u->x;
+    size_t n = u->n;
+    cand *c = &x->c[i];
+    c->k = u->all[i];
+    tn_knobs_conf(&c->k, c->conf, sizeof c->conf);
+    c->pytorch = c->k.base != BASE_STITCH;
+    c->ts = &x->ts_all[i * n];
+    knobs kk = c->k;
+    kk.ru = (unsigned char)ri->cls[kk.ru];
+    uint64_t maxseg = ri->max_alloc[kk.ru] > ri->max_pre ? ri->max_alloc[kk.ru] : ri->max_pre;
+    if (kk.ms && kk.base == BASE_NATIVE && (uint64_t)tn_ms_mb[kk.ms] * MIB > maxseg)
+        kk.ms = kk.nsr = 0; /* no block can be oversize */
+    if (kk.ms && ri->max_round[kk.ru] < (uint64_t)tn_ms_mb[kk.ms] * MIB)
+        kk.nsr = 0; /* no request is oversize */
+    c->rep = knobs_index(u->all, u->nall, &kk);
+    if (c->rep == NONE)
+        c->rep = i;
+    knobs sib = c->k;
+    sib.gc = 0;
+    c->gc_sibling = knobs_index(u->all, u->nall, &sib);
+    for (size_t t = 0; t < n; t++) {
+        tstate *s = &c->ts[t];
+        s->ok_at = NONE;
+        s->lb = ri->lb[kk.ru][t];
+        if (c->k.gc)
+            s->lb += s->lb / 1000; /* the limit is 0.999 of the device */
+    }
+    return c->rep == i;
+}
+
+/* 1. the space, and the settings that replay identically; the pools of a
+ * trace with private pools stay as recorded, and policy:stitch, which has
+ * none, is left out.  1: stop. */
+static int step_space(tune_run *u)
+{
+    tctx *x = &u->x;
+    sublet_tune_result *r = u->r;
+    size_t n = u->n;
+    r->private_pool_traces = count_private_pool_traces(u->traces, n);
+    unsigned space = r->private_pool_traces ? SUBLET_TUNE_PYTORCH_ONLY : 0;
+    size_t nall = tn_space_knobs(space, NULL);
+    u->all = malloc(nall * sizeof *u->all);
+    x->c = calloc(nall, sizeof *x->c);
+    x->ts_all = calloc(nall * n, sizeof *x->ts_all);
+    if (!u->all || !x->c || !x->ts_all)
+        return no_memory(x);
+    tn_space_knobs(space, u->all);
+    u->nall = nall;
+    x->nc = nall;
+    ru_info ri;
+    rounding_info(u, &ri);
     size_t distinct = 0;
-    for (size_t i = 0; i < nall; i++) {
-        cand *c = &x.c[i];
-        c->k = all[i];
-        tn_knobs_conf(&c->k, c->conf, sizeof c->conf);
-        c->pytorch = c->k.base != BASE_STITCH;
-        c->ts = &x.ts_all[i * n];
-        knobs kk = c->k;
-        kk.ru = (unsigned char)ru_cls[kk.ru];
-        uint64_t maxseg = max_alloc[kk.ru] > max_pre ? max_alloc[kk.ru] : max_pre;
-        if (kk.ms && kk.base == BASE_NATIVE && (uint64_t)tn_ms_mb[kk.ms] * MIB > maxseg)
-            kk.ms = kk.nsr = 0; /* no block can be oversize */
-        if (kk.ms && max_round[kk.ru] < (uint64_t)tn_ms_mb[kk.ms] * MIB)
-            kk.nsr = 0; /* no request is oversize */
-        c->rep = knobs_index(all, nall, &kk);
-        if (c->rep == NONE)
-            c->rep = i;
-        knobs sib = c->k;
-        sib.gc = 0;
-        c->gc_sibling = knobs_index(all, nall, &sib);
-        for (size_t t = 0; t < n; t++) {
-            tstate *s = &c->ts[t];
-            s->ok_at = NONE;
-            s->lb = lb[kk.ru][t];
-            if (c->k.gc)
-                s->lb += s->lb / 1000; /* the limit is 0.999 of the device */
-        }
-        if (c->rep == i)
-            distinct++;
-    }
+    for (size_t i = 0; i < nall; i++)
+        distinct += (size_t)cand_init(u, &ri, i);
     r->space = nall;
     r->distinct = distinct;
-    x.replays_est = distinct * (2 * n + 1);
-    x.phase = "cost";
-    x.left = distinct;
+    x->replays_est = distinct * (2 * n + 1);
+    x->phase = "cost";
+    x->left = distinct;
+    return 0;
+}
 
-    /* 2. every distinct setting on the user's device (collector-free ones first:
-     * a collector that never fires replays like its sibling) */
+/* A collector setting whose collector never fires (its sibling without one
+ * fits, never retries and stays under the threshold) replays like the
+ * sibling: its results are copied.  1: copied. */
+static int cost_from_sibling(tctx *x, cand *c)
+{
+    const cand *sib = &x->c[x->c[c->gc_sibling].rep];
+    double thr_frac = strtod(tn_gc_conf[c->k.gc], NULL);
+    uint64_t allowed = (uint64_t)(0.999 * (double)x->dev);
+    uint64_t thr = (uint64_t)(thr_frac * (double)allowed);
+    int same = sib->costed;
+    for (size_t t = 0; t < x->nt && same; t++)
+        same = sib->ts[t].d.fits && sib->ts[t].d.calls.retries == 0 &&
+               sib->ts[t].d.peak_reserved <= thr;
+    if (!same)
+        return 0;
+    c->costed = 1;
+    c->cost = sib->cost;
+    c->fits = sib->fits;
+    c->calls = sib->calls;
+    c->retries = sib->retries;
+    c->peak_reserved = sib->peak_reserved;
+    for (size_t t = 0; t < x->nt; t++) {
+        c->ts[t].d = sib->ts[t].d;
+        c->ts[t].errors_allowed = sib->ts[t].errors_allowed;
+        c->ts[t].ok_at = x->dev;
+    }
+    return 1;
+}
+
+/* 2. every distinct setting on the user's device (collector-free ones first:
+ * a collector that never fires replays like its sibling).  1: stop. */
+static int step_cost(tune_run *u)
+{
+    tctx *x = &u->x;
+    size_t n = u->n, distinct = u->r->distinct;
     task *tk = calloc(distinct ? distinct : 1, sizeof *tk);
     drun *tk_d = calloc((distinct ? distinct : 1) * n, sizeof *tk_d);
     uint64_t *tk_e = calloc((distinct ? distinct : 1) * n, sizeof *tk_e);
@@ -256,38 +357,16 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
         free(tk);
         free(tk_d);
         free(tk_e);
-        goto nomem;
+        return no_memory(x);
     }
-    for (int pass = 0; pass < 2 && x.st == SUBLET_OK; pass++) {
+    for (int pass = 0; pass < 2 && x->st == SUBLET_OK; pass++) {
         size_t nt = 0;
-        for (size_t i = 0; i < nall; i++) {
-            cand *c = &x.c[i];
+        for (size_t i = 0; i < u->nall; i++) {
+            cand *c = &x->c[i];
             if (c->rep != i || (pass == 0) != (c->k.gc == 0))
                 continue;
-            if (pass == 1) {
-                const cand *sib = &x.c[x.c[c->gc_sibling].rep];
-                double thr_frac = strtod(tn_gc_conf[c->k.gc], NULL);
-                uint64_t allowed = (uint64_t)(0.999 * (double)x.dev);
-                uint64_t thr = (uint64_t)(thr_frac * (double)allowed);
-                int same = sib->costed;
-                for (size_t t = 0; t < n && same; t++)
-                    same = sib->ts[t].d.fits && sib->ts[t].d.calls.retries == 0 &&
-                           sib->ts[t].d.peak_reserved <= thr;
-                if (same) {
-                    c->costed = 1;
-                    c->cost = sib->cost;
-                    c->fits = sib->fits;
-                    c->calls = sib->calls;
-                    c->retries = sib->retries;
-                    c->peak_reserved = sib->peak_reserved;
-                    for (size_t t = 0; t < n; t++) {
-                        c->ts[t].d = sib->ts[t].d;
-                        c->ts[t].errors_allowed = sib->ts[t].errors_allowed;
-                        c->ts[t].ok_at = x.dev;
-                    }
-                    continue;
-                }
-            }
+            if (pass == 1 && cost_from_sibling(x, c))
+                continue;
             memset(&tk[nt], 0, sizeof tk[nt]);
             tk[nt].c = i;
             tk[nt].kind = 0;
@@ -295,177 +374,232 @@ sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sub
             tk[nt].errors_allowed = &tk_e[nt * n];
             nt++;
         }
-        tn_run_tasks(&x, tk, nt);
+        tn_run_tasks(x, tk, nt);
     }
     free(tk);
     free(tk_d);
     free(tk_e);
-    if (x.st != SUBLET_OK)
-        goto out;
+    return x->st != SUBLET_OK;
+}
 
-    /* 3–4. the walks */
-    int wr = tn_walk_family(&x, 1, &wp);
+/* 3–4. the walks, their Pareto sets and the settings the bound pruned.
+ * 1: stop. */
+static int step_walks(tune_run *u)
+{
+    tctx *x = &u->x;
+    sublet_tune_result *r = u->r;
+    size_t n = u->n;
+    int wr = tn_walk_family(x, 1, &u->wp);
     if (wr == 0)
-        goto out;
-    int wr2 = tn_walk_family(&x, 0, &ws);
+        return 1;
+    int wr2 = tn_walk_family(x, 0, &u->ws);
     if (wr2 == 0)
-        goto out;
+        return 1;
     if (wr < 0 || wr2 < 0) {
-        x.st = SUBLET_ERR_OOM;
-        snprintf(x.err, sizeof x.err,
+        x->st = SUBLET_ERR_OOM;
+        snprintf(x->err, sizeof x->err,
                  "no setting of the search space runs the trace%s on any device tried",
                  n > 1 ? "s" : "");
-        goto out;
+        return 1;
     }
-    r->pareto_pytorch = calloc(wp.np, sizeof *r->pareto_pytorch);
-    r->pareto_sublet = calloc(ws.np, sizeof *r->pareto_sublet);
+    r->pareto_pytorch = calloc(u->wp.np, sizeof *r->pareto_pytorch);
+    r->pareto_sublet = calloc(u->ws.np, sizeof *r->pareto_sublet);
     if (!r->pareto_pytorch || !r->pareto_sublet)
-        goto nomem;
-    for (size_t i = 0; i < wp.np; i++)
-        fill_point(&x, &wp.pareto[i], &r->pareto_pytorch[i]);
-    r->npareto_pytorch = wp.np;
-    for (size_t i = 0; i < ws.np; i++)
-        fill_point(&x, &ws.pareto[i], &r->pareto_sublet[i]);
-    r->npareto_sublet = ws.np;
-    for (size_t i = 0; i < nall; i++) {
-        const cand *c = &x.c[i];
+        return no_memory(x);
+    for (size_t i = 0; i < u->wp.np; i++)
+        fill_point(x, &u->wp.pareto[i], &r->pareto_pytorch[i]);
+    r->npareto_pytorch = u->wp.np;
+    for (size_t i = 0; i < u->ws.np; i++)
+        fill_point(x, &u->ws.pareto[i], &r->pareto_sublet[i]);
+    r->npareto_sublet = u->ws.np;
+    for (size_t i = 0; i < u->nall; i++) {
+        const cand *c = &x->c[i];
         if (c->rep != i)
             continue;
         for (size_t t = 0; t < n; t++)
-            if (c->ts[t].lb > ws.best - x.res) {
+            if (c->ts[t].lb > u->ws.best - x->res) {
                 r->bound_pruned++;
                 break;
             }
     }
+    return 0;
+}
 
-    /* 5. the answers and the current settings, evaluated plainly */
-    x.phase = "check";
-    x.left = 3;
-    if (tn_cancelled(&x))
-        goto out;
-    {
-        final_job *j = calloc(1, sizeof *j);
-        if (!j)
-            goto nomem;
-        j->x = &x;
-        j->ev[0] = &r->current;
-        j->ev[1] = &r->pytorch;
-        j->ev[2] = &r->sublet;
-        r->current_recorded = 1;
-        for (size_t t = 0; t < n; t++) {
-            const char *cur = opt.current && opt.current[t] ? opt.current[t] : NULL;
-            if (!cur) {
-                cur = sublet_trace_settings(traces[t]);
-                if (!cur) {
-                    r->current_recorded = 0;
-                    cur = "";
-                }
+/* The current settings of trace t: as the caller gave them, else as
+ * recorded, else NULL. */
+static const char *current_conf(const tune_run *u, size_t t)
+{
+    const char *cur = u->opt.current && u->opt.current[t] ? u->opt.current[t] : NULL;
+    return cur ? cur : sublet_trace_settings(u->traces[t]);
+}
+
+/* The jobs of step 5: the current settings and both answers on every trace;
+ * 1: out of memory. */
+static int final_setup(tune_run *u, final_job *j)
+{
+    sublet_tune_result *r = u->r;
+    size_t n = u->n;
+    j->x = &u->x;
+    j->ev[0] = &r->current;
+    j->ev[1] = &r->pytorch;
+    j->ev[2] = &r->sublet;
+    r->current_recorded = 1;
+    for (size_t t = 0; t < n; t++) {
+        const char *cur = current_conf(u, t);
+        if (!cur) {
+            r->current_recorded = 0;
+            cur = "";
+        }
+        j->conf[0][t] = cur;
+        j->conf[1][t] = u->x.c[u->wp.answer].conf;
+        j->conf[2][t] = u->x.c[u->ws.answer].conf;
+    }
+    int fail = 0;
+    for (int w = 0; w < 3; w++) {
+        j->ev[w]->ntraces = n;
+        j->ev[w]->per_trace = calloc(n, sizeof *j->ev[w]->per_trace);
+        fail |= !j->ev[w]->per_trace;
+        snprintf(j->ev[w]->conf, sizeof j->ev[w]->conf, "%s", j->conf[w][0]);
+        j->ev[w]->pytorch = tn_conf_is_pytorch(j->conf[w][0]);
+    }
+    return fail;
+}
+
+/* The jobs' replays and first error into x, and their evaluations folded. */
+static void final_collect(tctx *x, final_job *j)
+{
+    for (int w = 0; w < 3 && x->st == SUBLET_OK; w++)
+        for (size_t t = 0; t < x->nt; t++) {
+            x->replays += j->replays[w][t];
+            if (j->st[w][t] == SUBLET_ERR_CANCELLED && x->st == SUBLET_OK) {
+                x->st = SUBLET_ERR_CANCELLED;
+                snprintf(x->err, sizeof x->err, "cancelled");
+            } else if (j->st[w][t] != SUBLET_OK && x->st == SUBLET_OK) {
+                x->st = j->st[w][t];
+                snprintf(x->err, sizeof x->err, "%s%s: %s", w == 0 ? "current settings " : "",
+                         j->conf[w][t], j->err[w][t]);
             }
-            j->conf[0][t] = cur;
-            j->conf[1][t] = x.c[wp.answer].conf;
-            j->conf[2][t] = x.c[ws.answer].conf;
         }
-        int fail = 0;
-        for (int w = 0; w < 3; w++) {
-            j->ev[w]->ntraces = n;
-            j->ev[w]->per_trace = calloc(n, sizeof *j->ev[w]->per_trace);
-            fail |= !j->ev[w]->per_trace;
-            snprintf(j->ev[w]->conf, sizeof j->ev[w]->conf, "%s", j->conf[w][0]);
-            j->ev[w]->pytorch = tn_conf_is_pytorch(j->conf[w][0]);
-        }
-        if (fail) {
-            free(j);
-            goto nomem;
-        }
-        tn_parallel_for(opt.threads, 3 * n, final_fn, j);
-        for (int w = 0; w < 3 && x.st == SUBLET_OK; w++)
-            for (size_t t = 0; t < n; t++) {
-                x.replays += j->replays[w][t];
-                if (j->st[w][t] == SUBLET_ERR_CANCELLED && x.st == SUBLET_OK) {
-                    x.st = SUBLET_ERR_CANCELLED;
-                    snprintf(x.err, sizeof x.err, "cancelled");
-                } else if (j->st[w][t] != SUBLET_OK && x.st == SUBLET_OK) {
-                    x.st = j->st[w][t];
-                    snprintf(x.err, sizeof x.err, "%s%s: %s", w == 0 ? "current settings " : "",
-                             j->conf[w][t], j->err[w][t]);
-                }
-            }
-        for (int w = 0; w < 3; w++)
-            tn_eval_fold(j->ev[w]);
+    for (int w = 0; w < 3; w++)
+        tn_eval_fold(j->ev[w]);
+}
+
+/* 5. the answers and the current settings, evaluated plainly.  1: stop. */
+static int step_check(tune_run *u)
+{
+    tctx *x = &u->x;
+    x->phase = "check";
+    x->left = 3;
+    if (tn_cancelled(x))
+        return 1;
+    final_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return no_memory(x);
+    if (final_setup(u, j)) {
         free(j);
-        tn_progress(&x);
-        if (x.st != SUBLET_OK)
-            goto out;
+        return no_memory(x);
     }
+    tn_parallel_for(u->opt.threads, 3 * u->n, final_fn, j);
+    final_collect(x, j);
+    free(j);
+    tn_progress(x);
+    return x->st != SUBLET_OK;
+}
 
-    /* 6. what each answer fixes */
-    x.phase = "explain";
-    x.left = 2;
-    if (tn_cancelled(&x))
-        goto out;
-    if (opt.diagnose) {
-        for (int w = 0; w < 2; w++) {
-            const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
-            size_t best = 0;
-            int64_t gain = INT64_MIN;
-            for (size_t t = 0; t < n; t++) {
-                int64_t g = (int64_t)r->current.per_trace[t].min_capacity_bytes -
-                            (int64_t)a->per_trace[t].min_capacity_bytes;
-                if (g > gain) {
-                    gain = g;
-                    best = t;
-                }
+/* 6. what each answer fixes, on the trace where it gains the most.  1: stop. */
+static int step_explain(tune_run *u)
+{
+    tctx *x = &u->x;
+    sublet_tune_result *r = u->r;
+    x->phase = "explain";
+    x->left = 2;
+    if (tn_cancelled(x))
+        return 1;
+    if (!u->opt.diagnose)
+        return 0;
+    for (int w = 0; w < 2; w++) {
+        const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
+        size_t best = 0;
+        int64_t gain = INT64_MIN;
+        for (size_t t = 0; t < u->n; t++) {
+            int64_t g = (int64_t)r->current.per_trace[t].min_capacity_bytes -
+                        (int64_t)a->per_trace[t].min_capacity_bytes;
+            if (g > gain) {
+                gain = g;
+                best = t;
             }
-            const char *cur = opt.current && opt.current[best] ? opt.current[best] : NULL;
-            if (!cur)
-                cur = sublet_trace_settings(traces[best]) ? sublet_trace_settings(traces[best])
-                                                          : "";
-            char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
-            tn_diagnose(&x.f[best], cur, a->conf, x.dev, a->per_trace[best].min_capacity_bytes,
-                        opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
-            if (w == 0)
-                r->pytorch_cause_trace = best;
-            else
-                r->sublet_cause_trace = best;
         }
-        tn_progress(&x);
+        const char *cur = current_conf(u, best);
+        if (!cur)
+            cur = "";
+        char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
+        tn_diagnose(&x->f[best], cur, a->conf, x->dev, a->per_trace[best].min_capacity_bytes,
+                    u->opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
+        if (w == 0)
+            r->pytorch_cause_trace = best;
+        else
+            r->sublet_cause_trace = best;
     }
+    tn_progress(x);
+    return 0;
+}
 
-    /* 7. the warm-up plan, for the SUBLET_ALLOC_CONF answer (policy:stitch has
-     * none: then for the PyTorch answer) */
-    x.phase = "plan";
-    x.left = 1;
-    if (opt.warmup && !tn_cancelled(&x)) {
-        sublet_settings ss;
-        tn_settings_of(opt.pytorch_version, r->sublet.conf, &ss);
-        const char *pc = ss.policy == SUBLET_POLICY_STITCH ? r->pytorch.conf : r->sublet.conf;
-        tn_plan(x.f, n, pc, x.dev, &opt, &r->plan, &x.replays);
-        tn_progress(&x);
-    }
-    goto out;
+/* 7. the warm-up plan, for the SUBLET_ALLOC_CONF answer (policy:stitch has
+ * none: then for the PyTorch answer) */
+static void step_plan(tune_run *u)
+{
+    tctx *x = &u->x;
+    sublet_tune_result *r = u->r;
+    x->phase = "plan";
+    x->left = 1;
+    if (!u->opt.warmup || tn_cancelled(x))
+        return;
+    sublet_settings ss;
+    tn_settings_of(u->opt.pytorch_version, r->sublet.conf, &ss);
+    const char *pc = ss.policy == SUBLET_POLICY_STITCH ? r->pytorch.conf : r->sublet.conf;
+    tn_plan(x->f, u->n, pc, x->dev, &u->opt, &r->plan, &x->replays);
+    tn_progress(x);
+}
 
-nomem:
-    if (x.st == SUBLET_OK) {
-        x.st = SUBLET_ERR_NO_MEMORY;
-        snprintf(x.err, sizeof x.err, "out of host memory");
-    }
-out:
-    if (x.st == SUBLET_ERR_CANCELLED)
-        best_so_far(&x, &wp, &ws, r);
-    /* 8. the answers as the user's release takes them */
-    if (x.st == SUBLET_OK || x.st == SUBLET_ERR_CANCELLED)
-        tn_release_forms(r, opt.pytorch_version);
-    r->replays = x.replays;
-    r->status = x.st;
-    if (x.st != SUBLET_OK)
-        snprintf(r->error, sizeof r->error, "%s", x.err);
-    tn_walk_free(&wp);
-    tn_walk_free(&ws);
-    free(all);
-    free(x.c);
-    free(x.ts_all);
-    free(x.f);
-    pthread_mutex_destroy(&x.lock);
+/* The outcome into r (8. the answers as the user's release takes them), and
+ * the run's memory freed. */
+static sublet_status run_finish(tune_run *u)
+{
+    tctx *x = &u->x;
+    sublet_tune_result *r = u->r;
+    if (x->st == SUBLET_ERR_CANCELLED)
+        best_so_far(x, &u->wp, &u->ws, r);
+    if (x->st == SUBLET_OK || x->st == SUBLET_ERR_CANCELLED)
+        tn_release_forms(r, u->opt.pytorch_version);
+    r->replays = x->replays;
+    r->status = x->st;
+    if (x->st != SUBLET_OK)
+        snprintf(r->error, sizeof r->error, "%s", x->err);
+    tn_walk_free(&u->wp);
+    tn_walk_free(&u->ws);
+    free(u->all);
+    free(x->c);
+    free(x->ts_all);
+    free(x->f);
+    pthread_mutex_destroy(&x->lock);
+    return r->status;
+}
+
+sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
+                          sublet_tune_result *r)
+{
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(r, 0, sizeof *r);
+    double t0 = tn_now_s();
+    if (check_args(traces, n, r) != SUBLET_OK)
+        return r->status;
+    tune_run u;
+    run_init(&u, traces, n, o, r, t0);
+    if (!load_facts(&u) && !step_space(&u) && !step_cost(&u) && !step_walks(&u) &&
+        !step_check(&u) && !step_explain(&u))
+        step_plan(&u);
+    run_finish(&u);
     r->seconds = tn_now_s() - t0;
     return r->status;
 }
