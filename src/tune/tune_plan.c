@@ -301,206 +301,295 @@ static void plan_text(sublet_tune_plan *p, const kset *k, int expandable, uint64
 
 static void fmt(uint64_t b, char *out, size_t cap) { tn_fmt_size(b, out, cap); }
 
-sublet_status tn_plan(const tfacts *f, size_t n, const char *conf, uint64_t dev,
-                      const sublet_tune_options *o, sublet_tune_plan *out, uint64_t *replays)
+/* One derivation of a plan: its inputs, the per-trace measures and the plan
+ * as it grows. */
+typedef struct plan_run {
+    const tfacts *f;
+    size_t n;
+    uint64_t dev;
+    const sublet_tune_options *o;
+    sublet_tune_plan *out;
+    uint64_t *replays;
+    int expandable;
+    meas *m;
+    uint64_t **ad;  /* per trace: the sorted addresses of its adopted segments */
+    kset plan, next;
+    char *conf_p;   /* the settings with the plan, for the next round */
+    round_job job;
+    int converged;
+    int fits_before; /* the run fit the device without a plan */
+    uint64_t left_segments, left_bytes; /* what the plan's entries leave out */
+    uint64_t prelude_allocs, empty_caches; /* the last round's, over the traces */
+} plan_run;
+
+/* The settings parsed into s; else out's status and note, as returned. */
+static sublet_status plan_check(const tfacts *f, size_t n, const char *conf, sublet_settings *s,
+                                sublet_tune_plan *out)
 {
-    memset(out, 0, sizeof *out);
-    snprintf(out->conf, sizeof out->conf, "%s", conf ? conf : "");
-    sublet_settings s;
-    sublet_settings_default(&s);
     char err[256] = "";
-    if (!f || !n || !conf || sublet_settings_parse(&s, conf, err, sizeof err) != SUBLET_OK) {
+    sublet_settings_default(s);
+    if (!f || !n || !conf || sublet_settings_parse(s, conf, err, sizeof err) != SUBLET_OK) {
         out->status = SUBLET_ERR_INVALID_ARGUMENT;
         snprintf(out->note, sizeof out->note, "%s", err[0] ? err : "no traces or no settings");
         return out->status;
     }
-    if (s.policy == SUBLET_POLICY_STITCH) {
+    if (s->policy == SUBLET_POLICY_STITCH) {
         out->status = SUBLET_ERR_UNSUPPORTED;
         snprintf(out->note, sizeof out->note,
                  "policy:stitch maps pages where it stitches them: sublet_reserve cannot "
                  "reserve ahead for it, so it has no warm-up plan");
         return out->status;
     }
-    int expandable = s.expandable_segments;
-    int adopt = o->prelude == SUBLET_PRELUDE_ADOPT ||
-                (o->prelude == SUBLET_PRELUDE_AUTO && !expandable);
-    meas *m = calloc(n, sizeof *m);
-    uint64_t **ad = calloc(n, sizeof *ad);
-    kset plan = {0}, next = {0};
-    char *conf_p = malloc(sizeof out->env);
-    sublet_status st = m && ad && conf_p ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
-    for (size_t t = 0; t < n && st == SUBLET_OK && adopt; t++) {
-        const sublet_trace_event *ev = sublet_trace_events(f[t].t);
-        uint64_t segs = 0, bytes = 0;
-        ad[t] = malloc((f[t].npre ? f[t].npre : 1) * sizeof *ad[t]);
-        if (!ad[t]) {
-            st = SUBLET_ERR_NO_MEMORY;
-            break;
+    return SUBLET_OK;
+}
+
+/* The segments trace t's prelude adopts, sorted, into p->ad[t] and its
+ * measure; the largest prelude into out. */
+static sublet_status plan_adopt(plan_run *p, size_t t)
+{
+    const tfacts *f = &p->f[t];
+    const sublet_trace_event *ev = sublet_trace_events(f->t);
+    uint64_t segs = 0, bytes = 0;
+    uint64_t *ad = p->ad[t] = malloc((f->npre ? f->npre : 1) * sizeof *ad);
+    if (!ad)
+        return SUBLET_ERR_NO_MEMORY;
+    for (size_t i = 0; i < f->npre; i++)
+        if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
+            ad[segs++] = ev[i].addr;
+            bytes += ev[i].size;
         }
-        for (size_t i = 0; i < f[t].npre; i++)
-            if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT) {
-                ad[t][segs++] = ev[i].addr;
-                bytes += ev[i].size;
-            }
-        for (size_t i = 1; i < segs; i++) /* few hundred at most: insertion sort */
-            for (size_t j = i; j > 0 && ad[t][j] < ad[t][j - 1]; j--) {
-                uint64_t x = ad[t][j];
-                ad[t][j] = ad[t][j - 1];
-                ad[t][j - 1] = x;
-            }
-        m[t].fin.adopted = ad[t];
-        m[t].fin.nadopted = segs;
-        if (segs > out->prelude_segments)
-            out->prelude_segments = segs;
-        if (bytes > out->prelude_bytes)
-            out->prelude_bytes = bytes;
+    for (size_t i = 1; i < segs; i++) /* few hundred at most: insertion sort */
+        for (size_t j = i; j > 0 && ad[j] < ad[j - 1]; j--) {
+            uint64_t x = ad[j];
+            ad[j] = ad[j - 1];
+            ad[j - 1] = x;
+        }
+    p->m[t].fin.adopted = ad;
+    p->m[t].fin.nadopted = segs;
+    if (segs > p->out->prelude_segments)
+        p->out->prelude_segments = segs;
+    if (bytes > p->out->prelude_bytes)
+        p->out->prelude_bytes = bytes;
+    return SUBLET_OK;
+}
+
+/* One round's replays counted, and its first error into the note. */
+static sublet_status plan_round_status(plan_run *p)
+{
+    sublet_status st = SUBLET_OK;
+    for (size_t t = 0; t < p->n; t++) {
+        *p->replays += p->m[t].replays;
+        if (p->m[t].st != SUBLET_OK && st == SUBLET_OK) {
+            st = p->m[t].st;
+            snprintf(p->out->note, sizeof p->out->note, "%s",
+                     p->m[t].err[0] ? p->m[t].err : sublet_status_text(st));
+        }
     }
-    round_job job = {f, conf, 0, dev, o, m};
-    int converged = 0;
-    uint64_t left_segments = 0, left_bytes = 0, prelude_allocs = 0, empty_caches = 0;
-    int fits_before = 1;
-    for (unsigned round = 0; st == SUBLET_OK; round++) {
-        tn_parallel_for(tn_threads(o->threads), n, round_fn, &job);
-        for (size_t t = 0; t < n; t++) {
-            *replays += m[t].replays;
-            if (m[t].st != SUBLET_OK && st == SUBLET_OK) {
-                st = m[t].st;
-                snprintf(out->note, sizeof out->note, "%s", m[t].err[0] ? m[t].err
-                                                                       : sublet_status_text(st));
-            }
+    return st;
+}
+
+/* Round 0: the run as it is. */
+static void plan_before(plan_run *p)
+{
+    sublet_tune_plan *out = p->out;
+    for (size_t t = 0; t < p->n; t++) {
+        const meas *m = &p->m[t];
+        if (m->peak_reserved > out->peak_reserved_bytes)
+            out->peak_reserved_bytes = m->peak_reserved;
+        out->device_allocs_before += m->allocs;
+        out->device_calls_before += sublet_tune_calls_total(&m->calls);
+        out->cost_before_us += m->cost;
+        p->fits_before &= m->fits;
+    }
+}
+
+/* The next plan: per (pool, size) the most the plan or any trace held. */
+static void plan_next(plan_run *p)
+{
+    kset_free(&p->next);
+    for (size_t i = 0; i < p->plan.n; i++) {
+        kcount *k = kset_find(&p->next, p->plan.v[i].pool, p->plan.v[i].size);
+        if (k)
+            k->count = p->plan.v[i].count;
+    }
+    for (size_t t = 0; t < p->n; t++) {
+        p->next.oom |= p->m[t].fin.held.oom;
+        for (size_t i = 0; i < p->m[t].fin.held.n; i++) {
+            const kcount *h = &p->m[t].fin.held.v[i];
+            kcount *k = kset_find(&p->next, h->pool, h->size);
+            if (k && h->count > k->count)
+                k->count = h->count;
         }
+    }
+}
+
+/* The rounds, to the fixed point (or MAX_ROUNDS). */
+static sublet_status plan_rounds(plan_run *p)
+{
+    sublet_tune_plan *out = p->out;
+    sublet_status st = SUBLET_OK;
+    for (unsigned round = 0; st == SUBLET_OK; round++) {
+        tn_parallel_for(tn_threads(p->o->threads), p->n, round_fn, &p->job);
+        st = plan_round_status(p);
         if (st != SUBLET_OK)
             break;
-        if (round == 0) { /* the run as it is */
-            for (size_t t = 0; t < n; t++) {
-                if (m[t].peak_reserved > out->peak_reserved_bytes)
-                    out->peak_reserved_bytes = m[t].peak_reserved;
-                out->device_allocs_before += m[t].allocs;
-                out->device_calls_before += sublet_tune_calls_total(&m[t].calls);
-                out->cost_before_us += m[t].cost;
-                fits_before &= m[t].fits;
-            }
-        }
-        /* the next plan: per (pool, size) the most the plan or any trace held */
-        kset_free(&next);
-        for (size_t i = 0; i < plan.n; i++) {
-            kcount *k = kset_find(&next, plan.v[i].pool, plan.v[i].size);
-            if (k)
-                k->count = plan.v[i].count;
-        }
-        for (size_t t = 0; t < n; t++) {
-            next.oom |= m[t].fin.held.oom;
-            for (size_t i = 0; i < m[t].fin.held.n; i++) {
-                const kcount *h = &m[t].fin.held.v[i];
-                kcount *k = kset_find(&next, h->pool, h->size);
-                if (k && h->count > k->count)
-                    k->count = h->count;
-            }
-        }
-        if (next.oom) {
+        if (round == 0)
+            plan_before(p);
+        plan_next(p);
+        if (p->next.oom) {
             st = SUBLET_ERR_NO_MEMORY;
             break;
         }
-        if (round > 0 && kset_equal(&next, &plan)) {
-            converged = 1;
+        if (round > 0 && kset_equal(&p->next, &p->plan)) {
+            p->converged = 1;
             break;
         }
-        if (round == MAX_ROUNDS || (round == 0 && next.n == 0))
+        if (round == MAX_ROUNDS || (round == 0 && p->next.n == 0))
             break;
-        kset tmp = plan;
-        plan = next;
-        next = tmp;
-        plan_text(out, &plan, expandable, &left_segments, &left_bytes);
-        snprintf(conf_p, sizeof out->env, "%s", out->env);
-        job.conf = conf_p;
-        job.has_plan = 1;
+        kset tmp = p->plan;
+        p->plan = p->next;
+        p->next = tmp;
+        plan_text(out, &p->plan, p->expandable, &p->left_segments, &p->left_bytes);
+        snprintf(p->conf_p, sizeof out->env, "%s", out->env);
+        p->job.conf = p->conf_p;
+        p->job.has_plan = 1;
         out->rounds = round + 1;
     }
-    if (st == SUBLET_OK && !plan.n) {
+    return st;
+}
+
+/* The last round's replays verify the plan: its totals into out. */
+static void plan_verify(plan_run *p)
+{
+    sublet_tune_plan *out = p->out;
+    out->fits = 1;
+    for (size_t t = 0; t < p->n; t++) {
+        const meas *x = &p->m[t];
+        out->fits &= x->created && x->fits;
+        if (x->peak_reserved > out->peak_reserved_with_plan)
+            out->peak_reserved_with_plan = x->peak_reserved;
+        out->device_allocs_after += x->allocs;
+        out->device_calls_after += sublet_tune_calls_total(&x->calls);
+        out->cost_after_us += x->cost;
+        out->frees_after += x->frees;
+        p->prelude_allocs += x->prelude_allocs;
+        p->empty_caches += x->empty_caches;
+        if (x->fin.other_segments > out->other_stream_segments)
+            out->other_stream_segments = x->fin.other_segments;
+        if (x->created && x->plan_bytes) {
+            out->plan_bytes = x->plan_bytes;
+            out->plan_calls = sublet_tune_calls_total(&x->plan_calls);
+            out->plan_cost_us = sublet_tune_calls_cost(&x->plan_calls, &p->o->cost);
+        }
+    }
+    if (!out->plan_bytes)
+        for (size_t i = 0; i < out->nentries; i++)
+            out->plan_bytes += out->entries[i].size * out->entries[i].count;
+}
+
+/* What keeps the verified run from making no device allocation, in the note. */
+static void plan_notes(const plan_run *p)
+{
+    sublet_tune_plan *out = p->out;
+    uint64_t prelude_allocs = p->prelude_allocs, empty_caches = p->empty_caches;
+    char b1[32], b2[32];
+    if (!out->fits) {
+        fmt(p->dev, b1, sizeof b1);
+        fmt(out->plan_bytes, b2, sizeof b2);
+        if (p->fits_before)
+            note_add(out, "with the plan (%s) the run does not fit your device (%s)", b2, b1);
+        else
+            note_add(out, "the run does not fit your device (%s), with or without the plan", b1);
+    }
+    if (out->device_allocs_after && empty_caches)
+        note_add(out, "the run calls empty_cache() %llu time%s (its segment_free rows): each "
+                      "gives every free cached segment back to the device, the plan's too, "
+                      "so the run allocates again",
+                 (unsigned long long)empty_caches, empty_caches == 1 ? "" : "s");
+    else if (out->device_allocs_after && out->frees_after)
+        note_add(out, "the run gives %llu segment%s back to the device (the OOM path or the "
+                      "garbage collector) and allocates again",
+                 (unsigned long long)out->frees_after, out->frees_after == 1 ? "" : "s");
+    if (prelude_allocs)
+        note_add(out, "rebuilding the prelude still makes %llu device allocation%s",
+                 (unsigned long long)prelude_allocs, prelude_allocs == 1 ? "" : "s");
+    if (out->other_stream_segments)
+        note_add(out, "%llu segment%s of other streams %s not covered (a stream is a "
+                      "handle of one run: the plan reserves for the default stream only)",
+                 (unsigned long long)out->other_stream_segments,
+                 out->other_stream_segments == 1 ? "" : "s",
+                 out->other_stream_segments == 1 ? "is" : "are");
+    if (p->left_segments) {
+        fmt(p->left_bytes, b1, sizeof b1);
+        note_add(out, "%llu segments (%s) of the least-used sizes are left out: a plan "
+                      "holds at most %d entries",
+                 (unsigned long long)p->left_segments, b1, SUBLET_WARMUP_MAX);
+    }
+    if (!p->converged && out->device_allocs_after)
+        note_add(out, "the plan still grew after %d rounds", MAX_ROUNDS);
+    if (out->prelude_segments) {
+        fmt(out->prelude_bytes, b1, sizeof b1);
+        note_add(out, "the trace starts mid-run holding %llu segments (%s) it adopted: the "
+                      "plan adds what the recorded part needs (--prelude allocate plans for "
+                      "all of it)",
+                 (unsigned long long)out->prelude_segments, b1);
+    }
+}
+
+static void plan_free(plan_run *p)
+{
+    for (size_t t = 0; p->m && t < p->n; t++)
+        kset_free(&p->m[t].fin.held);
+    for (size_t t = 0; p->ad && t < p->n; t++)
+        free(p->ad[t]);
+    free(p->ad);
+    free(p->m);
+    free(p->conf_p);
+    kset_free(&p->plan);
+    kset_free(&p->next);
+}
+
+sublet_status tn_plan(const tfacts *f, size_t n, const char *conf, uint64_t dev,
+                      const sublet_tune_options *o, sublet_tune_plan *out, uint64_t *replays)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->conf, sizeof out->conf, "%s", conf ? conf : "");
+    sublet_settings s;
+    if (plan_check(f, n, conf, &s, out) != SUBLET_OK)
+        return out->status;
+    plan_run p;
+    memset(&p, 0, sizeof p);
+    p.f = f;
+    p.n = n;
+    p.dev = dev;
+    p.o = o;
+    p.out = out;
+    p.replays = replays;
+    p.expandable = s.expandable_segments;
+    p.fits_before = 1;
+    int adopt = o->prelude == SUBLET_PRELUDE_ADOPT ||
+                (o->prelude == SUBLET_PRELUDE_AUTO && !p.expandable);
+    p.m = calloc(n, sizeof *p.m);
+    p.ad = calloc(n, sizeof *p.ad);
+    p.conf_p = malloc(sizeof out->env);
+    sublet_status st = p.m && p.ad && p.conf_p ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
+    for (size_t t = 0; t < n && st == SUBLET_OK && adopt; t++)
+        st = plan_adopt(&p, t);
+    p.job = (round_job){f, conf, 0, dev, o, p.m};
+    if (st == SUBLET_OK)
+        st = plan_rounds(&p);
+    if (st == SUBLET_OK && !p.plan.n) {
         snprintf(out->note, sizeof out->note, "%s",
                  out->device_allocs_before
                      ? "the run holds no segment of the default stream at its end: there is "
                        "nothing a plan could reserve that the run would keep"
                      : "the run makes no device allocation after its prelude: it needs no plan");
     } else if (st == SUBLET_OK) {
-        /* the last round's replays verify the plan */
-        out->fits = 1;
-        for (size_t t = 0; t < n; t++) {
-            const meas *x = &m[t];
-            out->fits &= x->created && x->fits;
-            if (x->peak_reserved > out->peak_reserved_with_plan)
-                out->peak_reserved_with_plan = x->peak_reserved;
-            out->device_allocs_after += x->allocs;
-            out->device_calls_after += sublet_tune_calls_total(&x->calls);
-            out->cost_after_us += x->cost;
-            out->frees_after += x->frees;
-            prelude_allocs += x->prelude_allocs;
-            empty_caches += x->empty_caches;
-            if (x->fin.other_segments > out->other_stream_segments)
-                out->other_stream_segments = x->fin.other_segments;
-            if (x->created && x->plan_bytes) {
-                out->plan_bytes = x->plan_bytes;
-                out->plan_calls = sublet_tune_calls_total(&x->plan_calls);
-                out->plan_cost_us = sublet_tune_calls_cost(&x->plan_calls, &o->cost);
-            }
-        }
-        if (!out->plan_bytes)
-            for (size_t i = 0; i < out->nentries; i++)
-                out->plan_bytes += out->entries[i].size * out->entries[i].count;
-        char b1[32], b2[32];
-        if (!out->fits) {
-            fmt(dev, b1, sizeof b1);
-            fmt(out->plan_bytes, b2, sizeof b2);
-            if (fits_before)
-                note_add(out, "with the plan (%s) the run does not fit your device (%s)", b2, b1);
-            else
-                note_add(out, "the run does not fit your device (%s), with or without the plan",
-                         b1);
-        }
-        if (out->device_allocs_after && empty_caches)
-            note_add(out, "the run calls empty_cache() %llu time%s (its segment_free rows): each "
-                          "gives every free cached segment back to the device, the plan's too, "
-                          "so the run allocates again",
-                     (unsigned long long)empty_caches, empty_caches == 1 ? "" : "s");
-        else if (out->device_allocs_after && out->frees_after)
-            note_add(out, "the run gives %llu segment%s back to the device (the OOM path or the "
-                          "garbage collector) and allocates again",
-                     (unsigned long long)out->frees_after, out->frees_after == 1 ? "" : "s");
-        if (prelude_allocs)
-            note_add(out, "rebuilding the prelude still makes %llu device allocation%s",
-                     (unsigned long long)prelude_allocs, prelude_allocs == 1 ? "" : "s");
-        if (out->other_stream_segments)
-            note_add(out, "%llu segment%s of other streams %s not covered (a stream is a "
-                          "handle of one run: the plan reserves for the default stream only)",
-                     (unsigned long long)out->other_stream_segments,
-                     out->other_stream_segments == 1 ? "" : "s",
-                     out->other_stream_segments == 1 ? "is" : "are");
-        if (left_segments) {
-            fmt(left_bytes, b1, sizeof b1);
-            note_add(out, "%llu segments (%s) of the least-used sizes are left out: a plan "
-                          "holds at most %d entries",
-                     (unsigned long long)left_segments, b1, SUBLET_WARMUP_MAX);
-        }
-        if (!converged && out->device_allocs_after)
-            note_add(out, "the plan still grew after %d rounds", MAX_ROUNDS);
-        if (out->prelude_segments) {
-            fmt(out->prelude_bytes, b1, sizeof b1);
-            note_add(out, "the trace starts mid-run holding %llu segments (%s) it adopted: the "
-                          "plan adds what the recorded part needs (--prelude allocate plans for "
-                          "all of it)",
-                     (unsigned long long)out->prelude_segments, b1);
-        }
+        plan_verify(&p);
+        plan_notes(&p);
     }
     out->status = st;
-    for (size_t t = 0; m && t < n; t++)
-        kset_free(&m[t].fin.held);
-    for (size_t t = 0; ad && t < n; t++)
-        free(ad[t]);
-    free(ad);
-    free(m);
-    free(conf_p);
-    kset_free(&plan);
-    kset_free(&next);
+    plan_free(&p);
     return st;
 }
 
