@@ -363,170 +363,231 @@ static pair pair_mode(pair *v, size_t n)
 
 
 /* One sentence: what `to` fixes in trace t compared with `from`. */
+/* One diagnosis: the trace indexed, both settings' recorded replays on the
+ * user's device, and where the sentence goes. */
+typedef struct diag {
+    const tfacts *f;
+    const char *from;
+    int prelude;
+    char mech[320]; /* what the change does (mechanism) */
+    sublet_trace *ix;
+    const sublet_trace_event *ev;
+    size_t n;
+    const char *rfrom; /* `from` under the user's PyTorch version */
+    hist hf, ht;
+    sublet_replay_result rf, rt;
+    int okf, okt;
+    uint64_t *sf, *st; /* new memory per row: current settings, answer */
+    char *out;
+    size_t cap;
+} diag;
+
+/* The rows where the current settings took new memory that the answer did not. */
+typedef struct rows {
+    uint64_t first, last, count;
+} rows;
+
+/* The culprits: splits, before a row where new memory was taken, of blocks
+ * that could have held that row's request, by smaller ones (cp: block,
+ * request; events cf..cl); and the new memory of those rows (xp: bytes,
+ * request). */
+typedef struct culprits {
+    pair *cp, *xp;
+    size_t cc, nx;
+    uint64_t cf, cl;
+} culprits;
+
+static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, size_t nsp,
+                          const rows *rw, culprits *c)
+{
+    const sublet_trace_event *ev = d->ev;
+    c->cf = NONE;
+    c->cl = 0;
+    c->cc = c->nx = 0;
+    for (size_t i = rw->first; i <= rw->last && i < d->n && c->cp && c->xp; i++) {
+        if (d->sf[i] <= d->st[i])
+            continue;
+        c->xp[c->nx++] = (pair){d->sf[i], ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
+        if (ev[i].kind != SUBLET_ACT_ALLOC)
+            continue;
+        uint64_t need = sublet_round_size(fs, ev[i].size ? ev[i].size : 1);
+        for (size_t q = 0; q < nsp && sp[q].event < i; q++) {
+            if (sp[q].taken < need || sp[q].rounded >= need)
+                continue;
+            if (sp[q].event < c->cf)
+                c->cf = sp[q].event;
+            if (sp[q].event > c->cl)
+                c->cl = sp[q].event;
+            c->cp[c->cc++] = (pair){sp[q].taken, sp[q].request};
+            sp[q].taken = 0; /* counted once */
+        }
+    }
+}
+
+/* The sentence from the rows, the culprits and the two peaks. */
+static void new_memory_sentence(diag *d, const rows *rw, culprits *c)
+{
+    char evs[96], evc[96], a1[32], a2[32], a3[32], a4[32], p1[32], p2[32], seg[160];
+    const char *mech = d->mech;
+    char *out = d->out;
+    size_t cap = d->cap;
+    fmt_events(rw->first, rw->last, evs, sizeof evs);
+    tn_fmt_size(d->rf.peak_reserved_bytes, p1, sizeof p1);
+    tn_fmt_size(d->rt.peak_reserved_bytes, p2, sizeof p2);
+    pair xm = pair_mode(c->xp, c->nx);
+    tn_fmt_size(xm.a, a3, sizeof a3);
+    tn_fmt_size(xm.b, a4, sizeof a4);
+    int k;
+    if (rw->count == 1)
+        k = snprintf(seg, sizeof seg, "a new %s segment at %s for a %s request", a3, evs, a4);
+    else
+        k = snprintf(seg, sizeof seg, "%llu new segments at %s (most often %s, for a %s request)",
+                     (unsigned long long)rw->count, evs, a3, a4);
+    if (k < 0)
+        seg[0] = '\0';
+    if (c->cc) {
+        pair cm = pair_mode(c->cp, c->cc);
+        tn_fmt_size(cm.a, a1, sizeof a1);
+        tn_fmt_size(cm.b, a2, sizeof a2);
+        fmt_events(c->cf, c->cl, evc, sizeof evc);
+        if (c->cc == 1)
+            k = snprintf(out, cap,
+                         "a cached %s block split by a %s request at %s left no free "
+                         "block large enough later, so the current settings took %s "
+                         "(peak reserved %s; "
+                         "%s with the answer): %s.",
+                         a1, a2, evc, seg, p1, p2, mech);
+        else
+            k = snprintf(out, cap,
+                         "%llu cached blocks split by smaller requests at %s (most "
+                         "often a %s block by a %s request) left no free block large "
+                         "enough later, so the current settings took %s (peak reserved "
+                         "%s; %s with the "
+                         "answer): %s.",
+                         (unsigned long long)c->cc, evc, a1, a2, seg, p1, p2, mech);
+    } else {
+        k = snprintf(out, cap,
+                     "the current settings took %s where the answer reused cached "
+                     "memory (peak reserved "
+                     "%s; %s with the answer): %s.",
+                     seg, p1, p2, mech);
+    }
+    if (k < 0)
+        out[0] = '\0';
+}
+
+/* On the user's device: the new memory the current settings took where the
+ * answer did not, and the splits behind it. */
+static void diag_new_memory(diag *d)
+{
+    rows rw = {NONE, 0, 0};
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->sf[i] <= d->st[i])
+            continue;
+        if (rw.first == NONE)
+            rw.first = i;
+        rw.last = i;
+        rw.count++;
+    }
+    if (!rw.count || d->rf.peak_reserved_bytes <= d->rt.peak_reserved_bytes)
+        return;
+    sublet_settings fs;
+    tn_settings_of(d->f->version, d->from, &fs);
+    int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
+    int adopt = d->prelude == SUBLET_PRELUDE_ADOPT || (d->prelude == SUBLET_PRELUDE_AUTO && !virt);
+    split *sp = NULL;
+    size_t nsp = adopt && !virt ? find_splits(&d->hf, d->ix, &fs, &sp) : 0;
+    culprits c;
+    c.cp = malloc((nsp ? nsp : 1) * sizeof *c.cp);
+    c.xp = malloc((rw.count ? rw.count : 1) * sizeof *c.xp);
+    find_culprits(d, &fs, sp, nsp, &rw, &c);
+    free(sp);
+    new_memory_sentence(d, &rw, &c);
+    free(c.cp);
+    free(c.xp);
+}
+
+/* No difference on the user's device: the difference is at the answer's
+ * minimum capacity. */
+static void diag_at_mincap(diag *d, uint64_t to_mincap)
+{
+    const char *mech = d->mech;
+    char *out = d->out;
+    size_t cap = d->cap;
+    hist ho;
+    sublet_replay_result ro;
+    int oko = record_run(d->ix, d->rfrom, to_mincap, d->prelude, 1, &ho, &ro);
+    if (oko && ro.ooms && ro.first_oom_event < d->n) {
+        uint64_t e = ro.first_oom_event;
+        char dv[32], rq[32], fr[32], lg[32], sp[32];
+        tn_fmt_size(to_mincap, dv, sizeof dv);
+        tn_fmt_size(d->ev[e].size, rq, sizeof rq);
+        tn_fmt_size(ho.frag.free_bytes, fr, sizeof fr);
+        tn_fmt_size(ho.frag.largest_free_block, lg, sizeof lg);
+        tn_fmt_size(ho.frag.inactive_split_bytes, sp, sizeof sp);
+        if (ho.have_frag && ho.frag.free_bytes)
+            snprintf(out, cap,
+                     "on a %s device (the answer's minimum) the current settings run out at "
+                     "event %llu, a %s "
+                     "request, while %s sits cached in %llu free blocks (the largest %s; "
+                     "%s of it inside split segments): %s.",
+                     dv, (unsigned long long)e, rq, fr, (unsigned long long)ho.frag.free_blocks,
+                     lg, sp, mech);
+        else
+            snprintf(out, cap,
+                     "on a %s device (the answer's minimum) the current settings run out at "
+                     "event %llu, a %s "
+                     "request: %s.",
+                     dv, (unsigned long long)e, rq, mech);
+    } else if (oko && d->okf && d->okt) {
+        uint64_t cf = d->rf.device_ops.segment_allocs + d->rf.device_ops.va_maps,
+                 ct = d->rt.device_ops.segment_allocs + d->rt.device_ops.va_maps;
+        if (cf > ct)
+            snprintf(out, cap,
+                     "no fragmentation to fix: the answer needs %llu device allocations "
+                     "where the current settings need %llu (%s).",
+                     (unsigned long long)ct, (unsigned long long)cf, mech);
+    }
+    free(ho.e);
+    sublet_replay_result_free(&ro);
+}
+
 void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev,
                  uint64_t to_mincap, int prelude, char *out, size_t cap)
 {
     out[0] = '\0';
     if (strcmp(from, to) == 0)
         return;
-    char mech[320];
-    mechanism(f->version, from, to, mech, sizeof mech);
-    sublet_trace *ix = indexed_copy(f->t);
-    if (!ix)
+    diag d;
+    memset(&d, 0, sizeof d);
+    d.f = f;
+    d.from = from;
+    d.prelude = prelude;
+    d.out = out;
+    d.cap = cap;
+    mechanism(f->version, from, to, d.mech, sizeof d.mech);
+    d.ix = indexed_copy(f->t);
+    if (!d.ix)
         return;
-    const sublet_trace_event *ev = sublet_trace_events(ix);
-    size_t n = sublet_trace_count(ix);
-    hist hf, ht;
-    sublet_replay_result rf, rt;
+    d.ev = sublet_trace_events(d.ix);
+    d.n = sublet_trace_count(d.ix);
     /* the replays under the user's PyTorch version */
     char vfrom[TN_CONF_V_MAX], vto[TN_CONF_V_MAX];
-    const char *rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
+    d.rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
     const char *rto = tn_conf_v(f->version, to, vto, sizeof vto);
-    int okf = record_run(ix, rfrom, dev, prelude, 0, &hf, &rf);
-    int okt = record_run(ix, rto, dev, prelude, 0, &ht, &rt);
-    uint64_t *sf = okf ? new_memory_per_row(&hf, ev, n) : NULL;
-    uint64_t *st = okt ? new_memory_per_row(&ht, ev, n) : NULL;
-    if (sf && st) {
-        /* the rows where the current settings took new memory that the answer did not */
-        uint64_t first = NONE, last = 0, count = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (sf[i] <= st[i])
-                continue;
-            if (first == NONE)
-                first = i;
-            last = i;
-            count++;
-        }
-        uint64_t pf = rf.peak_reserved_bytes, pt = rt.peak_reserved_bytes;
-        if (count && pf > pt) {
-            sublet_settings fs;
-            tn_settings_of(f->version, from, &fs);
-            int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
-            int adopt = prelude == SUBLET_PRELUDE_ADOPT ||
-                        (prelude == SUBLET_PRELUDE_AUTO && !virt);
-            split *sp = NULL;
-            size_t nsp = adopt && !virt ? find_splits(&hf, ix, &fs, &sp) : 0;
-            /* the culprits: splits, before a row where new memory was taken, of
-             * blocks that could have held that row's request, by smaller ones */
-            uint64_t cf = NONE, cl = 0, cc = 0;
-            pair *cp = malloc((nsp ? nsp : 1) * sizeof *cp);
-            pair *xp = malloc((count ? count : 1) * sizeof *xp);
-            size_t nx = 0;
-            for (size_t i = first; i <= last && i < n && cp && xp; i++) {
-                if (sf[i] <= st[i])
-                    continue;
-                xp[nx++] = (pair){sf[i], ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
-                if (ev[i].kind != SUBLET_ACT_ALLOC)
-                    continue;
-                uint64_t need = sublet_round_size(&fs, ev[i].size ? ev[i].size : 1);
-                for (size_t q = 0; q < nsp && sp[q].event < i; q++) {
-                    if (sp[q].taken < need || sp[q].rounded >= need)
-                        continue;
-                    if (sp[q].event < cf)
-                        cf = sp[q].event;
-                    if (sp[q].event > cl)
-                        cl = sp[q].event;
-                    cp[cc++] = (pair){sp[q].taken, sp[q].request};
-                    sp[q].taken = 0; /* counted once */
-                }
-            }
-            free(sp);
-            char evs[96], evc[96], a1[32], a2[32], a3[32], a4[32], p1[32], p2[32], seg[160];
-            fmt_events(first, last, evs, sizeof evs);
-            tn_fmt_size(pf, p1, sizeof p1);
-            tn_fmt_size(pt, p2, sizeof p2);
-            pair xm = pair_mode(xp, nx);
-            tn_fmt_size(xm.a, a3, sizeof a3);
-            tn_fmt_size(xm.b, a4, sizeof a4);
-            int k;
-            if (count == 1)
-                k = snprintf(seg, sizeof seg, "a new %s segment at %s for a %s request", a3,
-                             evs, a4);
-            else
-                k = snprintf(seg, sizeof seg,
-                             "%llu new segments at %s (most often %s, for a %s request)",
-                             (unsigned long long)count, evs, a3, a4);
-            if (k < 0)
-                seg[0] = '\0';
-            if (cc) {
-                pair cm = pair_mode(cp, cc);
-                tn_fmt_size(cm.a, a1, sizeof a1);
-                tn_fmt_size(cm.b, a2, sizeof a2);
-                fmt_events(cf, cl, evc, sizeof evc);
-                if (cc == 1)
-                    k = snprintf(out, cap,
-                                 "a cached %s block split by a %s request at %s left no free "
-                                 "block large enough later, so the current settings took %s "
-                                 "(peak reserved %s; "
-                                 "%s with the answer): %s.",
-                                 a1, a2, evc, seg, p1, p2, mech);
-                else
-                    k = snprintf(out, cap,
-                                 "%llu cached blocks split by smaller requests at %s (most "
-                                 "often a %s block by a %s request) left no free block large "
-                                 "enough later, so the current settings took %s (peak reserved "
-                                 "%s; %s with the "
-                                 "answer): %s.",
-                                 (unsigned long long)cc, evc, a1, a2, seg, p1,
-                                 p2, mech);
-            } else {
-                k = snprintf(out, cap,
-                             "the current settings took %s where the answer reused cached "
-                             "memory (peak reserved "
-                             "%s; %s with the answer): %s.",
-                             seg, p1, p2, mech);
-            }
-            if (k < 0)
-                out[0] = '\0';
-            free(cp);
-            free(xp);
-        }
-    }
-    if (!out[0] && to_mincap) {
-        /* no difference on the user's device: the difference is at the
-         * answer's minimum capacity */
-        hist ho;
-        sublet_replay_result ro;
-        int oko = record_run(ix, rfrom, to_mincap, prelude, 1, &ho, &ro);
-        if (oko && ro.ooms && ro.first_oom_event < n) {
-            uint64_t e = ro.first_oom_event;
-            char dv[32], rq[32], fr[32], lg[32], sp[32];
-            tn_fmt_size(to_mincap, dv, sizeof dv);
-            tn_fmt_size(ev[e].size, rq, sizeof rq);
-            tn_fmt_size(ho.frag.free_bytes, fr, sizeof fr);
-            tn_fmt_size(ho.frag.largest_free_block, lg, sizeof lg);
-            tn_fmt_size(ho.frag.inactive_split_bytes, sp, sizeof sp);
-            if (ho.have_frag && ho.frag.free_bytes)
-                snprintf(out, cap,
-                         "on a %s device (the answer's minimum) the current settings run out at "
-                         "event %llu, a %s "
-                         "request, while %s sits cached in %llu free blocks (the largest %s; "
-                         "%s of it inside split segments): %s.",
-                         dv, (unsigned long long)e, rq, fr,
-                         (unsigned long long)ho.frag.free_blocks, lg, sp, mech);
-            else
-                snprintf(out, cap,
-                         "on a %s device (the answer's minimum) the current settings run out at "
-                         "event %llu, a %s "
-                         "request: %s.",
-                         dv, (unsigned long long)e, rq, mech);
-        } else if (oko && okf && okt) {
-            uint64_t cf = rf.device_ops.segment_allocs + rf.device_ops.va_maps,
-                     ct = rt.device_ops.segment_allocs + rt.device_ops.va_maps;
-            if (cf > ct)
-                snprintf(out, cap,
-                         "no fragmentation to fix: the answer needs %llu device allocations "
-                         "where the current settings need %llu (%s).",
-                         (unsigned long long)ct, (unsigned long long)cf, mech);
-        }
-        free(ho.e);
-        sublet_replay_result_free(&ro);
-    }
-    free(sf);
-    free(st);
-    free(hf.e);
-    free(ht.e);
-    sublet_replay_result_free(&rf);
-    sublet_replay_result_free(&rt);
-    sublet_trace_free(ix);
+    d.okf = record_run(d.ix, d.rfrom, dev, prelude, 0, &d.hf, &d.rf);
+    d.okt = record_run(d.ix, rto, dev, prelude, 0, &d.ht, &d.rt);
+    d.sf = d.okf ? new_memory_per_row(&d.hf, d.ev, d.n) : NULL;
+    d.st = d.okt ? new_memory_per_row(&d.ht, d.ev, d.n) : NULL;
+    if (d.sf && d.st)
+        diag_new_memory(&d);
+    if (!out[0] && to_mincap)
+        diag_at_mincap(&d, to_mincap);
+    free(d.sf);
+    free(d.st);
+    free(d.hf.e);
+    free(d.ht.e);
+    sublet_replay_result_free(&d.rf);
+    sublet_replay_result_free(&d.rt);
+    sublet_trace_free(d.ix);
 }
