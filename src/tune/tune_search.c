@@ -537,15 +537,10 @@ static int cmp_okey(const void *a, const void *b)
     return (x->i > y->i) - (x->i < y->i);
 }
 
-int tn_walk_family(tctx *x, int pytorch_only, walk *w)
+/* The family's distinct candidates, in enumeration order, into w->order:
+ * only those that fit on the user's device when any does; 1 when any does. */
+static int walk_members(const tctx *x, int pytorch_only, walk *w)
 {
-    memset(w, 0, sizeof *w);
-    w->order = malloc(x->nc * sizeof *w->order);
-    w->pareto = malloc(x->nc * sizeof *w->pareto);
-    if (!w->order || !w->pareto) {
-        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
-        return 0;
-    }
     int any_fits = 0;
     for (size_t i = 0; i < x->nc; i++) {
         const cand *c = &x->c[i];
@@ -561,42 +556,82 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
             continue;
         w->order[w->n++] = i;
     }
-    /* when nothing fits, memory alone decides: every cost counts as equal */
-    double *saved = NULL;
-    if (!any_fits) {
-        saved = malloc(x->nc * sizeof *saved);
-        if (!saved) {
-            set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
-            return 0;
-        }
-        for (size_t i = 0; i < x->nc; i++) {
-            saved[i] = x->c[i].cost;
-            x->c[i].cost = 0;
-        }
-    }
+    return any_fits;
+}
+
+/* The costs saved (when nothing fits) put back, and the copy freed. */
+static void restore_costs(tctx *x, double *saved)
+{
+    if (!saved)
+        return;
+    for (size_t q = 0; q < x->nc; q++)
+        x->c[q].cost = saved[q];
+    free(saved);
+}
+
+/* w->order cheapest first, then in enumeration order; 0: out of memory. */
+static int sort_order(const tctx *x, walk *w)
+{
     okey *keys = malloc((w->n ? w->n : 1) * sizeof *keys);
-    if (!keys) {
-        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
-        if (saved) {
-            for (size_t q = 0; q < x->nc; q++)
-                x->c[q].cost = saved[q];
-            free(saved);
-        }
+    if (!keys)
         return 0;
-    }
     for (size_t q = 0; q < w->n; q++)
         keys[q] = (okey){x->c[w->order[q]].cost, w->order[q]};
     qsort(keys, w->n, sizeof *keys, cmp_okey);
     for (size_t q = 0; q < w->n; q++)
         w->order[q] = keys[q].i;
     free(keys);
+    return 1;
+}
 
-    unsigned th = tn_threads(x->o->threads);
-    if (th > 8)
-        th = 8;
+/* One batch of probes at `bound` (up to th): the next candidates from
+ * order[i] on that might beat the best.  Returns the index in order of the
+ * first that does (NONE: none); *next: where the batch stopped. */
+static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsigned th,
+                          size_t *next)
+{
+    task k[8];
+    size_t n = 0, idx[8];
+    size_t j = i;
+    int known_hit = 0;
+    while (j < w->n && n < th) {
+        const cand *c = &x->c[w->order[j]];
+        int kn = known(x, c, bound);
+        if (kn < 0) {
+            j++;
+            continue;
+        }
+        if (kn > 0) {
+            known_hit = 1;
+            break;
+        }
+        memset(&k[n], 0, sizeof k[n]);
+        k[n].c = w->order[j];
+        k[n].kind = 1;
+        k[n].x = bound;
+        idx[n++] = j;
+        j++;
+    }
+    if (n)
+        tn_run_tasks(x, k, n);
+    size_t hit = NONE;
+    for (size_t q = 0; q < n; q++)
+        if (k[q].ok) {
+            hit = idx[q];
+            break;
+        }
+    if (hit == NONE && known_hit)
+        hit = j;
+    *next = j;
+    return hit;
+}
+
+/* The walk proper: the Pareto set of (M, cost), cheapest first; each setting
+ * probed at the best M so far minus one step, bisected when it passes. */
+static void walk_pareto(tctx *x, walk *w, unsigned th)
+{
     uint64_t res = x->res;
     w->best = NONE;
-    x->phase = pytorch_only ? "search (PyTorch knobs)" : "search (all)";
     size_t i = 0;
     while (i < w->n && x->st == SUBLET_OK) {
         x->left = w->n - i;
@@ -609,40 +644,8 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
             i++;
             continue;
         }
-        uint64_t bound = w->best - res;
-        /* the next candidates that might beat the best */
-        task k[8];
-        size_t n = 0, idx[8];
-        size_t j = i;
-        int known_hit = 0;
-        while (j < w->n && n < th) {
-            const cand *c = &x->c[w->order[j]];
-            int kn = known(x, c, bound);
-            if (kn < 0) {
-                j++;
-                continue;
-            }
-            if (kn > 0) {
-                known_hit = 1;
-                break;
-            }
-            memset(&k[n], 0, sizeof k[n]);
-            k[n].c = w->order[j];
-            k[n].kind = 1;
-            k[n].x = bound;
-            idx[n++] = j;
-            j++;
-        }
-        if (n)
-            tn_run_tasks(x, k, n);
-        size_t hit = NONE;
-        for (size_t q = 0; q < n; q++)
-            if (k[q].ok) {
-                hit = idx[q];
-                break;
-            }
-        if (hit == NONE && known_hit)
-            hit = j;
+        size_t j;
+        size_t hit = probe_batch(x, w, i, w->best - res, th, &j);
         if (hit == NONE) {
             i = j;
             continue;
@@ -658,92 +661,138 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
         i = hit + 1;
     }
     x->left = 0;
-    if (x->st != SUBLET_OK || !w->np) {
-        if (saved) {
-            for (size_t q = 0; q < x->nc; q++)
-                x->c[q].cost = saved[q];
-            free(saved);
-        }
-        return x->st == SUBLET_OK ? -1 : 0;
-    }
+}
 
-    /* the answer: the cheapest setting within the band of the best M */
-    uint64_t band_x = (uint64_t)((double)w->best * (1.0 + (x->o->band > 0 ? x->o->band
-                                                                            : DEFAULT_BAND))) /
-                      res * res;
-    if (band_x < w->best)
-        band_x = w->best;
-    double group_cost = 0;
-    int group_open = 0;
-    w->answer = NONE;
-    for (i = 0; i < w->n && x->st == SUBLET_OK;) {
-        if (group_open && x->c[w->order[i]].cost != group_cost)
+typedef struct band { /* the search for the answer within the band */
+    uint64_t x;        /* the band's top: every M up to it is in */
+    int group_open;    /* the cheapest cost in the band is known: */
+    double group_cost; /* that cost */
+} band;
+
+/* A batch: the undecided candidates from order[i] on (up to th probes),
+ * stopping after one already known to be in the band; returns where it
+ * stopped. */
+static size_t band_batch(tctx *x, const walk *w, const band *b, size_t i, unsigned th)
+{
+    task k[8];
+    size_t n = 0, j = i;
+    while (j < w->n && n < th) {
+        const cand *c = &x->c[w->order[j]];
+        if (b->group_open && c->cost != b->group_cost)
             break;
-        /* a batch: the undecided candidates from i on (up to th probes),
-         * stopping after one already known to be in the band */
-        task k[8];
-        size_t n = 0, j = i;
-        while (j < w->n && n < th) {
-            const cand *c = &x->c[w->order[j]];
-            if (group_open && c->cost != group_cost)
-                break;
-            int kn = known(x, c, band_x);
-            j++;
-            if (kn > 0)
-                break;
-            if (kn < 0)
-                continue;
-            memset(&k[n], 0, sizeof k[n]);
-            k[n].c = w->order[j - 1];
-            k[n].kind = 1;
-            k[n].x = band_x;
-            n++;
+        int kn = known(x, c, b->x);
+        j++;
+        if (kn > 0)
+            break;
+        if (kn < 0)
+            continue;
+        memset(&k[n], 0, sizeof k[n]);
+        k[n].c = w->order[j - 1];
+        k[n].kind = 1;
+        k[n].x = b->x;
+        n++;
+    }
+    if (n)
+        tn_run_tasks(x, k, n);
+    return j;
+}
+
+/* The batch order[i..j) folded into the answer: in the band, the first one
+ * opens its cost group; within the group the smallest M wins (exact M needed
+ * to compare).  1: a candidate of another cost closed the group. */
+static int band_fold(tctx *x, walk *w, band *b, size_t i, size_t j)
+{
+    for (size_t q = i; q < j && x->st == SUBLET_OK; q++) {
+        size_t ci = w->order[q];
+        const cand *c = &x->c[ci];
+        if (b->group_open && c->cost != b->group_cost)
+            return 1;
+        if (known(x, c, b->x) <= 0)
+            continue;
+        uint64_t m = 0;
+        for (size_t p = 0; p < w->np; p++)
+            if (w->pareto[p].c == ci)
+                m = w->pareto[p].m;
+        if (!b->group_open) {
+            b->group_open = 1;
+            b->group_cost = c->cost;
+            w->answer = ci;
+            w->answer_m = m;
+            continue;
         }
-        if (n)
-            tn_run_tasks(x, k, n);
-        int stop = 0;
-        for (size_t q = i; q < j && !stop && x->st == SUBLET_OK; q++) {
-            size_t ci = w->order[q];
-            const cand *c = &x->c[ci];
-            if (group_open && c->cost != group_cost) {
-                stop = 1;
-                break;
-            }
-            if (known(x, c, band_x) <= 0)
-                continue;
-            /* in the band: the first one opens its cost group; within the
-             * group the smallest M wins (exact M needed to compare) */
-            uint64_t m = 0;
-            for (size_t p = 0; p < w->np; p++)
-                if (w->pareto[p].c == ci)
-                    m = w->pareto[p].m;
-            if (!group_open) {
-                group_open = 1;
-                group_cost = c->cost;
-                w->answer = ci;
-                w->answer_m = m;
-                continue;
-            }
-            if (!w->answer_m)
-                w->answer_m = bisect(x, w->answer);
-            if (!m)
-                m = bisect(x, ci);
-            if (m && m < w->answer_m) {
-                w->answer = ci;
-                w->answer_m = m;
-            }
+        if (!w->answer_m)
+            w->answer_m = bisect(x, w->answer);
+        if (!m)
+            m = bisect(x, ci);
+        if (m && m < w->answer_m) {
+            w->answer = ci;
+            w->answer_m = m;
         }
-        if (stop)
+    }
+    return 0;
+}
+
+/* The answer: the cheapest setting within the band of the best M. */
+static void walk_answer(tctx *x, walk *w, unsigned th)
+{
+    uint64_t res = x->res;
+    band b = {0, 0, 0};
+    b.x = (uint64_t)((double)w->best * (1.0 + (x->o->band > 0 ? x->o->band : DEFAULT_BAND))) /
+          res * res;
+    if (b.x < w->best)
+        b.x = w->best;
+    w->answer = NONE;
+    for (size_t i = 0; i < w->n && x->st == SUBLET_OK;) {
+        if (b.group_open && x->c[w->order[i]].cost != b.group_cost)
+            break;
+        size_t j = band_batch(x, w, &b, i, th);
+        if (band_fold(x, w, &b, i, j))
             break;
         i = j;
     }
     if (w->answer != NONE && !w->answer_m)
         w->answer_m = bisect(x, w->answer);
-    if (saved) {
-        for (size_t q = 0; q < x->nc; q++)
-            x->c[q].cost = saved[q];
-        free(saved);
+}
+
+int tn_walk_family(tctx *x, int pytorch_only, walk *w)
+{
+    memset(w, 0, sizeof *w);
+    w->order = malloc(x->nc * sizeof *w->order);
+    w->pareto = malloc(x->nc * sizeof *w->pareto);
+    if (!w->order || !w->pareto) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        return 0;
     }
+    int any_fits = walk_members(x, pytorch_only, w);
+    /* when nothing fits, memory alone decides: every cost counts as equal */
+    double *saved = NULL;
+    if (!any_fits) {
+        saved = malloc(x->nc * sizeof *saved);
+        if (!saved) {
+            set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+            return 0;
+        }
+        for (size_t i = 0; i < x->nc; i++) {
+            saved[i] = x->c[i].cost;
+            x->c[i].cost = 0;
+        }
+    }
+    if (!sort_order(x, w)) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        restore_costs(x, saved);
+        return 0;
+    }
+    unsigned th = tn_threads(x->o->threads);
+    if (th > 8)
+        th = 8;
+    x->phase = pytorch_only ? "search (PyTorch knobs)" : "search (all)";
+    walk_pareto(x, w, th);
+    if (x->st != SUBLET_OK || !w->np) {
+        restore_costs(x, saved);
+        return x->st == SUBLET_OK ? -1 : 0;
+    }
+    walk_answer(x, w, th);
+    restore_costs(x, saved);
     return x->st == SUBLET_OK && w->answer != NONE ? 1 : (x->st == SUBLET_OK ? -1 : 0);
 }
 
