@@ -275,225 +275,295 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     return rc;
 }
 
-int cli_convert(int argc, char **argv)
-{
-    const char *in = NULL, *out = NULL, *conf = NULL;
-    sublet_trace_load_options lo = {0};
+/* What the command line asks for. */
+typedef struct convert_args {
+    const char *in, *out, *conf;
+    sublet_trace_load_options lo;
     sublet_replay_options o;
-    sublet_replay_options_init(&o);
-    o.device_memory = 0; /* none given: the trace's, else the default (below) */
-    int direct = 0, only_positional = 0;
+    int direct;                /* --direct */
+    int to_csv;                /* OUT is an events CSV ... */
+    sublet_snapshot_format sf; /* ... else a snapshot of this format */
+} convert_args;
+
+/* The options into a; -1 when they are sound, else the exit status (usage
+ * errors reported, --help printed). */
+static int parse_args(int argc, char **argv, convert_args *a)
+{
+    memset(a, 0, sizeof *a);
+    sublet_replay_options_init(&a->o);
+    a->o.device_memory = 0; /* none given: the trace's, else the default (below) */
+    int only_positional = 0;
     char why[160];
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *s = argv[i];
         int src;
-        if (only_positional || a[0] != '-' || strcmp(a, "-") == 0) {
-            if (!in)
-                in = a;
-            else if (!out)
-                out = a;
+        if (only_positional || s[0] != '-' || strcmp(s, "-") == 0) {
+            if (!a->in)
+                a->in = s;
+            else if (!a->out)
+                a->out = s;
             else
-                return usage_error("too many arguments ('%s')", a);
-        } else if (strcmp(a, "--") == 0) {
+                return usage_error("too many arguments ('%s')", s);
+        } else if (strcmp(s, "--") == 0) {
             only_positional = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
             cli_convert_usage(stdout);
             return CLI_OK;
-        } else if (strcmp(a, "--direct") == 0) {
-            direct = 1;
-        } else if (strcmp(a, "--no-placement-hints") == 0) {
-            o.placement_hints = 0;
-        } else if ((src = cli_source_option(argc, argv, &i, &conf, &o.device_memory, &lo, why,
-                                            sizeof why)) != 0) {
+        } else if (strcmp(s, "--direct") == 0) {
+            a->direct = 1;
+        } else if (strcmp(s, "--no-placement-hints") == 0) {
+            a->o.placement_hints = 0;
+        } else if ((src = cli_source_option(argc, argv, &i, &a->conf, &a->o.device_memory, &a->lo,
+                                            why, sizeof why)) != 0) {
             if (src < 0)
                 return usage_error("%s", why);
         } else {
-            return usage_error("unknown option '%s'", a);
+            return usage_error("unknown option '%s'", s);
         }
     }
-    if (!in || !out)
+    if (!a->in || !a->out)
         return usage_error("%s", "IN and OUT are both needed");
-    int to_csv = is_csv_path(out);
-    sublet_snapshot_format sf = sublet_snapshot_format_of_path(out, NULL);
-    if (!to_csv && sf == SUBLET_SNAPSHOT_AUTO)
+    a->to_csv = is_csv_path(a->out);
+    a->sf = sublet_snapshot_format_of_path(a->out, NULL);
+    if (!a->to_csv && a->sf == SUBLET_SNAPSHOT_AUTO)
         return usage_error("cannot write '%s': sublet writes snapshot pickles (.pickle, .pkl), "
                            "snapshot JSON (.json) and events CSVs (.csv), each optionally .gz",
-                           out);
-    char err[1024];
-    if (conf) {
+                           a->out);
+    if (a->conf) {
+        char err[1024];
         sublet_settings probe;
         sublet_settings_default(&probe);
-        if (sublet_settings_parse(&probe, conf, err, sizeof err) != SUBLET_OK) {
+        if (sublet_settings_parse(&probe, a->conf, err, sizeof err) != SUBLET_OK) {
             fprintf(stderr, "sublet convert: --conf: %s\n", err);
             return CLI_USAGE;
         }
     }
+    return -1;
+}
 
+/* The conversions that read the input as a stream; -1 when this one needs
+ * it loaded whole (nothing printed yet). */
+static int convert_from_stream(const convert_args *a)
+{
+    if (strcmp(a->in, "-") == 0)
+        return -1;
     /* an events CSV, an event log or an RMM log to an events CSV: streamed,
      * in memory for a chunk of rows (SUBLET_REPLAY_WHOLE=1: loaded whole) */
     const char *whole = getenv("SUBLET_REPLAY_WHOLE");
-    if (to_csv && strcmp(in, "-") != 0 && !(whole && *whole && strcmp(whole, "0") != 0)) {
-        sublet_trace_format f = sublet_trace_detect_path(in);
-        if (cli_format_streams(f, in))
-            return convert_streamed(in, out, &lo);
+    if (a->to_csv && !(whole && *whole && strcmp(whole, "0") != 0)) {
+        sublet_trace_format f = sublet_trace_detect_path(a->in);
+        if (cli_format_streams(f, a->in))
+            return convert_streamed(a->in, a->out, &a->lo);
     }
     /* ... or to a snapshot (replayed): read from a stream, not loaded */
-    if (!to_csv && !direct && strcmp(in, "-") != 0 && cli_stream_wanted(in)) {
-        int rc = convert_snapshot_streamed(in, out, sf, conf, o, &lo);
-        if (rc >= 0)
-            return rc;
-    }
+    if (!a->to_csv && !a->direct && cli_stream_wanted(a->in))
+        return convert_snapshot_streamed(a->in, a->out, a->sf, a->conf, a->o, &a->lo);
+    return -1;
+}
 
+/* Writes snap to OUT and says so (name read as format fmt, the snapshot
+ * `how` made). */
+static int write_snapshot(const convert_args *a, const char *name, sublet_trace_format fmt,
+                          const char *how, const sublet_snapshot *snap)
+{
+    char werr[1024] = "";
+    if (sublet_snapshot_write(snap, a->out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr) !=
+        SUBLET_OK) {
+        fprintf(stderr, "sublet convert: %s\n", werr);
+        return CLI_ERROR;
+    }
+    printf("%s (%s) -> %s (%s, %s): %zu segments, %zu trace entries\n", name,
+           sublet_trace_format_name(fmt), a->out, snapshot_kind(a->sf), how,
+           sublet_snapshot_segment_count(snap), last_trace_count(snap));
+    return CLI_OK;
+}
+
+/* A snapshot's events as a trace (to be written as a CSV): one device.
+ * Frees snap. */
+static int snapshot_to_trace(const convert_args *a, const char *name, sublet_snapshot *snap,
+                             sublet_trace **t)
+{
+    char which[256], inner[1024];
+    int ndev = devices_in(snap, which, sizeof which);
+    if (ndev > 1 && !a->lo.pick_device) {
+        fprintf(stderr,
+                "sublet convert: %s holds %d devices (%s); an events CSV holds one: choose "
+                "it with --device N\n",
+                name, ndev, which);
+        sublet_snapshot_free(snap);
+        return CLI_ERROR;
+    }
+    sublet_status st = sublet_snapshot_trace(snap, &a->lo, t, inner, sizeof inner);
+    sublet_snapshot_free(snap);
+    if (st != SUBLET_OK) {
+        fprintf(stderr, "sublet convert: %s: %s\n", name, inner);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
+/* A trace to an events CSV.  Frees t. */
+static int trace_to_csv(const convert_args *a, const char *name, sublet_trace *t)
+{
+    char werr[1024] = "";
+    int rc = CLI_OK;
+    if (sublet_trace_stack_count(t))
+        fprintf(stderr, "sublet convert: note: an events CSV has no column for stacks; "
+                        "%u distinct stacks were dropped\n",
+                sublet_trace_stack_count(t));
+    if (sublet_trace_write_csv(t, a->out, werr, sizeof werr) == SUBLET_OK)
+        printf("%s (%s) -> %s (events CSV): %zu rows (%zu prelude)\n", name,
+               sublet_trace_format_name(sublet_trace_source_format(t)), a->out,
+               sublet_trace_count(t), sublet_trace_prelude_count(t));
+    else {
+        fprintf(stderr, "sublet convert: %s\n", werr);
+        rc = CLI_ERROR;
+    }
+    cli_trace_free(t);
+    return rc;
+}
+
+/* Whether a trace's snapshot must be built from the trace alone though a
+ * replay was asked for (a note says why). */
+static int needs_direct(const sublet_trace *t, const char *conf)
+{
+    if (sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_MAP) ||
+        sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP)) {
+        sublet_settings es;
+        sublet_settings_default(&es);
+        if (sublet_settings_parse(&es, conf, NULL, 0) != SUBLET_OK || !es.expandable_segments) {
+            fprintf(stderr, "sublet convert: note: the trace maps expandable segments but the "
+                            "settings do not enable them (--conf expandable_segments:True "
+                            "replays it): building the snapshot from the trace alone\n");
+            return 1;
+        }
+    }
+    const sublet_trace_event *ev = sublet_trace_events(t);
+    for (size_t i = 0, nev = sublet_trace_count(t); i < nev; i++)
+        if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
+            fprintf(stderr, "sublet convert: note: the trace has rows in private pools and "
+                            "the engine's own recording carries no pool_id: building the "
+                            "snapshot from the trace alone, pool ids kept\n");
+            return 1;
+        }
+    return 0;
+}
+
+/* A trace replayed into *snap; sets *direct when the replay stopped on
+ * what it cannot do (the snapshot is then built from the trace). */
+static int replay_into_snapshot(const sublet_trace *t, sublet_replay_options *o,
+                                const char *name, sublet_snapshot **snap, int *direct)
+{
+    sublet_replay_result r;
+    char rerr[1024] = "";
+    int rc = CLI_OK;
+    sublet_status st = cli_replay_snapshot(t, o, &r, snap, rerr, sizeof rerr);
+    if (st == SUBLET_OK) {
+        replay_notes(&r);
+    } else if (st == SUBLET_ERR_UNSUPPORTED) {
+        fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
+                        "snapshot from the trace alone\n",
+                rerr);
+        sublet_snapshot_free(*snap);
+        *snap = NULL;
+        *direct = 1;
+    } else {
+        fprintf(stderr, "sublet convert: replay of %s: %s\n", name,
+                rerr[0] ? rerr : sublet_status_text(st));
+        sublet_snapshot_free(*snap);
+        *snap = NULL;
+        rc = CLI_ERROR;
+    }
+    sublet_replay_result_free(&r);
+    return rc;
+}
+
+/* A trace (read as inf) to a snapshot: replayed, else built from the trace.
+ * Frees t. */
+static int trace_to_snapshot(const convert_args *a, const char *name, sublet_trace_format inf,
+                             sublet_trace *t)
+{
+    sublet_replay_options o = a->o;
+    int from_trace, direct = a->direct;
+    o.conf = cli_conf_for(t, a->conf, &from_trace);
+    if (!o.device_memory) {
+        uint64_t dm = sublet_trace_device_memory(t);
+        o.device_memory = dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
+    }
+    if (!direct)
+        direct = needs_direct(t, o.conf);
+    sublet_snapshot *snap = NULL;
+    const char *how = "replayed through the engine";
+    int rc = CLI_OK;
+    if (!direct)
+        rc = replay_into_snapshot(t, &o, name, &snap, &direct);
+    if (direct && rc == CLI_OK) {
+        char err[1024];
+        how = "built from the trace";
+        if (sublet_snapshot_from_trace(t, o.conf, &snap, err, sizeof err) != SUBLET_OK) {
+            fprintf(stderr, "sublet convert: %s: %s\n", name, err);
+            rc = CLI_ERROR;
+        }
+    }
+    if (rc == CLI_OK)
+        rc = write_snapshot(a, name,
+                            inf == SUBLET_FORMAT_UNKNOWN ? sublet_trace_source_format(t) : inf,
+                            how, snap);
+    sublet_snapshot_free(snap);
+    cli_trace_free(t);
+    return rc;
+}
+
+/* The input loaded whole: a snapshot copied to a snapshot, else read as a
+ * trace and written as a CSV or a snapshot. */
+static int convert_loaded(const convert_args *a)
+{
+    char err[1024];
     uint8_t *buf;
     size_t n;
-    if (sublet_input_read(in, &buf, &n, err, sizeof err) != SUBLET_OK) {
+    if (sublet_input_read(a->in, &buf, &n, err, sizeof err) != SUBLET_OK) {
         fprintf(stderr, "sublet convert: %s\n", err);
         return CLI_ERROR;
     }
-    const char *name = strcmp(in, "-") == 0 ? "stdin" : in;
+    const char *name = strcmp(a->in, "-") == 0 ? "stdin" : a->in;
     sublet_trace_format inf = sublet_trace_detect(buf, n);
-    int is_snap = inf == SUBLET_FORMAT_SNAPSHOT_PICKLE || inf == SUBLET_FORMAT_SNAPSHOT_JSON;
-    sublet_snapshot *snap = NULL;
     sublet_trace *t = NULL;
     sublet_status st;
-    int rc = CLI_OK;
-    char werr[1024] = "";
-    const char *how = "";
-    if (is_snap) {
+    if (inf == SUBLET_FORMAT_SNAPSHOT_PICKLE || inf == SUBLET_FORMAT_SNAPSHOT_JSON) {
         char inner[1024];
+        sublet_snapshot *snap = NULL;
         st = sublet_snapshot_parse(buf, n, &snap, inner, sizeof inner);
         free(buf);
         if (st != SUBLET_OK) {
             fprintf(stderr, "sublet convert: %s: %s\n", name, inner);
             return CLI_ERROR;
         }
-        if (!to_csv) {
-            how = "copied";
-            st = sublet_snapshot_write(snap, out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr);
-            goto written;
-        }
-        char which[256];
-        int ndev = devices_in(snap, which, sizeof which);
-        if (ndev > 1 && !lo.pick_device) {
-            fprintf(stderr,
-                    "sublet convert: %s holds %d devices (%s); an events CSV holds one: choose "
-                    "it with --device N\n",
-                    name, ndev, which);
+        if (!a->to_csv) {
+            int rc = write_snapshot(a, name, inf, "copied", snap);
             sublet_snapshot_free(snap);
-            return CLI_ERROR;
+            return rc;
         }
-        st = sublet_snapshot_trace(snap, &lo, &t, inner, sizeof inner);
-        if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet convert: %s: %s\n", name, inner);
-            sublet_snapshot_free(snap);
-            return CLI_ERROR;
-        }
-        sublet_snapshot_free(snap);
-        snap = NULL;
+        int rc = snapshot_to_trace(a, name, snap, &t);
+        if (rc != CLI_OK)
+            return rc;
     } else {
-        st = cli_parse_input(buf, n, name, &lo, &t, NULL, err, sizeof err);
+        st = cli_parse_input(buf, n, name, &a->lo, &t, NULL, err, sizeof err);
         free(buf);
         if (st != SUBLET_OK) {
             fprintf(stderr, "sublet convert: %s\n", err);
             return CLI_ERROR;
         }
     }
+    return a->to_csv ? trace_to_csv(a, name, t) : trace_to_snapshot(a, name, inf, t);
+}
 
-    if (to_csv) {
-        how = "written";
-        if (sublet_trace_stack_count(t))
-            fprintf(stderr, "sublet convert: note: an events CSV has no column for stacks; "
-                            "%u distinct stacks were dropped\n",
-                    sublet_trace_stack_count(t));
-        st = sublet_trace_write_csv(t, out, werr, sizeof werr);
-        if (st == SUBLET_OK)
-            printf("%s (%s) -> %s (events CSV): %zu rows (%zu prelude)\n", name,
-                   sublet_trace_format_name(sublet_trace_source_format(t)), out,
-                   sublet_trace_count(t), sublet_trace_prelude_count(t));
-        else
-            rc = CLI_ERROR;
-        if (rc != CLI_OK)
-            fprintf(stderr, "sublet convert: %s\n", werr);
-        cli_trace_free(t);
-        return rc;
-    }
-
-    /* a trace to a snapshot */
-    int from_trace;
-    o.conf = cli_conf_for(t, conf, &from_trace);
-    if (!o.device_memory) {
-        uint64_t dm = sublet_trace_device_memory(t);
-        o.device_memory = dm ? dm : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
-    }
-    if (!direct && (sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_MAP) ||
-                    sublet_trace_count_kind(t, SUBLET_ACT_SEGMENT_UNMAP))) {
-        sublet_settings es;
-        sublet_settings_default(&es);
-        if (sublet_settings_parse(&es, o.conf, NULL, 0) != SUBLET_OK || !es.expandable_segments) {
-            fprintf(stderr, "sublet convert: note: the trace maps expandable segments but the "
-                            "settings do not enable them (--conf expandable_segments:True "
-                            "replays it): building the snapshot from the trace alone\n");
-            direct = 1;
-        }
-    }
-    if (!direct) {
-        const sublet_trace_event *ev = sublet_trace_events(t);
-        for (size_t i = 0, nev = sublet_trace_count(t); i < nev; i++)
-            if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
-                fprintf(stderr, "sublet convert: note: the trace has rows in private pools and "
-                                "the engine's own recording carries no pool_id: building the "
-                                "snapshot from the trace alone, pool ids kept\n");
-                direct = 1;
-                break;
-            }
-    }
-    if (!direct) {
-        sublet_replay_result r;
-        char rerr[1024] = "";
-        st = cli_replay_snapshot(t, &o, &r, &snap, rerr, sizeof rerr);
-        if (st == SUBLET_OK) {
-            how = "replayed through the engine";
-            replay_notes(&r);
-        } else if (st == SUBLET_ERR_UNSUPPORTED) {
-            fprintf(stderr, "sublet convert: note: the replay stopped (%s): building the "
-                            "snapshot from the trace alone\n",
-                    rerr);
-            sublet_snapshot_free(snap);
-            snap = NULL;
-            direct = 1;
-        } else {
-            fprintf(stderr, "sublet convert: replay of %s: %s\n", name,
-                    rerr[0] ? rerr : sublet_status_text(st));
-            sublet_snapshot_free(snap);
-            snap = NULL;
-            rc = CLI_ERROR;
-        }
-        sublet_replay_result_free(&r);
-    }
-    if (direct && rc == CLI_OK) {
-        how = "built from the trace";
-        st = sublet_snapshot_from_trace(t, o.conf, &snap, err, sizeof err);
-        if (st != SUBLET_OK) {
-            fprintf(stderr, "sublet convert: %s: %s\n", name, err);
-            rc = CLI_ERROR;
-        }
-    }
-    if (rc == CLI_OK)
-        st = sublet_snapshot_write(snap, out, SUBLET_SNAPSHOT_AUTO, werr, sizeof werr);
-
-written:
-    if (rc == CLI_OK && st == SUBLET_OK)
-        printf("%s (%s) -> %s (%s, %s): %zu segments, %zu trace entries\n", name,
-               sublet_trace_format_name(inf == SUBLET_FORMAT_UNKNOWN && t
-                                            ? sublet_trace_source_format(t)
-                                            : inf),
-               out, snapshot_kind(sf), how, sublet_snapshot_segment_count(snap),
-               last_trace_count(snap));
-    else if (rc == CLI_OK) {
-        fprintf(stderr, "sublet convert: %s\n", werr);
-        rc = CLI_ERROR;
-    }
-    sublet_snapshot_free(snap);
-    cli_trace_free(t);
+int cli_convert(int argc, char **argv)
+{
+    convert_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc < 0)
+        rc = convert_from_stream(&a);
+    if (rc < 0)
+        rc = convert_loaded(&a);
     return rc;
 }
