@@ -192,109 +192,132 @@ static sublet_status check_locked(sublet_allocator *a, char *msg, size_t cap)
     return st;
 }
 
-/* free_blocks[] and unmapped[] tally per BlockPool (pool_slot). */
-static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t *unmapped,
-                                char *msg, size_t cap)
-{
+/* What check_core recounts from the blocks. */
+typedef struct tally {
     recount rc[SUBLET_POOL_KINDS];
-    memset(rc, 0, sizeof rc);
-    int64_t oversize_allocs = 0, oversize_segs = 0;
-    size_t allocated = 0, pending = 0, shadows = 0;
-    uint64_t reserved = 0;
+    int64_t oversize_allocs, oversize_segs;
+    size_t allocated, pending, shadows;
+    uint64_t reserved;
+    size_t *free_blocks, *unmapped; /* per BlockPool (pool_slot) */
+} tally;
 
-    sl_segs_sort(a);
-    for (size_t i = 0; i < a->nsegs; i++) {
-        sl_segment *seg = a->segs[i];
-        if (i && a->segs[i - 1]->addr + a->segs[i - 1]->size > seg->addr)
-            return fail(msg, cap, "segments 0x%llx and 0x%llx overlap",
-                        (unsigned long long)a->segs[i - 1]->addr, (unsigned long long)seg->addr);
-        int k = seg->pool->kind;
-        recount *r = &rc[k];
-        if (!seg->expandable) { /* expandable reservations count mapped pages only */
-            r->segment++;
-            r->reserved_bytes += (int64_t)seg->size;
-            reserved += seg->size;
-            oversize_segs += seg->oversize;
-        }
-        uint64_t expect = seg->addr;
-        sl_block *prev = NULL;
-        for (sl_block *b = seg->head; b; prev = b, b = b->next) {
-            if (b->addr != expect || b->prev != prev)
-                return fail(msg, cap, "blocks do not tile segment 0x%llx at 0x%llx",
-                            (unsigned long long)seg->addr, (unsigned long long)b->addr);
-            if (b->size == 0 || b->size % SL_MIN_BLOCK)
-                return fail(msg, cap, "block 0x%llx has size %llu", (unsigned long long)b->addr,
-                            (unsigned long long)b->size);
-            if (b->seg != seg || b->pool != seg->pool || b->stream != seg->stream)
-                return fail(msg, cap, "block 0x%llx disagrees with its segment",
-                            (unsigned long long)b->addr);
-            expect = b->addr + b->size;
-            bool active = sl_block_active(b);
-            if (!b->mapped) {
-                if (!seg->expandable || active || b->in_free ||
-                    !sl_unmapped_contains(seg->pool, b) || (b->addr - seg->addr) % seg->page ||
-                    b->size % seg->page)
-                    return fail(msg, cap, "unmapped block 0x%llx is misplaced or misindexed",
-                                (unsigned long long)b->addr);
-                if (prev && !prev->mapped)
-                    return fail(msg, cap, "adjacent unmapped blocks 0x%llx and 0x%llx",
-                                (unsigned long long)prev->addr, (unsigned long long)b->addr);
-                unmapped[pool_slot(seg->pool)]++;
-                continue;
-            }
-            if (seg->expandable) {
-                r->reserved_bytes += (int64_t)b->size;
-                reserved += b->size;
-            }
-            if (b->shadow) { /* bytes usable through another view (stitch.c) */
-                if (!seg->expandable || active || b->in_free || b->oversize)
-                    return fail(msg, cap, "shadow block 0x%llx is %s",
-                                (unsigned long long)b->addr,
-                                !seg->expandable ? "in a native segment"
-                                : b->in_free     ? "in the free index"
-                                                 : "active");
-                shadows++;
-                continue;
-            }
-            if (active == b->in_free)
-                return fail(msg, cap, "block 0x%llx is %s but %s the free index",
-                            (unsigned long long)b->addr, active ? "active" : "free",
-                            b->in_free ? "in" : "not in");
-            if (!active && prev && !sl_block_active(prev) && prev->mapped == b->mapped &&
-                !prev->shadow)
-                return fail(msg, cap, "adjacent free blocks 0x%llx and 0x%llx were not merged",
-                            (unsigned long long)prev->addr, (unsigned long long)b->addr);
-            if (b->allocated) {
-                allocated++;
-                if (sl_ptrmap_get(&a->ptrs, b->addr) != b)
-                    return fail(msg, cap, "allocated block 0x%llx missing from the pointer map",
-                                (unsigned long long)b->addr);
-                r->allocation++;
-                r->allocated_bytes += (int64_t)b->size;
-                oversize_allocs += b->oversize;
-            } else if (b->oversize) {
-                return fail(msg, cap, "free block 0x%llx still counted oversize",
-                            (unsigned long long)b->addr);
-            }
-            if (active) {
-                r->active++;
-                r->active_bytes += (int64_t)b->size;
-                r->requested_bytes += (int64_t)b->requested;
-            } else {
-                free_blocks[pool_slot(seg->pool)]++;
-                if (!seg->expandable && (seg->head != b || b->next)) {
-                    r->inactive_split++;
-                    r->inactive_split_bytes += (int64_t)b->size;
-                }
-            }
-            pending += b->event_count;
-        }
-        if (expect != seg->addr + seg->size)
-            return fail(msg, cap, "blocks of segment 0x%llx end at 0x%llx, not 0x%llx",
-                        (unsigned long long)seg->addr, (unsigned long long)expect,
-                        (unsigned long long)(seg->addr + seg->size));
+/* An unmapped block b (after prev) of an expandable segment. */
+static sublet_status check_unmapped(const sl_segment *seg, const sl_block *prev,
+                                    const sl_block *b, bool active, tally *t, char *msg,
+                                    size_t cap)
+{
+    if (!seg->expandable || active || b->in_free || !sl_unmapped_contains(seg->pool, b) ||
+        (b->addr - seg->addr) % seg->page || b->size % seg->page)
+        return fail(msg, cap, "unmapped block 0x%llx is misplaced or misindexed",
+                    (unsigned long long)b->addr);
+    if (prev && !prev->mapped)
+        return fail(msg, cap, "adjacent unmapped blocks 0x%llx and 0x%llx",
+                    (unsigned long long)prev->addr, (unsigned long long)b->addr);
+    t->unmapped[pool_slot(seg->pool)]++;
+    return SUBLET_OK;
+}
+
+/* A mapped block b that is not a shadow, counted into r. */
+static sublet_status check_mapped(sublet_allocator *a, const sl_segment *seg,
+                                  const sl_block *prev, const sl_block *b, bool active,
+                                  recount *r, tally *t, char *msg, size_t cap)
+{
+    if (active == b->in_free)
+        return fail(msg, cap, "block 0x%llx is %s but %s the free index",
+                    (unsigned long long)b->addr, active ? "active" : "free",
+                    b->in_free ? "in" : "not in");
+    if (!active && prev && !sl_block_active(prev) && prev->mapped == b->mapped && !prev->shadow)
+        return fail(msg, cap, "adjacent free blocks 0x%llx and 0x%llx were not merged",
+                    (unsigned long long)prev->addr, (unsigned long long)b->addr);
+    if (b->allocated) {
+        t->allocated++;
+        if (sl_ptrmap_get(&a->ptrs, b->addr) != b)
+            return fail(msg, cap, "allocated block 0x%llx missing from the pointer map",
+                        (unsigned long long)b->addr);
+        r->allocation++;
+        r->allocated_bytes += (int64_t)b->size;
+        t->oversize_allocs += b->oversize;
+    } else if (b->oversize) {
+        return fail(msg, cap, "free block 0x%llx still counted oversize",
+                    (unsigned long long)b->addr);
     }
+    if (active) {
+        r->active++;
+        r->active_bytes += (int64_t)b->size;
+        r->requested_bytes += (int64_t)b->requested;
+    } else {
+        t->free_blocks[pool_slot(seg->pool)]++;
+        if (!seg->expandable && (seg->head != b || b->next)) {
+            r->inactive_split++;
+            r->inactive_split_bytes += (int64_t)b->size;
+        }
+    }
+    t->pending += b->event_count;
+    return SUBLET_OK;
+}
 
+/* Block b of seg (after prev), already found where the tiling puts it. */
+static sublet_status check_block(sublet_allocator *a, const sl_segment *seg, const sl_block *prev,
+                                 const sl_block *b, tally *t, char *msg, size_t cap)
+{
+    recount *r = &t->rc[seg->pool->kind];
+    if (b->size == 0 || b->size % SL_MIN_BLOCK)
+        return fail(msg, cap, "block 0x%llx has size %llu", (unsigned long long)b->addr,
+                    (unsigned long long)b->size);
+    if (b->seg != seg || b->pool != seg->pool || b->stream != seg->stream)
+        return fail(msg, cap, "block 0x%llx disagrees with its segment",
+                    (unsigned long long)b->addr);
+    bool active = sl_block_active(b);
+    if (!b->mapped)
+        return check_unmapped(seg, prev, b, active, t, msg, cap);
+    if (seg->expandable) {
+        r->reserved_bytes += (int64_t)b->size;
+        t->reserved += b->size;
+    }
+    if (b->shadow) { /* bytes usable through another view (stitch.c) */
+        if (!seg->expandable || active || b->in_free || b->oversize)
+            return fail(msg, cap, "shadow block 0x%llx is %s", (unsigned long long)b->addr,
+                        !seg->expandable ? "in a native segment"
+                        : b->in_free     ? "in the free index"
+                                         : "active");
+        t->shadows++;
+        return SUBLET_OK;
+    }
+    return check_mapped(a, seg, prev, b, active, r, t, msg, cap);
+}
+
+/* One segment: its counts, and blocks that tile it. */
+static sublet_status check_segment(sublet_allocator *a, const sl_segment *seg, tally *t,
+                                   char *msg, size_t cap)
+{
+    recount *r = &t->rc[seg->pool->kind];
+    if (!seg->expandable) { /* expandable reservations count mapped pages only */
+        r->segment++;
+        r->reserved_bytes += (int64_t)seg->size;
+        t->reserved += seg->size;
+        t->oversize_segs += seg->oversize;
+    }
+    uint64_t expect = seg->addr;
+    const sl_block *prev = NULL;
+    for (const sl_block *b = seg->head; b; prev = b, b = b->next) {
+        if (b->addr != expect || b->prev != prev)
+            return fail(msg, cap, "blocks do not tile segment 0x%llx at 0x%llx",
+                        (unsigned long long)seg->addr, (unsigned long long)b->addr);
+        sublet_status st = check_block(a, seg, prev, b, t, msg, cap);
+        if (st != SUBLET_OK)
+            return st;
+        expect = b->addr + b->size;
+    }
+    if (expect != seg->addr + seg->size)
+        return fail(msg, cap, "blocks of segment 0x%llx end at 0x%llx, not 0x%llx",
+                    (unsigned long long)seg->addr, (unsigned long long)expect,
+                    (unsigned long long)(seg->addr + seg->size));
+    return SUBLET_OK;
+}
+
+/* Every BlockPool's free and unmapped indexes against the tallies. */
+static sublet_status check_indexes(sublet_allocator *a, const tally *t, char *msg, size_t cap)
+{
     for (size_t p = 0; p < 2 + 2 * a->nprivs; p++) {
         sl_pool *pool = p < 2 ? (p ? &a->large : &a->small)
                               : (p % 2 ? &a->privs[(p - 2) / 2]->large
@@ -302,58 +325,96 @@ static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t
         size_t n;
         if (!sl_free_verify(pool, &n, msg, cap))
             return SUBLET_ERR_CORRUPT;
-        if (n != free_blocks[p])
+        if (n != t->free_blocks[p])
             return fail(msg, cap, "%s pool %zu's free index holds %zu blocks, segments hold %zu free",
-                        pool->is_small ? "small" : "large", p, n, free_blocks[p]);
-        if (pool->nunmapped != unmapped[p])
+                        pool->is_small ? "small" : "large", p, n, t->free_blocks[p]);
+        if (pool->nunmapped != t->unmapped[p])
             return fail(msg, cap, "%s pool %zu's unmapped index holds %zu blocks, segments hold %zu",
-                        pool->is_small ? "small" : "large", p, pool->nunmapped, unmapped[p]);
+                        pool->is_small ? "small" : "large", p, pool->nunmapped, t->unmapped[p]);
     }
+    return SUBLET_OK;
+}
+
+/* The aliases, the pointer map, pending events and reserved bytes. */
+static sublet_status check_totals(sublet_allocator *a, tally *t, char *msg, size_t cap)
+{
     /* alias pages map physical pages their owners count */
     for (int k = SUBLET_POOL_SMALL; k <= SUBLET_POOL_LARGE; k++) {
         uint64_t alias = sl_stitch_alias_bytes(a, k);
-        rc[k].reserved_bytes -= (int64_t)alias;
-        reserved -= alias;
+        t->rc[k].reserved_bytes -= (int64_t)alias;
+        t->reserved -= alias;
     }
-    if (sl_stitch_verify(a, shadows, msg, cap) != SUBLET_OK)
+    if (sl_stitch_verify(a, t->shadows, msg, cap) != SUBLET_OK)
         return SUBLET_ERR_CORRUPT;
-    if (a->ptrs.count != allocated)
+    if (a->ptrs.count != t->allocated)
         return fail(msg, cap, "pointer map holds %zu entries for %zu allocated blocks",
-                    a->ptrs.count, allocated);
+                    a->ptrs.count, t->allocated);
     size_t queued = 0;
     for (size_t i = 0; i < a->nevqs; i++)
         queued += a->evqs[i].count;
-    if (pending != a->pending_events || queued != pending)
-        return fail(msg, cap, "pending events: blocks %zu, counter %zu, queues %zu", pending,
+    if (t->pending != a->pending_events || queued != t->pending)
+        return fail(msg, cap, "pending events: blocks %zu, counter %zu, queues %zu", t->pending,
                     a->pending_events, queued);
     if (!sl_evq_verify(a, msg, cap))
         return SUBLET_ERR_CORRUPT;
-    if (reserved != a->total_allocated_memory)
+    if (t->reserved != a->total_allocated_memory)
         return fail(msg, cap, "reserved %llu != total_allocated_memory %llu",
-                    (unsigned long long)reserved, (unsigned long long)a->total_allocated_memory);
+                    (unsigned long long)t->reserved,
+                    (unsigned long long)a->total_allocated_memory);
+    return SUBLET_OK;
+}
 
-    recount_total(rc);
+/* Every current statistic against the recount; no peak below current. */
+static sublet_status check_stats(sublet_allocator *a, tally *t, char *msg, size_t cap)
+{
+    recount_total(t->rc);
     const char *name;
     int kind;
     int64_t have, want;
-    if (recount_mismatch(&a->stats, rc, &name, &kind, &have, &want))
+    if (recount_mismatch(&a->stats, t->rc, &name, &kind, &have, &want))
         return fail(msg, cap, "stat %s[%d].current = %lld but a recount gives %lld", name, kind,
                     (long long)have, (long long)want);
-    if (a->stats.oversize_allocations.current != oversize_allocs ||
-        a->stats.oversize_segments.current != oversize_segs)
+    if (a->stats.oversize_allocations.current != t->oversize_allocs ||
+        a->stats.oversize_segments.current != t->oversize_segs)
         return fail(msg, cap, "oversize stats %lld/%lld, recount %lld/%lld",
                     (long long)a->stats.oversize_allocations.current,
-                    (long long)a->stats.oversize_segments.current, (long long)oversize_allocs,
-                    (long long)oversize_segs);
+                    (long long)a->stats.oversize_segments.current, (long long)t->oversize_allocs,
+                    (long long)t->oversize_segs);
 #define SUBLET_X_PEAK(key, title, bytes)                                             \
     for (int k = 0; k < SUBLET_POOL_KINDS; k++)                                       \
         if (a->stats.key[k].peak < a->stats.key[k].current)                           \
             return fail(msg, cap, "stat %s[%d] peak below current", #key, k);
     SUBLET_STAT_ARRAYS(SUBLET_X_PEAK)
 #undef SUBLET_X_PEAK
-    if (msg && cap)
-        msg[0] = '\0';
     return SUBLET_OK;
+}
+
+/* free_blocks[] and unmapped[] tally per BlockPool (pool_slot). */
+static sublet_status check_core(sublet_allocator *a, size_t *free_blocks, size_t *unmapped,
+                                char *msg, size_t cap)
+{
+    tally t;
+    memset(&t, 0, sizeof t);
+    t.free_blocks = free_blocks;
+    t.unmapped = unmapped;
+    sl_segs_sort(a);
+    for (size_t i = 0; i < a->nsegs; i++) {
+        sl_segment *seg = a->segs[i];
+        if (i && a->segs[i - 1]->addr + a->segs[i - 1]->size > seg->addr)
+            return fail(msg, cap, "segments 0x%llx and 0x%llx overlap",
+                        (unsigned long long)a->segs[i - 1]->addr, (unsigned long long)seg->addr);
+        sublet_status st = check_segment(a, seg, &t, msg, cap);
+        if (st != SUBLET_OK)
+            return st;
+    }
+    sublet_status st = check_indexes(a, &t, msg, cap);
+    if (st == SUBLET_OK)
+        st = check_totals(a, &t, msg, cap);
+    if (st == SUBLET_OK)
+        st = check_stats(a, &t, msg, cap);
+    if (st == SUBLET_OK && msg && cap)
+        msg[0] = '\0';
+    return st;
 }
 
 sublet_status sublet_check(sublet_allocator *a, char *msg, size_t cap)
