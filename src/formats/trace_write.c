@@ -280,6 +280,164 @@ static void inactive_block(snap_bld *b, pyval *blocks, uint64_t addr, uint64_t s
         b->fail = true;
 }
 
+/* The segments and allocations live at the end of a trace: the index of
+ * each one's starting event, sorted by address. */
+typedef struct live_set {
+    size_t *segs, ns;
+    size_t *allocs, na;
+    bool *pending; /* per allocation: its last event is a free_requested */
+} live_set;
+
+/* l from the n events ev; false when out of memory (l then empty, its
+ * arrays still to free). */
+static bool live_find(const sublet_trace_event *ev, size_t n, live_set *l)
+{
+    size_t nsr = 0, nar = 0;
+    unsigned seg_start = BIT(SUBLET_TRACE_PRE_SEGMENT) | BIT(SUBLET_ACT_SEGMENT_ALLOC) |
+                         BIT(SUBLET_ACT_SEGMENT_MAP);
+    unsigned seg_end = BIT(SUBLET_ACT_SEGMENT_FREE) | BIT(SUBLET_ACT_SEGMENT_UNMAP);
+    unsigned al_start = BIT(SUBLET_TRACE_PRE_ALLOC) | BIT(SUBLET_ACT_ALLOC);
+    unsigned al_pend = BIT(SUBLET_ACT_FREE_REQUESTED);
+    lref *sr = refs_of(ev, n, seg_start | seg_end, &nsr);
+    lref *ar = refs_of(ev, n, al_start | al_pend | BIT(SUBLET_ACT_FREE_COMPLETED), &nar);
+    l->segs = malloc((nsr ? nsr : 1) * sizeof *l->segs);
+    l->allocs = malloc((nar ? nar : 1) * sizeof *l->allocs);
+    l->pending = malloc(nar ? nar : 1);
+    bool ok = sr && ar && l->segs && l->allocs && l->pending;
+    l->ns = ok ? live_of(ev, sr, nsr, seg_start, 0, l->segs, NULL) : 0;
+    l->na = ok ? live_of(ev, ar, nar, al_start, al_pend, l->allocs, l->pending) : 0;
+    free(sr);
+    free(ar);
+    return ok;
+}
+
+/* device_traces: the recorded events verbatim (NULL and b->fail when out
+ * of memory). */
+static pyval *traces_of(snap_bld *b, const sublet_trace_event *ev, size_t n)
+{
+    pyval *traces = pv_new_list(b->ar), *mine = pv_new_list(b->ar);
+    b->fail = !traces || !mine;
+    for (int64_t d = 0; !b->fail && d < b->device; d++) {
+        pyval *empty = pv_new_list(b->ar);
+        if (!empty || pv_list_append(b->ar, traces, empty) != SUBLET_OK)
+            b->fail = true;
+    }
+    for (size_t i = 0; !b->fail && i < n; i++) {
+        if (sublet_trace_kind_is_prelude(ev[i].kind))
+            continue;
+        sublet_trace_entry e = {(sublet_action)ev[i].kind, ev[i].addr, ev[i].size, ev[i].stream,
+                                (ev[i].flags & SUBLET_TRACE_HAS_TIME) ? ev[i].time_us : 0,
+                                ev[i].frames};
+        pyval *d = snap_trace_entry(b, &e);
+        if (d && (ev[i].pool_id[0] || ev[i].pool_id[1])) /* the newest PyTorch's pool_id */
+            snap_set(b, d, K_POOL_ID, snap_pool_id(b, ev[i].pool_id));
+        if (!d || pv_list_append(b->ar, mine, d) != SUBLET_OK)
+            b->fail = true;
+    }
+    if (!b->fail && pv_list_append(b->ar, traces, mine) != SUBLET_OK)
+        b->fail = true;
+    return traces;
+}
+
+/* What the segments are built from. */
+typedef struct seg_build {
+    snap_bld *b;
+    const sublet_settings *cfg;
+    const sublet_trace_event *ev;
+    live_set live;
+    size_t ai; /* the next live allocation */
+} seg_build;
+
+/* A segment's byte counts. */
+typedef struct seg_sums {
+    uint64_t alloc, req, active;
+} seg_sums;
+
+/* A live allocation e at its end as a block of `size` bytes; false when
+ * out of memory. */
+static bool live_block(snap_bld *b, pyval *blocks, const sublet_trace_event *e, uint64_t size,
+                       bool pending)
+{
+    pyval *bd = snap_new_dict(b);
+    if (!bd)
+        return false;
+    snap_set(b, bd, K_ADDRESS, snap_u(b, e->addr));
+    snap_set(b, bd, K_SIZE, snap_u(b, size));
+    snap_set(b, bd, K_REQUESTED_SIZE, snap_u(b, e->size));
+    snap_set(b, bd, K_STATE, b->state[pending ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
+                                              : SUBLET_BLOCK_ACTIVE_ALLOCATED]);
+    snap_set(b, bd, K_FRAMES, snap_frames_of(b, e->frames));
+    if (pv_list_append(b->ar, blocks, bd))
+        b->fail = true;
+    return true;
+}
+
+/* The blocks of segment sg: its live allocations (block sizes approximated
+ * where the trace has none), inactive between them. */
+static void segment_blocks(seg_build *c, const sublet_trace_event *sg, pyval *blocks,
+                           seg_sums *sum)
+{
+    snap_bld *b = c->b;
+    const sublet_trace_event *ev = c->ev;
+    const size_t *allocs = c->live.allocs;
+    size_t na = c->live.na;
+    uint64_t lo = sg->addr, hi = sg->addr + sg->size;
+    bool small = sg->size == SL_SMALL_BUFFER;
+    while (c->ai < na && ev[allocs[c->ai]].addr < lo)
+        c->ai++; /* outside every live segment: not shown */
+    uint64_t at = lo;
+    for (; c->ai < na && ev[allocs[c->ai]].addr < hi && !b->fail; c->ai++) {
+        size_t ai = c->ai;
+        const sublet_trace_event *e = &ev[allocs[ai]];
+        uint64_t limit = ai + 1 < na && ev[allocs[ai + 1]].addr < hi ? ev[allocs[ai + 1]].addr
+                                                                     : hi;
+        if (e->addr < at)
+            continue; /* overlaps the previous block: inconsistent trace */
+        if (e->addr > at)
+            inactive_block(b, blocks, at, e->addr - at);
+        uint64_t room = limit - e->addr;
+        uint64_t size = e->block_size ? e->block_size
+                                      : sublet_round_size(c->cfg, e->size ? e->size : 1);
+        if (size > room || (!small && !e->block_size && room - size <= SL_SMALL_SIZE))
+            size = room;
+        if (!live_block(b, blocks, e, size, c->live.pending[ai]))
+            break;
+        sum->alloc += c->live.pending[ai] ? 0 : size;
+        sum->active += size;
+        sum->req += e->size;
+        at = e->addr + size;
+    }
+    if (at < hi)
+        inactive_block(b, blocks, at, hi - at);
+}
+
+/* Segment sg, live at the end, with its blocks. */
+static void add_segment(seg_build *c, const sublet_trace_event *sg)
+{
+    snap_bld *b = c->b;
+    pyval *d = snap_new_dict(b), *blocks = pv_new_list(b->ar);
+    if (!d || !blocks) {
+        b->fail = true;
+        return;
+    }
+    seg_sums sum = {0, 0, 0};
+    segment_blocks(c, sg, blocks, &sum);
+    snap_set(b, d, K_DEVICE, pv_new_int(b->ar, b->device));
+    snap_set(b, d, K_ADDRESS, snap_u(b, sg->addr));
+    snap_set(b, d, K_TOTAL_SIZE, snap_u(b, sg->size));
+    snap_set(b, d, K_ALLOCATED_SIZE, snap_u(b, sum.alloc));
+    snap_set(b, d, K_ACTIVE_SIZE, snap_u(b, sum.active));
+    snap_set(b, d, K_REQUESTED_SIZE, snap_u(b, sum.req));
+    snap_set(b, d, K_STREAM, snap_u(b, sg->stream));
+    snap_set(b, d, K_SEGMENT_TYPE, sg->size == SL_SMALL_BUFFER ? b->small : b->large);
+    snap_set(b, d, K_SEGMENT_POOL_ID, snap_pool_id(b, sg->pool_id));
+    snap_set(b, d, K_IS_EXPANDABLE, pv_bool(sg->kind == SUBLET_ACT_SEGMENT_MAP));
+    snap_set(b, d, K_BLOCKS, blocks);
+    snap_set(b, d, K_FRAMES, snap_frames_of(b, sg->frames));
+    if (pv_list_append(b->ar, b->segs, d) != SUBLET_OK)
+        b->fail = true;
+}
+
 sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf,
                                          sublet_snapshot **out, char *err, size_t cap)
 {
@@ -304,108 +462,16 @@ sublet_status sublet_snapshot_from_trace(const sublet_trace *t, const char *conf
         sublet_snapshot_free(s);
         return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
-    /* device_traces: the recorded events verbatim */
-    pyval *traces = pv_new_list(b.ar), *mine = pv_new_list(b.ar);
-    b.fail = !traces || !mine;
-    for (int64_t d = 0; !b.fail && d < b.device; d++) {
-        pyval *empty = pv_new_list(b.ar);
-        if (!empty || pv_list_append(b.ar, traces, empty) != SUBLET_OK)
-            b.fail = true;
-    }
-    for (size_t i = 0; !b.fail && i < n; i++) {
-        if (sublet_trace_kind_is_prelude(ev[i].kind))
-            continue;
-        sublet_trace_entry e = {(sublet_action)ev[i].kind, ev[i].addr, ev[i].size, ev[i].stream,
-                                (ev[i].flags & SUBLET_TRACE_HAS_TIME) ? ev[i].time_us : 0,
-                                ev[i].frames};
-        pyval *d = snap_trace_entry(&b, &e);
-        if (d && (ev[i].pool_id[0] || ev[i].pool_id[1])) /* the newest PyTorch's pool_id */
-            snap_set(&b, d, K_POOL_ID, snap_pool_id(&b, ev[i].pool_id));
-        if (!d || pv_list_append(b.ar, mine, d) != SUBLET_OK)
-            b.fail = true;
-    }
-    if (!b.fail && pv_list_append(b.ar, traces, mine) != SUBLET_OK)
-        b.fail = true;
+    pyval *traces = traces_of(&b, ev, n);
     /* the final segments and live allocations */
-    size_t nsr = 0, nar = 0;
-    unsigned seg_start = BIT(SUBLET_TRACE_PRE_SEGMENT) | BIT(SUBLET_ACT_SEGMENT_ALLOC) |
-                         BIT(SUBLET_ACT_SEGMENT_MAP);
-    unsigned seg_end = BIT(SUBLET_ACT_SEGMENT_FREE) | BIT(SUBLET_ACT_SEGMENT_UNMAP);
-    unsigned al_start = BIT(SUBLET_TRACE_PRE_ALLOC) | BIT(SUBLET_ACT_ALLOC);
-    unsigned al_pend = BIT(SUBLET_ACT_FREE_REQUESTED);
-    lref *sr = refs_of(ev, n, seg_start | seg_end, &nsr);
-    lref *ar = refs_of(ev, n, al_start | al_pend | BIT(SUBLET_ACT_FREE_COMPLETED), &nar);
-    size_t *segs = malloc((nsr ? nsr : 1) * sizeof *segs);
-    size_t *allocs = malloc((nar ? nar : 1) * sizeof *allocs);
-    bool *pending = malloc(nar ? nar : 1);
-    if (!sr || !ar || !segs || !allocs || !pending)
+    seg_build c = {&b, &cfg, ev, {NULL, 0, NULL, 0, NULL}, 0};
+    if (!live_find(ev, n, &c.live))
         b.fail = true;
-    size_t ns = b.fail ? 0 : live_of(ev, sr, nsr, seg_start, 0, segs, NULL);
-    size_t na = b.fail ? 0 : live_of(ev, ar, nar, al_start, al_pend, allocs, pending);
-    size_t ai = 0;
-    for (size_t k = 0; k < ns && !b.fail; k++) {
-        const sublet_trace_event *sg = &ev[segs[k]];
-        uint64_t lo = sg->addr, hi = sg->addr + sg->size;
-        bool small = sg->size == SL_SMALL_BUFFER;
-        pyval *d = snap_new_dict(&b), *blocks = pv_new_list(b.ar);
-        if (!d || !blocks) {
-            b.fail = true;
-            break;
-        }
-        while (ai < na && ev[allocs[ai]].addr < lo)
-            ai++; /* outside every live segment: not shown */
-        uint64_t at = lo, alloc_sz = 0, req_sz = 0, active_sz = 0;
-        for (; ai < na && ev[allocs[ai]].addr < hi && !b.fail; ai++) {
-            const sublet_trace_event *e = &ev[allocs[ai]];
-            uint64_t limit = ai + 1 < na && ev[allocs[ai + 1]].addr < hi ? ev[allocs[ai + 1]].addr
-                                                                         : hi;
-            if (e->addr < at)
-                continue; /* overlaps the previous block: inconsistent trace */
-            if (e->addr > at)
-                inactive_block(&b, blocks, at, e->addr - at);
-            uint64_t room = limit - e->addr;
-            uint64_t size = e->block_size ? e->block_size
-                                          : sublet_round_size(&cfg, e->size ? e->size : 1);
-            if (size > room || (!small && !e->block_size && room - size <= SL_SMALL_SIZE))
-                size = room;
-            pyval *bd = snap_new_dict(&b);
-            if (!bd)
-                break;
-            snap_set(&b, bd, K_ADDRESS, snap_u(&b, e->addr));
-            snap_set(&b, bd, K_SIZE, snap_u(&b, size));
-            snap_set(&b, bd, K_REQUESTED_SIZE, snap_u(&b, e->size));
-            snap_set(&b, bd, K_STATE, b.state[pending[ai] ? SUBLET_BLOCK_ACTIVE_PENDING_FREE
-                                                     : SUBLET_BLOCK_ACTIVE_ALLOCATED]);
-            snap_set(&b, bd, K_FRAMES, snap_frames_of(&b, e->frames));
-            if (pv_list_append(b.ar, blocks, bd))
-                b.fail = true;
-            alloc_sz += pending[ai] ? 0 : size;
-            active_sz += size;
-            req_sz += e->size;
-            at = e->addr + size;
-        }
-        if (at < hi)
-            inactive_block(&b, blocks, at, hi - at);
-        snap_set(&b, d, K_DEVICE, pv_new_int(b.ar, b.device));
-        snap_set(&b, d, K_ADDRESS, snap_u(&b, lo));
-        snap_set(&b, d, K_TOTAL_SIZE, snap_u(&b, sg->size));
-        snap_set(&b, d, K_ALLOCATED_SIZE, snap_u(&b, alloc_sz));
-        snap_set(&b, d, K_ACTIVE_SIZE, snap_u(&b, active_sz));
-        snap_set(&b, d, K_REQUESTED_SIZE, snap_u(&b, req_sz));
-        snap_set(&b, d, K_STREAM, snap_u(&b, sg->stream));
-        snap_set(&b, d, K_SEGMENT_TYPE, small ? b.small : b.large);
-        snap_set(&b, d, K_SEGMENT_POOL_ID, snap_pool_id(&b, sg->pool_id));
-        snap_set(&b, d, K_IS_EXPANDABLE, pv_bool(sg->kind == SUBLET_ACT_SEGMENT_MAP));
-        snap_set(&b, d, K_BLOCKS, blocks);
-        snap_set(&b, d, K_FRAMES, snap_frames_of(&b, sg->frames));
-        if (pv_list_append(b.ar, b.segs, d) != SUBLET_OK)
-            b.fail = true;
-    }
-    free(sr);
-    free(ar);
-    free(segs);
-    free(allocs);
-    free(pending);
+    for (size_t k = 0; k < c.live.ns && !b.fail; k++)
+        add_segment(&c, &ev[c.live.segs[k]]);
+    free(c.live.segs);
+    free(c.live.allocs);
+    free(c.live.pending);
     if (b.fail || !snap_assemble(&b, s, traces, &cfg)) {
         free(b.frames);
         sublet_snapshot_free(s);
