@@ -460,6 +460,90 @@ static sublet_status jparse(sl_src *src, size_t len, pv_arena *a, pyval **out)
     return pv_json_parse(src->buf + src->beg, len, a, out, why, sizeof why);
 }
 
+/* next_member's "go on reading": the state has moved. */
+#define J_GO_ON 2
+
+/* A member's value other than traceEvents' (src at it): parsed, and kept
+ * when it is the deviceProperties.  J_GO_ON, else -1 (why) or -2. */
+static int member_value(sl_kineto *k, sl_src *src, bool is_props, size_t *len,
+                        const char **why)
+{
+    int r;
+    if ((r = jspan(src, 1, len)) <= 0)
+        return r < 0 ? -2 : (*why = "a member's value", -1);
+    pv_arena *a = pv_arena_create();
+    pyval *v = NULL;
+    if (!a || jparse(src, *len, a, &v) != SUBLET_OK) {
+        pv_arena_destroy(a);
+        *why = "a member's value does not parse";
+        return -1;
+    }
+    sl_src_take(src, *len);
+    if (is_props && !k->second) { /* (a second one wins, as in a dict) */
+        pv_arena_destroy(k->props_arena);
+        k->props_arena = a;
+        k->props = v;
+    } else {
+        pv_arena_destroy(a);
+    }
+    k->state = J_MEMBERS;
+    return J_GO_ON;
+}
+
+/* The top-level object's next step, at c: its end, or the next member
+ * (traceEvents entered, any other value read past).  J_GO_ON, else -1
+ * (why) or -2. */
+static int next_member(sl_kineto *k, sl_src *src, uint8_t c, size_t *len, const char **why)
+{
+    int r = 1; /* (c was peeked) */
+    if (c == '}') {
+        sl_src_take(src, 1);
+        k->state = J_END;
+        return J_GO_ON;
+    }
+    if (k->state == J_MEMBERS) {
+        if (c != ',') {
+            *why = "no comma between members";
+            return -1;
+        }
+        sl_src_take(src, 1);
+        if ((r = jpeek(src, &c)) <= 0)
+            return r < 0 ? -2 : (*why = "the document ends early", -1);
+    }
+    if (c != '"' || (r = jspan(src, 1, len)) <= 0) {
+        *why = "a member name";
+        return r < 0 ? -2 : -1;
+    }
+    const uint8_t *key = src->buf + src->beg + 1;
+    size_t kn = *len - 2;
+    bool is_events = kn == 11 && !memcmp(key, "traceEvents", 11);
+    bool is_props = kn == 16 && !memcmp(key, "deviceProperties", 16);
+    pv_arena *ka = pv_arena_create();
+    pyval *kv = NULL;
+    int bad = !ka || jparse(src, *len, ka, &kv) != SUBLET_OK; /* (its text checked) */
+    pv_arena_destroy(ka);
+    if (bad || memchr(key, '\\', kn)) {
+        *why = bad ? "a member name does not parse" : "an escaped member name";
+        return -1;
+    }
+    sl_src_take(src, *len);
+    if ((r = jpeek(src, &c)) <= 0 || c != ':')
+        return r < 0 ? -2 : (*why = "no colon after a member name", -1);
+    sl_src_take(src, 1);
+    if ((r = jpeek(src, &c)) <= 0)
+        return r < 0 ? -2 : (*why = "the document ends early", -1);
+    if (!is_events)
+        return member_value(k, src, is_props, len, why);
+    if (k->seen_events || c != '[') {
+        *why = k->seen_events ? "traceEvents twice" : "traceEvents not a list";
+        return -1;
+    }
+    k->seen_events = true;
+    sl_src_take(src, 1);
+    k->state = J_EVENTS_FIRST;
+    return J_GO_ON;
+}
+
 /* The next element of traceEvents: 1 with its extent (*len bytes at
  * src->beg; the caller takes them), 0 after the document's end, -1 when it
  * cannot be followed (why), -2 on a read error. */
@@ -496,73 +580,9 @@ static int next_element(sl_kineto *k, sl_src *src, size_t *len, const char **why
             continue;
         case J_MEMBERS_FIRST:
         case J_MEMBERS:
-            if (c == '}') {
-                sl_src_take(src, 1);
-                k->state = J_END;
-                continue;
-            }
-            if (k->state == J_MEMBERS) {
-                if (c != ',') {
-                    *why = "no comma between members";
-                    return -1;
-                }
-                sl_src_take(src, 1);
-                if ((r = jpeek(src, &c)) <= 0)
-                    return r < 0 ? -2 : (*why = "the document ends early", -1);
-            }
-            if (c != '"' || (r = jspan(src, 1, len)) <= 0) {
-                *why = "a member name";
-                return r < 0 ? -2 : -1;
-            }
-            {
-                const uint8_t *key = src->buf + src->beg + 1;
-                size_t kn = *len - 2;
-                bool is_events = kn == 11 && !memcmp(key, "traceEvents", 11);
-                bool is_props = kn == 16 && !memcmp(key, "deviceProperties", 16);
-                pv_arena *ka = pv_arena_create();
-                pyval *kv = NULL;
-                int bad = !ka || jparse(src, *len, ka, &kv) != SUBLET_OK; /* (its text checked) */
-                pv_arena_destroy(ka);
-                if (bad || memchr(key, '\\', kn)) {
-                    *why = bad ? "a member name does not parse" : "an escaped member name";
-                    return -1;
-                }
-                sl_src_take(src, *len);
-                if ((r = jpeek(src, &c)) <= 0 || c != ':')
-                    return r < 0 ? -2 : (*why = "no colon after a member name", -1);
-                sl_src_take(src, 1);
-                if ((r = jpeek(src, &c)) <= 0)
-                    return r < 0 ? -2 : (*why = "the document ends early", -1);
-                if (is_events) {
-                    if (k->seen_events || c != '[') {
-                        *why = k->seen_events ? "traceEvents twice" : "traceEvents not a list";
-                        return -1;
-                    }
-                    k->seen_events = true;
-                    sl_src_take(src, 1);
-                    k->state = J_EVENTS_FIRST;
-                    continue;
-                }
-                if ((r = jspan(src, 1, len)) <= 0)
-                    return r < 0 ? -2 : (*why = "a member's value", -1);
-                pv_arena *a = pv_arena_create();
-                pyval *v = NULL;
-                if (!a || jparse(src, *len, a, &v) != SUBLET_OK) {
-                    pv_arena_destroy(a);
-                    *why = "a member's value does not parse";
-                    return -1;
-                }
-                sl_src_take(src, *len);
-                if (is_props && !k->second) { /* (a second one wins, as in a dict) */
-                    pv_arena_destroy(k->props_arena);
-                    k->props_arena = a;
-                    k->props = v;
-                } else {
-                    pv_arena_destroy(a);
-                }
-                k->state = J_MEMBERS;
-                continue;
-            }
+            if ((r = next_member(k, src, c, len, why)) != J_GO_ON)
+                return r;
+            continue;
         case J_EVENTS_FIRST:
         case J_EVENTS:
             if (c == ']') {
