@@ -302,13 +302,15 @@ typedef struct sublet_replay_result {
  * segments or with a prelude in a private pool (unless the prelude is
  * allocated; docs/pools.md), SUBLET_ERR_NO_MEMORY;
  * err receives the reason (with the event index), and *r holds what was
- * measured so far.  Release *r with sublet_replay_result_free. */
+ * measured so far.  Release *r with sublet_replay_result_free.  This is
+ * sublet_replay_stream over a stream of the in-memory array
+ * (sublet_trace_stream_from_trace): one body. */
 SUBLET_API sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_options *o,
                                            sublet_replay_result *r, char *err, size_t err_cap);
 /* The same replay over a stream (sublet/trace_stream.h), reading it in
  * bounded chunks: the same result, byte for byte, as sublet_replay_run on
- * the trace loaded whole (sublet_replay_run is this driver over the
- * in-memory array).  Memory: the prelude, the engine's state, the address
+ * the trace loaded whole (sublet_replay_run is this call over a stream of
+ * the in-memory array, whose array is then the window).  Memory: the prelude, the engine's state, the address
  * map (the live allocations) and a window of rows (those the stream's
  * reader holds: a few thousand, more only while one release run or
  * segment_map run is longer), whatever the
@@ -372,7 +374,8 @@ typedef struct sublet_mincap_result {
  * changes the outcome is honoured (conf, prelude, placement_hints,
  * stop_after); device_memory is the searched variable, each probe stops at
  * its first OOM, check and the observers are not used.  Release with
- * sublet_mincap_result_free. */
+ * sublet_mincap_result_free.  This is sublet_replay_min_capacity_stream over
+ * a stream of the in-memory array. */
 SUBLET_API sublet_status sublet_replay_min_capacity(const sublet_trace *t,
                                                     const sublet_replay_options *o,
                                                     uint64_t resolution, sublet_mincap_result *out,

@@ -1148,9 +1148,11 @@ static sublet_status drive(rp *s, const sublet_trace *t)
     return st;
 }
 
-static sublet_status replay(sublet_trace_stream *ts, const sublet_trace *t,
-                            const sublet_replay_options *o, sublet_replay_result *r, char *err,
-                            size_t err_cap, int row_clock)
+/* The one replay: sublet_replay_stream (row_clock 0), sl_replay_stream_stamped
+ * (row_clock 1), and through the first sublet_replay_run, whose trace is
+ * served as a stream (sublet_trace_stream_from_trace). */
+static sublet_status replay(sublet_trace_stream *ts, const sublet_replay_options *o,
+                            sublet_replay_result *r, char *err, size_t err_cap, int row_clock)
 {
     if (err && err_cap)
         err[0] = '\0';
@@ -1164,6 +1166,10 @@ static sublet_status replay(sublet_trace_stream *ts, const sublet_trace *t,
         sublet_replay_options_init(&defaults);
         o = &defaults;
     }
+    /* a stream over an in-memory trace, not read yet: its array is the window */
+    const sublet_trace *t = sublet_trace_stream_trace(ts);
+    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
+        t = NULL;
     rp s = {.o = o, .r = r, .err = err, .err_cap = err_cap, .best_reserved = -1, .ts = ts,
             .row_clock = row_clock, .stamp_row = SIZE_MAX};
     return drive(&s, t);
@@ -1185,7 +1191,7 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
             result_init(r);
         return sl_fail(err, err_cap, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
-    sublet_status st = replay(ts, t, o, r, err, err_cap, 0);
+    sublet_status st = sublet_replay_stream(ts, o, r, err, err_cap);
     sublet_trace_stream_close(ts);
     return st;
 }
@@ -1193,18 +1199,11 @@ sublet_status sublet_replay_run(const sublet_trace *t, const sublet_replay_optio
 sublet_status sublet_replay_stream(sublet_trace_stream *ts, const sublet_replay_options *o,
                                    sublet_replay_result *r, char *err, size_t err_cap)
 {
-    /* a stream over an in-memory trace, not read yet: its array is the window */
-    const sublet_trace *t = sublet_trace_stream_trace(ts);
-    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
-        t = NULL;
-    return replay(ts, t, o, r, err, err_cap, 0);
+    return replay(ts, o, r, err, err_cap, 0);
 }
 
 sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
                                        sublet_replay_result *r, char *err, size_t err_cap)
 {
-    const sublet_trace *t = sublet_trace_stream_trace(ts);
-    if (t && sublet_trace_stream_rows(ts) != sublet_trace_prelude_count(t))
-        t = NULL;
-    return replay(ts, t, o, r, err, err_cap, 1);
+    return replay(ts, o, r, err, err_cap, 1);
 }

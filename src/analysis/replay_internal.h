@@ -117,9 +117,9 @@ static inline sublet_status rf_xcheck_row(rf_xcheck *x, const sublet_trace_event
 }
 void rf_xcheck_fini(rf_xcheck *x);
 
-/* sublet_replay_stream, with the allocator's clock (o->record) reading each
- * row's stamp instead of its time: the index of the row whose engine call
- * the entry stands for (a segment_alloc row before an alloc: the alloc's; a
+/* sublet_replay_stream (one body with it in replay.c, a flag apart), with
+ * the allocator's clock (o->record) reading each row's stamp instead of its
+ * time: the index of the row whose engine call the entry stands for (a segment_alloc row before an alloc: the alloc's; a
  * free_completed right after its free_requested: the request's; a run of
  * segment_free rows: its first row's; any other row: its own).  The
  * fragmentation series (frag_series.c) places each entry of the record by
