@@ -54,6 +54,8 @@ SUBLET_API sublet_status sublet_frag_from_snapshot(const sublet_snapshot *s, int
                                                    sublet_frag_state **out);
 
 /* ---- over a replayed trace -------------------------------------------------------- */
+/* Each call over a whole trace here is its _stream twin over a stream of the
+ * in-memory array (sublet_trace_stream_from_trace): one body per pair. */
 /* The state after event `event` (SUBLET_REPLAY_ALL: the last one) of a replay
  * of t under o (NULL: defaults; o's stop_after, on_finish and recording are
  * replaced), with allocation stacks when the trace has them.  *r (optional)
