@@ -186,6 +186,12 @@ def main():
     if dev.type == "cuda":
         print(f"gpt2: max_memory_allocated {torch.cuda.max_memory_allocated()} "
               f"max_memory_reserved {torch.cuda.max_memory_reserved()}")
+        # Give PyTorch's autograd device threads a moment to drop their last
+        # reference to the finished backward pass before the interpreter is
+        # finalized: on a loaded machine one can still hold it, and a thread
+        # that asks for the GIL during finalization aborts the process
+        # ("terminate called without an active exception", exit 134).
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
