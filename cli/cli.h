@@ -80,10 +80,14 @@ void cli_record_replay_options(const cli_rec_stats *st, const char *conf, int nu
  * rows driven in *events.  CLI_OK, or CLI_ERROR with the reason in err. */
 int cli_record_replay_stats(const sublet_trace *t, const sublet_replay_options *o, int64_t *out,
                             uint64_t *events, char *err, size_t cap);
-/* 1 when path's extension is one record writes (.pickle, .pkl, .json, .csv; + .gz). */
+/* 1 when path's extension is one record writes (.pickle, .pkl, .json, .csv;
+ * + .gz; .slog). */
 int cli_record_format_ok(const char *path);
-/* The hook's snapshot pickle written as path (by its extension). */
-int cli_record_write(const char *prog, const char *snapshot, const char *path);
+/* The hook's snapshot pickle written as path (by its extension); an event
+ * log (.slog) is the recording replayed as recorded (rs, null_device) with
+ * sublet's log on the replaying allocator. */
+int cli_record_write(const char *prog, const char *snapshot, const char *path,
+                     const cli_rec_stats *rs, int null_device);
 
 /* `sublet replay ...`: argv[0] is "replay". */
 int cli_replay(int argc, char **argv);

@@ -33,7 +33,10 @@ void cli_record_usage(FILE *out)
           "    .pickle, .pkl   PyTorch's memory snapshot (pytorch.org/memory_viz opens it)\n"
           "    .json           the same snapshot as JSON\n"
           "    .csv            an events CSV (no stacks)\n"
-          "  each optionally followed by .gz; PyTorch's figures go to FILE.stats.json.\n"
+          "  each optionally followed by .gz, or\n"
+          "    .slog           sublet's continuous event log (docs/replay.md): the\n"
+          "                    recording replayed as recorded, every event logged\n"
+          "  PyTorch's figures go to FILE.stats.json.\n"
           "options:\n"
           "  -o, --output FILE   the trace to write (required)\n"
           "  --no-gpu            run on the null device even where a GPU is found\n"
@@ -127,7 +130,7 @@ static int parse_args(int argc, char **argv, rec_args *a)
     if (!a->out)
         return usage_error("%s", "-o FILE is required");
     if (!cli_record_format_ok(a->out))
-        return usage_error("-o %s: the name must end in .pickle, .pkl, .json or .csv (optionally .gz)",
+        return usage_error("-o %s: the name must end in .pickle, .pkl, .json or .csv (optionally .gz), or .slog",
                            a->out);
     a->cmd = argv + i + 1;
     return 0;
@@ -244,7 +247,7 @@ static int finish(const rec_args *a, const char *dir, int code)
                 st.max_entries);
         return CLI_ERROR;
     }
-    if (cli_record_write("record", snap, a->out) != CLI_OK)
+    if (cli_record_write("record", snap, a->out, &st, a->s.null_device) != CLI_OK)
         return CLI_ERROR;
     snprintf(side, sizeof side, "%s.stats.json", a->out);
     if (sublet_input_read(stats, &buf, &n, err, sizeof err) != SUBLET_OK ||

@@ -25,7 +25,9 @@
 #include "formats/atomic_write.h"
 #include "formats/json_codec.h"
 #include "record_assets.h"
+#include "base/errmsg.h"
 #include "sublet/backend_cuda.h"
+#include "sublet/log.h"
 #include "sublet/views.h"
 
 int cli_record_have_gpu(void)
@@ -290,15 +292,89 @@ static int has_suffix(const char *p, const char *suffix)
 
 int cli_record_format_ok(const char *path)
 {
+    size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".slog") == 0)
+        return 1;
     return has_suffix(path, ".pickle") || has_suffix(path, ".pkl") || has_suffix(path, ".json") ||
            has_suffix(path, ".csv");
 }
 
-int cli_record_write(const char *prog, const char *snapshot, const char *path)
+/* The event log of a recording: the recording replayed as in the check (its
+ * device, settings, release, addresses; its clock and stacks the trace's own)
+ * with a log open on the replaying allocator from the first recorded row on,
+ * so that the file holds the engine's events of the run PyTorch made. */
+typedef struct slog_writer {
+    const char *path, *settings;
+    sublet_log *log;
+    sublet_status st;
+    char err[512];
+} slog_writer;
+
+static void slog_open(void *user, sublet_allocator *a, uint64_t index, const sublet_trace_event *ev)
+{
+    slog_writer *w = user;
+    sublet_log_options lo = {.flags = SUBLET_LOG_SYNC, .settings = *w->settings ? w->settings : NULL};
+    (void)index;
+    (void)ev;
+    if (!w->log && w->st == SUBLET_OK)
+        w->st = sublet_log_open(a, w->path, &lo, &w->log, w->err, sizeof w->err);
+}
+
+static void slog_close(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
+{
+    slog_writer *w = user;
+    (void)a;
+    (void)last_event;
+    (void)st;
+    if (w->log) {
+        sublet_status cs = sublet_log_close(w->log);
+        w->log = NULL;
+        if (cs != SUBLET_OK && w->st == SUBLET_OK)
+            w->st = sl_fail(w->err, sizeof w->err, cs, "%s", sublet_status_text(cs));
+    }
+}
+
+static sublet_status write_slog(const char *snapshot, const char *path, const cli_rec_stats *rs,
+                                int null_device, char *err, size_t cap)
+{
+    char conf[1200];
+    sublet_trace *t = NULL;
+    sublet_replay_options o;
+    sublet_replay_result r;
+    slog_writer w = {.path = path, .settings = conf, .st = SUBLET_OK};
+    sublet_status st = sublet_trace_load(snapshot, NULL, &t, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    cli_record_conf(rs, NULL, NULL, conf, sizeof conf);
+    cli_record_replay_options(rs, conf, null_device, 0, &o);
+    o.record = SUBLET_RECORD_ALL;
+    o.record_context = SUBLET_CONTEXT_ALLOC;
+    o.record_max_entries = 1; /* the clock and the stacks; the log keeps every event */
+    o.before_event = slog_open;
+    o.observer_user = &w;
+    o.on_finish = slog_close;
+    o.finish_user = &w;
+    st = sublet_replay_run(t, &o, &r, err, cap);
+    sublet_replay_result_free(&r);
+    cli_trace_free(t);
+    if (st == SUBLET_OK && w.st == SUBLET_OK && r.events == 0)
+        st = sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "the recording has no events to log");
+    if (st == SUBLET_OK && w.st != SUBLET_OK)
+        st = sl_fail(err, cap, w.st, "%s", w.err);
+    if (st != SUBLET_OK)
+        (void)unlink(path);
+    return st;
+}
+
+int cli_record_write(const char *prog, const char *snapshot, const char *path,
+                     const cli_rec_stats *rs, int null_device)
 {
     char err[1024];
     sublet_status st;
-    if (has_suffix(path, ".csv")) {
+    size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".slog") == 0) {
+        st = write_slog(snapshot, path, rs, null_device, err, sizeof err);
+    } else if (has_suffix(path, ".csv")) {
         sublet_trace *t = NULL;
         st = sublet_trace_load(snapshot, NULL, &t, err, sizeof err);
         if (st == SUBLET_OK)

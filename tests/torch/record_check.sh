@@ -23,7 +23,7 @@ record() {  # record OUT_FILE_OF_OUTPUT ARGS...: sublet record ARGS, output to t
 }
 
 # the formats, each read back by the other commands
-for f in a.pickle b.json c.csv d.pickle.gz; do
+for f in a.pickle b.json c.csv d.pickle.gz l.slog; do
   rc=$(record "$tmp/out" --no-gpu -o "$tmp/$f" -- "$py" "$prog" 6)
   [ "$rc" = 0 ] || { cat "$tmp/out" >&2; fail "record -o $f exited $rc"; continue; }
   grep -q "^check: *equal$" "$tmp/out" || fail "record -o $f: the check is not equal: $(cat "$tmp/out")"
@@ -31,6 +31,17 @@ for f in a.pickle b.json c.csv d.pickle.gz; do
   [ -s "$tmp/$f" ] && [ -s "$tmp/$f.stats.json" ] || fail "record -o $f: the file or its sidecar is missing"
   "$cli" replay "$tmp/$f" >/dev/null 2>"$tmp/err" || fail "sublet replay $f: $(cat "$tmp/err")"
 done
+# the event log: PyTorch's run as sublet's engine made it, stacks and times kept
+"$cli" convert "$tmp/l.slog" "$tmp/l.json" >/dev/null 2>"$tmp/err" || fail "convert l.slog: $(cat "$tmp/err")"
+"$py" - "$tmp/l.json" "$tmp/b.json" <<'EOF' || fail "the event log's events are not the snapshot's"
+import json, sys
+log, snap = (json.load(open(p))["device_traces"][0] for p in sys.argv[1:3])
+key = lambda e: (e["action"], e["size"], e["addr"] - 0x200000000000 if e["addr"] else 0)
+assert [key(e) for e in log] == [key(e) for e in snap], "actions, sizes or addresses differ"
+assert any(e.get("frames") for e in log) and all(e.get("time_us") for e in log), "no stacks or times"
+EOF
+"$cli" record --no-gpu -o "$tmp/x.slog.gz" -- "$py" "$prog" 6 >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "must end in" "$tmp/out" || fail "record -o x.slog.gz is not refused as usage: $(cat "$tmp/out")"
 "$cli" report "$tmp/a.pickle" -o "$tmp/a.html" >/dev/null 2>"$tmp/err" || fail "sublet report: $(cat "$tmp/err")"
 "$cli" tune "$tmp/a.pickle" --threads 2 >/dev/null 2>"$tmp/err" || fail "sublet tune: $(cat "$tmp/err")"
 "$py" - "$tmp/a.pickle.stats.json" <<'EOF' || fail "the sidecar lacks PyTorch's figures"
