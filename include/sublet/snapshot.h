@@ -154,7 +154,8 @@ SUBLET_API void sublet_snapshot_stats(const sublet_snapshot *s, int64_t device, 
  * empty for the default pools; docs/pools.md); any other trace is written
  * with the six columns.  Encode into a malloc'd buffer (free() it),
  * or write atomically to `path` (gzip'd when it ends in .gz; errors as
- * sublet_snapshot_write). */
+ * sublet_snapshot_write; it is sublet_trace_stream_write_csv over a stream
+ * of t). */
 SUBLET_API sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t *out_len,
                                                  char *err, size_t err_cap);
 SUBLET_API sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, char *err,

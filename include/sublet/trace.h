@@ -110,7 +110,9 @@ typedef struct sublet_trace_info {
     uint64_t streams;
 } sublet_trace_info;
 /* Fill *out (zeroed first).  SUBLET_ERR_NO_MEMORY only if counting streams
- * needed memory that was not available (the other fields are still set). */
+ * needed memory that was not available (the other fields are still set,
+ * streams 0) or the stream over t could not be made (all 0): it is
+ * sublet_trace_stream_info over a stream of t. */
 SUBLET_API sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out);
 
 /* ---- the `.events.csv` form --------------------------------------------- */

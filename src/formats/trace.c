@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 #include "formats/trace_readers.h"
 
 struct sublet_trace {
@@ -117,12 +118,6 @@ size_t sublet_trace_count_kind(const sublet_trace *t, uint32_t kind)
 
 /* ---- what the trace records ------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Saturating add/subtract: a malformed trace must not wrap the counters. */
 static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 static uint64_t sub_sat(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -181,6 +176,8 @@ void sl_trace_info_step(sublet_trace_info *out, uint64_t *reserved_io, uint64_t 
     *requested_io = requested;
 }
 
+/* One pass over a stream of the in-memory array: sublet_trace_stream_info's
+ * body, the pair's one. */
 sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *out)
 {
     if (!out)
@@ -188,23 +185,12 @@ sublet_status sublet_trace_info_get(const sublet_trace *t, sublet_trace_info *ou
     memset(out, 0, sizeof *out);
     if (!t)
         return SUBLET_ERR_INVALID_ARGUMENT;
-    uint64_t reserved = 0, requested = 0;
-    for (size_t i = 0; i < t->n; i++)
-        sl_trace_info_step(out, &reserved, &requested, &t->ev[i], i);
-    out->final_reserved_bytes = reserved;
-    out->final_requested_bytes = requested;
-
-    if (t->n == 0)
-        return SUBLET_OK;
-    uint64_t *s = malloc(t->n * sizeof *s);
-    if (!s)
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
         return SUBLET_ERR_NO_MEMORY;
-    for (size_t i = 0; i < t->n; i++)
-        s[i] = t->ev[i].stream;
-    qsort(s, t->n, sizeof *s, cmp_u64);
-    out->streams = 1;
-    for (size_t i = 1; i < t->n; i++)
-        out->streams += s[i] != s[i - 1];
-    free(s);
-    return SUBLET_OK;
+    sublet_status st = sublet_trace_stream_info(ts, out, NULL, 0);
+    sublet_trace_stream_close(ts);
+    if (st != SUBLET_OK)
+        out->streams = 0; /* as the count of the whole array gave it */
+    return st;
 }

@@ -92,6 +92,8 @@ sublet_status sublet_trace_encode_csv(const sublet_trace *t, char **out, size_t 
     return SUBLET_OK;
 }
 
+/* The trace's CSV is its stream's (sublet_trace_stream_write_csv over a
+ * stream of the in-memory array): one writer. */
 sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, char *err,
                                      size_t cap)
 {
@@ -100,28 +102,13 @@ sublet_status sublet_trace_write_csv(const sublet_trace *t, const char *path, ch
     if (!path || !*path) {
         return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     }
-    char *text = NULL;
-    size_t n = 0;
-    char why[256];
-    sublet_status st = sublet_trace_encode_csv(t, &text, &n, why, sizeof why);
-    if (st != SUBLET_OK) {
-        return sl_fail(err, cap, st, "%s: %s", path, why);
-    }
-    size_t len = strlen(path);
-    if (len >= 3 && strcmp(path + len - 3, ".gz") == 0) {
-        uint8_t *gz = NULL;
-        size_t gn = 0;
-        st = sublet_gzip(text, n, &gz, &gn, why, sizeof why);
-        free(text);
-        if (st != SUBLET_OK) {
-            return sl_fail(err, cap, st, "%s: %s", path, why);
-        }
-        st = sublet_atomic_write(path, gz, gn, err, cap);
-        free(gz);
-        return st;
-    }
-    st = sublet_atomic_write(path, text, n, err, cap);
-    free(text);
+    if (!t)
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "%s: invalid argument", path);
+    sublet_trace_stream *ts = NULL;
+    if (sublet_trace_stream_from_trace(t, &ts) != SUBLET_OK)
+        return sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "%s: out of memory", path);
+    sublet_status st = sublet_trace_stream_write_csv(ts, path, err, cap);
+    sublet_trace_stream_close(ts);
     return st;
 }
 
