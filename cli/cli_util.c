@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "cli.h"
 #include "sublet/history.h"
 
@@ -112,7 +113,7 @@ int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t
     const char *v;
     if (conf && ((v = cli_opt_value(argc, argv, i, "--conf", &m)) || m)) {
         if (!v) {
-            snprintf(why, cap, "--conf needs a value");
+            sl_msg(why, cap, "--conf needs a value");
             return -1;
         }
         *conf = v;
@@ -120,7 +121,7 @@ int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t
     }
     if (device_memory && ((v = cli_opt_value(argc, argv, i, "--device-memory", &m)) || m)) {
         if (!v || sublet_parse_size(v, device_memory) != 0 || *device_memory == 0) {
-            snprintf(why, cap, "--device-memory: '%s' is not a size (e.g. 80GiB)", v ? v : "");
+            sl_msg(why, cap, "--device-memory: '%s' is not a size (e.g. 80GiB)", v ? v : "");
             return -1;
         }
         return 1;
@@ -128,7 +129,7 @@ int cli_source_option(int argc, char **argv, int *i, const char **conf, uint64_t
     if (lo && ((v = cli_opt_value(argc, argv, i, "--device", &m)) || m)) {
         uint64_t d;
         if (!v || cli_parse_index(v, &d) != 0 || d > INT32_MAX) {
-            snprintf(why, cap, "--device: '%s' is not a device number", v ? v : "");
+            sl_msg(why, cap, "--device: '%s' is not a device number", v ? v : "");
             return -1;
         }
         lo->pick_device = 1;
@@ -194,7 +195,7 @@ static sublet_status replay_snapshot(const sublet_trace *t, sublet_trace_stream 
     o->finish_user = NULL;
     if (c.st != SUBLET_OK) {
         if (st == SUBLET_OK)
-            snprintf(err, cap, "cannot take the snapshot: %s", sublet_status_text(c.st));
+            sl_msg(err, cap, "cannot take the snapshot: %s", sublet_status_text(c.st));
         sublet_snapshot_free(c.snap);
         return st != SUBLET_OK ? st : c.st;
     }
@@ -367,8 +368,7 @@ int cli_input_open(const char *prog, const char *path, const sublet_trace_load_o
     } else {
         st = cli_load_input(path, lo, &in->t, &in->snap, err, sizeof err);
         if (st == SUBLET_OK && sublet_trace_stream_from_trace(in->t, &in->ts) != SUBLET_OK) {
-            snprintf(err, sizeof err, "out of memory");
-            st = SUBLET_ERR_NO_MEMORY;
+            st = sl_fail(err, sizeof err, SUBLET_ERR_NO_MEMORY, "out of memory");
         }
     }
     if (st != SUBLET_OK) {

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "cli.h"
 
 void cli_convert_usage(FILE *out)
@@ -189,8 +190,7 @@ static int convert_snapshot_streamed(const char *in, const char *out, sublet_sna
     uint64_t maps = 0, pooled = 0;
     sublet_trace_event *ev = st == SUBLET_OK ? malloc(1024 * sizeof *ev) : NULL;
     if (st == SUBLET_OK && !ev) {
-        snprintf(err, sizeof err, "out of memory");
-        st = SUBLET_ERR_NO_MEMORY;
+        st = sl_fail(err, sizeof err, SUBLET_ERR_NO_MEMORY, "out of memory");
     }
     size_t got;
     while (st == SUBLET_OK &&

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "cli.h"
 #include "views/json_writer.h"
 #include "sublet/config.h"
@@ -307,7 +308,7 @@ static int ask(const fit_ctx *c, const sublet_trace *t, const cli_rec_stats *st,
         p->tuned_mincap = tr.pytorch.min_capacity_bytes;
         snprintf(p->tuned_conf, sizeof p->tuned_conf, "%s", tr.pytorch.conf);
     } else if (tr.status != SUBLET_ERR_OOM) {
-        snprintf(err, sizeof err, "%s", tr.error);
+        sl_msg(err, sizeof err, "%s", tr.error);
         sublet_tune_result_free(&tr);
         goto fail_quiet;
     }

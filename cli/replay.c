@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "cli.h"
 #include "sublet/replay.h"
 #include "sublet/sublet.h"
@@ -76,8 +77,8 @@ static void write_at_finish(void *user, sublet_allocator *a, uint64_t last_event
     sublet_snapshot *snap = NULL;
     sublet_status ts = a ? sublet_snapshot_take(a, &snap) : SUBLET_ERR_INVALID_ARGUMENT;
     if (ts != SUBLET_OK) {
-        snprintf(c->werr, sizeof c->werr, "%s: no snapshot was taken: %s", c->path,
-                 sublet_status_text(ts));
+        sl_msg(c->werr, sizeof c->werr, "%s: no snapshot was taken: %s", c->path,
+               sublet_status_text(ts));
     } else if (sublet_snapshot_write(snap, c->path, SUBLET_SNAPSHOT_AUTO, c->werr,
                                      sizeof c->werr) == SUBLET_OK) {
         c->v->snapshot_out = c->path;
@@ -124,7 +125,7 @@ static int report(const char *path, const sublet_trace *t, sublet_trace_stream *
     if (err[0] || st != SUBLET_OK)
         fprintf(stderr, "sublet replay: %s\n", err[0] ? err : sublet_status_text(st));
     else if (snap_out && !v.snapshot_out && !wc.werr[0])
-        snprintf(wc.werr, sizeof wc.werr, "%s: no snapshot was taken", snap_out);
+        sl_msg(wc.werr, sizeof wc.werr, "%s: no snapshot was taken", snap_out);
     if (wc.werr[0])
         fprintf(stderr, "sublet replay: --snapshot-out: %s\n", wc.werr);
     fflush(stdout);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "cli.h"
 #include "views/json_writer.h"
 
@@ -151,7 +152,7 @@ static int load_input(const summary_args *a, summary_input *in)
         if (st == SUBLET_OK)
             st = sublet_snapshot_trace(in->snap, &a->lo, &in->t, inner, sizeof inner);
         if (st != SUBLET_OK)
-            snprintf(err, sizeof err, "%s: %s", in->name, inner);
+            sl_msg(err, sizeof err, "%s: %s", in->name, inner);
     } else {
         st = cli_parse_input(buf, n, in->name, &a->lo, &in->t, NULL, err, sizeof err);
     }

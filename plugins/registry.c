@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "formats/atomic_write.h"
 #include "registry.h"
 #include "sublet/backend_cuda.h"
@@ -41,12 +42,6 @@ void slp_configure(const char *backend_env, const char *sim_memory_env)
     pthread_mutex_unlock(&lock);
 }
 
-static void set_err(char *err, size_t cap, const char *msg)
-{
-    if (err && cap)
-        snprintf(err, cap, "%s", msg);
-}
-
 /* Create device d's backend and allocator.  Lock held. */
 static sublet_allocator *create(int d, char *why, size_t cap)
 {
@@ -57,24 +52,24 @@ static sublet_allocator *create(int d, char *why, size_t cap)
         st = sublet_cuda_create(d, &be, why, cap);
         if (st != SUBLET_OK) {
             if (!why[0])
-                snprintf(why, cap, "cuda backend for device %d: %s", d, sublet_status_text(st));
+                sl_msg(why, cap, "cuda backend for device %d: %s", d, sublet_status_text(st));
             return NULL;
         }
     } else if (strcmp(kind, "sim") == 0) {
         uint64_t capacity = UINT64_C(80) << 30;
         const char *m = getenv(sim_memory_var);
         if (m && *m && (sublet_parse_size(m, &capacity) != 0 || capacity == 0)) {
-            snprintf(why, cap, "%s=%s: not a size (e.g. 80GiB)", sim_memory_var, m);
+            sl_msg(why, cap, "%s=%s: not a size (e.g. 80GiB)", sim_memory_var, m);
             return NULL;
         }
         st = sublet_sim_create(capacity, &be);
         if (st != SUBLET_OK) {
-            snprintf(why, cap, "sim backend: %s", sublet_status_text(st));
+            sl_msg(why, cap, "sim backend: %s", sublet_status_text(st));
             return NULL;
         }
         be->device = d;
     } else {
-        snprintf(why, cap, "%s=%s: unknown backend (cuda or sim)", backend_var, kind);
+        sl_msg(why, cap, "%s=%s: unknown backend (cuda or sim)", backend_var, kind);
         return NULL;
     }
     sublet_options o;
@@ -86,8 +81,8 @@ static sublet_allocator *create(int d, char *why, size_t cap)
     char cerr[400] = "";
     st = sublet_allocator_create(&o, &a, cerr, sizeof cerr);
     if (st != SUBLET_OK) {
-        snprintf(why, cap, "allocator for device %d: %s%s%s", d, sublet_status_text(st),
-                 cerr[0] ? ": " : "", cerr);
+        sl_msg(why, cap, "allocator for device %d: %s%s%s", d, sublet_status_text(st),
+               cerr[0] ? ": " : "", cerr);
         sublet_backend_destroy(be);
         return NULL;
     }
@@ -161,16 +156,16 @@ static sublet_status log_open_locked(int d, sublet_allocator *a, const char *pat
     o.error_user = &log_devices[d];
     char inner[400] = "";
     sublet_status st = sublet_log_open(a, path, &o, &s->log, inner, sizeof inner);
-    if (st != SUBLET_OK && err && cap)
-        snprintf(err, cap, "event log of device %d: %s", d, inner);
+    if (st != SUBLET_OK)
+        sl_msg(err, cap, "event log of device %d: %s", d, inner);
     return st;
 }
 
 sublet_status slp_log_open(int device, const char *path, char *err, size_t err_cap)
 {
     if (!slp_peek(device) || !path || !*path) {
-        set_err(err, err_cap, !path || !*path ? "empty path" : "no allocator for that device");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "%s",
+                       !path || !*path ? "empty path" : "no allocator for that device");
     }
     pthread_mutex_lock(&lock);
     sublet_status st = log_open_locked(device, slp_peek(device), path, err, err_cap);
@@ -234,9 +229,7 @@ __attribute__((destructor)) static void slp_logs_fini(void)
 sublet_allocator *slp_get(int device, char *err, size_t err_cap)
 {
     if (device < 0 || device >= SLP_MAX_DEVICES) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "device %d out of range (0..%d)", device,
-                     SLP_MAX_DEVICES - 1);
+        sl_msg(err, err_cap, "device %d out of range (0..%d)", device, SLP_MAX_DEVICES - 1);
         return NULL;
     }
     slp_dev *s = &devs[device];
@@ -254,7 +247,7 @@ sublet_allocator *slp_get(int device, char *err, size_t err_cap)
             s->failed = 1;
     }
     if (!a)
-        set_err(err, err_cap, s->why);
+        sl_msg(err, err_cap, "%s", s->why);
     pthread_mutex_unlock(&lock);
     return a;
 }
@@ -353,24 +346,19 @@ sublet_status slp_write_report(int device, const char *path, char *err, size_t e
 {
     sublet_allocator *a = slp_peek(device);
     if (!a) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "no allocator for device %d (nothing was allocated there)",
-                     device);
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT,
+                       "no allocator for device %d (nothing was allocated there)", device);
     }
     if (!path || !*path) {
-        set_err(err, err_cap, "empty path");
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "empty path");
     }
     int gz = 0;
     if (sublet_snapshot_format_of_path(path, &gz) != SUBLET_SNAPSHOT_AUTO) {
         sublet_snapshot *snap = NULL;
         sublet_status st = sublet_snapshot_take(a, &snap);
         if (st != SUBLET_OK) {
-            if (err && err_cap)
-                snprintf(err, err_cap, "snapshot of device %d: %s", device,
-                         sublet_status_text(st));
-            return st;
+            return sl_fail(err, err_cap, st, "snapshot of device %d: %s", device,
+                           sublet_status_text(st));
         }
         st = sublet_snapshot_write(snap, path, SUBLET_SNAPSHOT_AUTO, err, err_cap);
         sublet_snapshot_free(snap);
@@ -378,8 +366,7 @@ sublet_status slp_write_report(int device, const char *path, char *err, size_t e
     }
     char *text = slp_summary_text(device, 0);
     if (!text) {
-        set_err(err, err_cap, "out of host memory");
-        return SUBLET_ERR_NO_MEMORY;
+        return sl_fail(err, err_cap, SUBLET_ERR_NO_MEMORY, "out of host memory");
     }
     sublet_status st = sublet_atomic_write(path, text, strlen(text), err, err_cap);
     free(text);

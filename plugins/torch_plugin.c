@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "base/errmsg.h"
 #include "registry.h"
 #include "torch_internal.h"
 #include "sublet/history.h"
@@ -94,7 +95,7 @@ __attribute__((format(printf, 1, 2))) static void set_errf(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&err_lock);
-    vsnprintf(last_err, sizeof last_err, fmt, ap);
+    sl_vmsg(last_err, sizeof last_err, fmt, ap);
     pthread_mutex_unlock(&err_lock);
     va_end(ap);
 }
@@ -211,7 +212,7 @@ void *sublet_torch_malloc(ssize_t size, int device, void *stream)
         if (st == SUBLET_ERR_OOM)
             sublet_oom_message(a, msg, sizeof msg);
         else
-            snprintf(msg, sizeof msg, "%s", sublet_status_text(st));
+            sl_msg(msg, sizeof msg, "%s", sublet_status_text(st));
         set_errf("sublet_torch_malloc(%lld) on device %d: %s",
                  (long long)size, device, msg);
         return NULL;

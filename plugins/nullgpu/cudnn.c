@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "nd_cudnn.h"
 #include "nullgpu.h"
 
@@ -59,7 +60,7 @@ static _Thread_local char last_error[256];
 
 static nd_st fail(nd_st st, const char *call, const char *why)
 {
-    snprintf(last_error, sizeof last_error, "%s: %s (the null device's cuDNN)", call, why);
+    sl_msg(last_error, sizeof last_error, "%s: %s (the null device's cuDNN)", call, why);
     return st;
 }
 

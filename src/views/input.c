@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "base/read_file.h"
 #include "sublet/config.h"
 #include "views/views_internal.h"
@@ -30,12 +31,12 @@ static sublet_status parse_trace(const uint8_t *buf, size_t n, const char *name,
     if (sublet_trace_detect(buf, n) == SUBLET_FORMAT_UNKNOWN && n && buf[0] != 0x1f) {
         st = sublet_trace_parse_csv((const char *)buf, n, out, inner, sizeof inner);
         if (st != SUBLET_OK)
-            snprintf(err, cap, "%s: not a recognised trace format; as an events CSV: %s", name,
-                     inner);
+            sl_msg(err, cap, "%s: not a recognised trace format; as an events CSV: %s", name,
+                   inner);
     } else {
         st = sublet_trace_parse(buf, n, opt, out, inner, sizeof inner);
         if (st != SUBLET_OK)
-            snprintf(err, cap, "%s: %s", name, inner);
+            sl_msg(err, cap, "%s: %s", name, inner);
     }
     return st;
 }
@@ -62,7 +63,7 @@ sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
     if (st == SUBLET_OK)
         st = sublet_snapshot_trace(*snap, lo, t, inner, sizeof inner);
     if (st != SUBLET_OK) {
-        snprintf(err, cap, "%s: %s", name, inner);
+        sl_msg(err, cap, "%s: %s", name, inner);
         sublet_snapshot_free(*snap);
         *snap = NULL;
     }
@@ -224,8 +225,8 @@ sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
     const char *conf = current;
     CHECK_ARGS(traces);
     if (n == 0 || n > 64) {
-        snprintf(err, cap, "tune takes 1 to 64 traces, not %zu", n);
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "tune takes 1 to 64 traces, not %zu",
+                       n);
     }
     for (size_t i = 0; i < n; i++)
         if (!traces[i])

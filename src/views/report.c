@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "report_assets.h"
 #include "sublet/frag.h"
 #include "views/report_tune.h"
@@ -524,7 +525,7 @@ static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
     sublet_frag_state_free(fs);
     if (b.oom || !b.buf) {
         sl_text_free(&b);
-        snprintf(err, cap, "out of memory");
+        sl_msg(err, cap, "out of memory");
         return 1;
     }
     *out = b.buf;
@@ -564,8 +565,8 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
     const sublet_trace *whole = sublet_trace_stream_trace(t);
     if (tune && !whole) {
-        snprintf(err, cap, "tuning: needs the trace loaded whole (sublet_report_html)");
-        return SUBLET_ERR_UNSUPPORTED;
+        return sl_fail(err, cap, SUBLET_ERR_UNSUPPORTED,
+                       "tuning: needs the trace loaded whole (sublet_report_html)");
     }
     rhist hist;
     uint64_t rows = 0;
@@ -583,8 +584,7 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
             return *out ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
     }
     if (st != SUBLET_OK) {
-        snprintf(err, cap, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
-        return st;
+        return sl_fail(err, cap, st, "replay: %s", rerr[0] ? rerr : sublet_status_text(st));
     }
     const sublet_trace_event *pre_rows;
     size_t npre = sublet_trace_stream_prelude(t, &pre_rows);
@@ -603,8 +603,7 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
         add_map(maps, &nmaps, t, o, r.last_event, title, &ro);
     }
     if (!nmaps) {
-        snprintf(err, cap, "no state to draw");
-        st = SUBLET_ERR_INVALID_ARGUMENT;
+        st = sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "no state to draw");
     }
     if (st == SUBLET_OK && ro.diagnose && r.ooms) {
         sublet_frag_diagnosis d;
@@ -626,7 +625,7 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     if (st == SUBLET_OK && tune) {
         st = sublet_tune(&whole, 1, &to, &tr);
         if (st != SUBLET_OK)
-            snprintf(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
+            sl_msg(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
     }
     if (st == SUBLET_OK) {
         report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, &r, &s, maps, nmaps,
@@ -636,8 +635,7 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
         page(&b, &rp);
         if (b.oom || !b.buf) {
             sl_text_free(&b);
-            snprintf(err, cap, "out of memory");
-            st = SUBLET_ERR_NO_MEMORY;
+            st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
         } else {
             *out = b.buf;
             if (info) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "views/views_internal.h"
 
 /* ---- JSON pieces ----------------------------------------------------------------------- */
@@ -522,9 +523,9 @@ static sublet_status frag_doc(sublet_trace_stream *t, const sublet_replay_option
     if (ns != SUBLET_OK)
         return ns;
     if (v->at != SUBLET_REPLAY_ALL && v->at >= n) {
-        snprintf(err, cap, "--at %" PRIu64 ": the trace has %" PRIu64 " events (0..%" PRIu64 ")",
-                 v->at, n, n ? n - 1 : 0);
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT,
+                       "--at %" PRIu64 ": the trace has %" PRIu64 " events (0..%" PRIu64 ")", v->at,
+                       n, n ? n - 1 : 0);
     }
     sublet_frag_state *st = NULL;
     sublet_replay_result r;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "sublet/sublet.h"
 #include "sublet/trace_stream.h"
 #include "views/views_internal.h"
@@ -701,14 +702,13 @@ static sublet_status run_replay(sublet_trace_stream *ts, const sublet_replay_opt
     char serr[1024] = "";
     sublet_status ss = rest ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
     if (!rest)
-        snprintf(serr, sizeof serr, "out of memory");
+        sl_msg(serr, sizeof serr, "out of memory");
     size_t got = 1;
     while (ss == SUBLET_OK && (ss = stream_status(ts, serr, sizeof serr)) == SUBLET_OK && got)
         ss = sublet_trace_stream_next(ts, rest, 4096, &got, serr, sizeof serr);
     free(rest);
     if (ss != SUBLET_OK) {
-        if (err && cap)
-            snprintf(err, cap, "%s", serr[0] ? serr : sublet_status_text(ss));
+        sl_msg(err, cap, "%s", serr[0] ? serr : sublet_status_text(ss));
         sublet_frag_state_free(end_state);
         return ss;
     }
@@ -758,10 +758,10 @@ static sublet_status replay_doc(sublet_trace_stream *ts, const sublet_replay_opt
                        (v->flags & SUBLET_VIEW_SUMMARIES) != 0);
         ds = sl_doc_close(&doc, out);
     }
-    if (c.failure && err && cap)
-        snprintf(err, cap, "%s", c.failure);
-    else if (c.ooms.nomem && err && cap)
-        snprintf(err, cap, "out of memory recording OOM events; some are missing");
+    if (c.failure)
+        sl_msg(err, cap, "%s", c.failure);
+    else if (c.ooms.nomem)
+        sl_msg(err, cap, "out of memory recording OOM events; some are missing");
     run_free(&c);
     return ds != SUBLET_OK ? ds : rs;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "views/views_internal.h"
 
 const char *sl_view_device_source(const sublet_tune_result *r)
@@ -676,7 +677,7 @@ static sublet_status tune_doc(const sublet_trace *const *traces, const char *con
         if (ds != SUBLET_OK)
             st = ds;
     } else if (st != SUBLET_OK) {
-        snprintf(err, cap, "%s", r.error[0] ? r.error : sublet_status_text(st));
+        sl_msg(err, cap, "%s", r.error[0] ? r.error : sublet_status_text(st));
     } else {
         sl_doc doc;
         st = sl_doc_open(&doc);
