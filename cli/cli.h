@@ -187,9 +187,8 @@ const char *cli_pytorch_version(void);
  * warning naming the input. */
 sublet_status cli_load_input(const char *path, const sublet_trace_load_options *lo,
                              sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
-sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
-                              const sublet_trace_load_options *lo, sublet_trace **t,
-                              sublet_snapshot **snap, char *err, size_t cap);
+sublet_status cli_parse_input(const sublet_input_bytes *in, const sublet_trace_load_options *lo,
+                              sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap);
 
 /* An input that `frag`, `diagnose` and `report` read several times: an
  * events CSV, an event log or an RMM log (cli_stream_wanted) read once into its binary

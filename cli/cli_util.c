@@ -26,13 +26,12 @@ sublet_status cli_load_input(const char *path, const sublet_trace_load_options *
     return st;
 }
 
-sublet_status cli_parse_input(const void *buf, size_t n, const char *name,
-                              const sublet_trace_load_options *lo, sublet_trace **t,
-                              sublet_snapshot **snap, char *err, size_t cap)
+sublet_status cli_parse_input(const sublet_input_bytes *in, const sublet_trace_load_options *lo,
+                              sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap)
 {
-    sublet_status st = sublet_input_parse(buf, n, name, lo, t, snap, err, cap);
+    sublet_status st = sublet_input_parse(in, lo, t, snap, err, cap);
     if (st == SUBLET_OK)
-        tell_notice(name ? name : "input", *t);
+        tell_notice(in->name ? in->name : "input", *t);
     return st;
 }
 

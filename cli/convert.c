@@ -547,7 +547,8 @@ static int convert_loaded(const convert_args *a)
         if (rc != CLI_OK)
             return rc;
     } else {
-        st = cli_parse_input(buf, n, name, &a->lo, &t, NULL, err, sizeof err);
+        sublet_input_bytes bytes = {buf, n, name};
+        st = cli_parse_input(&bytes, &a->lo, &t, NULL, err, sizeof err);
         free(buf);
         if (st != SUBLET_OK) {
             fprintf(stderr, "sublet convert: %s\n", err);

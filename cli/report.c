@@ -147,6 +147,8 @@ int cli_report(int argc, char **argv)
     ro.oom_maps = (size_t)oom_maps;
     ro.diagnose = diagnose;
     ro.on_note = print_note;
+    sublet_report_info info;
+    ro.info = &info;
     /* your device and your current settings, as the page's replay */
     to.device_memory = device_memory;
     const char *cur[1] = {conf};
@@ -159,8 +161,7 @@ int cli_report(int argc, char **argv)
     v.snapshot = in.snap; /* its segments when its trace cannot be replayed */
     v.device = lo.pick_device ? lo.device : -1;
     char *page = NULL;
-    sublet_report_info info;
-    sublet_status st = sublet_report_html_stream(in.ts, &o, &ro, &v, &page, &info, err, sizeof err);
+    sublet_status st = sublet_report_html_stream(in.ts, &o, &ro, &v, &page, err, sizeof err);
     if (st == SUBLET_ERR_NO_MEMORY) {
         fprintf(stderr, "sublet report: out of memory\n");
         rc = CLI_ERROR;

@@ -154,7 +154,8 @@ static int load_input(const summary_args *a, summary_input *in)
         if (st != SUBLET_OK)
             sl_msg(err, sizeof err, "%s: %s", in->name, inner);
     } else {
-        st = cli_parse_input(buf, n, in->name, &a->lo, &in->t, NULL, err, sizeof err);
+        sublet_input_bytes bytes = {buf, n, in->name};
+        st = cli_parse_input(&bytes, &a->lo, &in->t, NULL, err, sizeof err);
     }
     free(buf);
     if (st != SUBLET_OK) {

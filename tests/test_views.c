@@ -34,6 +34,19 @@ static sublet_trace *load(const char *name, sublet_snapshot **snap)
     return t;
 }
 
+/* The views' plain arguments: name, settings, device, the event to stop after. */
+static sublet_view_args va(const char *name, const char *conf, uint64_t device_memory,
+                           uint64_t at)
+{
+    sublet_view_args a;
+    sublet_view_args_init(&a);
+    a.name = name;
+    a.conf = conf;
+    a.device_memory = device_memory;
+    a.at = at;
+    return a;
+}
+
 static void test_input_errors(void **state)
 {
     (void)state;
@@ -41,9 +54,8 @@ static void test_input_errors(void **state)
     sublet_snapshot *s = (sublet_snapshot *)1;
     char err[1024];
     const char junk[] = "\x81\xa5 not a trace";
-    assert_int_not_equal(sublet_input_parse(junk, sizeof junk - 1, "<junk>", NULL, &t, &s, err,
-                                            sizeof err),
-                         SUBLET_OK);
+    sublet_input_bytes in = {junk, sizeof junk - 1, "<junk>"};
+    assert_int_not_equal(sublet_input_parse(&in, NULL, &t, &s, err, sizeof err), SUBLET_OK);
     assert_null(t);
     assert_null(s);
     assert_non_null(strstr(err, "<junk>: not a recognised trace format"));
@@ -51,7 +63,10 @@ static void test_input_errors(void **state)
     assert_int_equal(sublet_input_load("/nonexistent/x.csv", NULL, &t, NULL, err, sizeof err),
                      SUBLET_ERR_IO);
     assert_non_null(strstr(err, "/nonexistent/x.csv: cannot open"));
-    assert_int_equal(sublet_input_parse(NULL, 5, "x", NULL, &t, NULL, err, sizeof err),
+    in = (sublet_input_bytes){NULL, 5, "x"};
+    assert_int_equal(sublet_input_parse(&in, NULL, &t, NULL, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sublet_input_parse(NULL, NULL, &t, NULL, err, sizeof err),
                      SUBLET_ERR_INVALID_ARGUMENT);
     /* a truncated gzip names the byte */
     uint8_t *buf;
@@ -59,12 +74,12 @@ static void test_input_errors(void **state)
     assert_int_equal(sublet_input_read(data_path("cs336_attention_microbench.pickle.gz"), &buf,
                                        &n, err, sizeof err),
                      SUBLET_OK);
-    assert_int_not_equal(sublet_input_parse(buf, n / 2, "cut", NULL, &t, &s, err, sizeof err),
-                         SUBLET_OK);
+    in = (sublet_input_bytes){buf, n / 2, "cut"};
+    assert_int_not_equal(sublet_input_parse(&in, NULL, &t, &s, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(err, "cut: gzip byte"));
     /* the whole file: the trace and its snapshot */
-    assert_int_equal(sublet_input_parse(buf, n, "whole", NULL, &t, &s, err, sizeof err),
-                     SUBLET_OK);
+    in = (sublet_input_bytes){buf, n, "whole"};
+    assert_int_equal(sublet_input_parse(&in, NULL, &t, &s, err, sizeof err), SUBLET_OK);
     assert_non_null(t);
     assert_non_null(s);
     assert_int_equal(sublet_trace_count(t), 97);
@@ -79,9 +94,9 @@ static void test_documents(void **state)
     sublet_snapshot *snap = NULL;
     sublet_trace *t = load("cs336_attention_microbench.pickle.gz", &snap);
     char *doc = NULL, err[1024] = "";
-    assert_int_equal(sublet_view_replay(t, "name", NULL, 0, SUBLET_REPLAY_ALL,
-                                        SUBLET_VIEW_SUMMARIES, &doc, err, sizeof err),
-                     SUBLET_OK);
+    sublet_view_args a = va("name", NULL, 0, SUBLET_REPLAY_ALL);
+    a.flags = SUBLET_VIEW_SUMMARIES;
+    assert_int_equal(sublet_view_replay(t, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(doc, "\"trace\": \"name\""));
     assert_non_null(strstr(doc, "\"events\": 97,"));
     assert_non_null(strstr(doc, "\"memory_summary_at_peak\": \"|====="));
@@ -89,35 +104,34 @@ static void test_documents(void **state)
     assert_int_equal(doc[strlen(doc) - 1], '\n');
     sublet_string_free(doc);
     /* without the flag, no summaries (the CLI's --json) */
-    assert_int_equal(sublet_view_replay(t, NULL, NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &doc,
-                                        err, sizeof err),
-                     SUBLET_OK);
+    a = va(NULL, NULL, 70u << 20, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_replay(t, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_null(strstr(doc, "memory_summary_at_peak"));
     assert_non_null(strstr(doc, "\"diagnosis\": {")); /* it OOMs on 70 MiB */
     sublet_string_free(doc);
-    assert_int_equal(sublet_view_mincap(t, "n", NULL, SUBLET_REPLAY_ALL, &doc, err, sizeof err),
-                     SUBLET_OK);
+    a = va("n", NULL, 0, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_mincap(t, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(doc, "\"min_capacity_bytes\": "));
     sublet_string_free(doc);
-    assert_int_equal(sublet_view_frag(t, snap, "n", NULL, 0, 10, &doc, err, sizeof err),
-                     SUBLET_OK);
+    a = va("n", NULL, 0, 10);
+    a.snapshot = snap;
+    assert_int_equal(sublet_view_frag(t, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(doc, "\"event\": 10,"));
     sublet_string_free(doc);
-    assert_int_equal(sublet_view_diagnose(t, "n", NULL, 70u << 20, &doc, err, sizeof err),
-                     SUBLET_OK);
+    a = va("n", NULL, 70u << 20, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_diagnose(t, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(doc, "\"diagnosis\": {"));
     sublet_string_free(doc);
     const sublet_trace *ts[1] = {t};
     const char *names[1] = {"n"};
-    assert_int_equal(sublet_view_tune(ts, names, 1, NULL, 0, 1, NULL, NULL, &doc, err,
-                                      sizeof err),
-                     SUBLET_OK);
+    a = va(NULL, NULL, 0, SUBLET_REPLAY_ALL);
+    a.threads = 1;
+    assert_int_equal(sublet_view_tune(ts, names, 1, &a, &doc, err, sizeof err), SUBLET_OK);
     assert_non_null(strstr(doc, "\"pytorch\": {"));
     sublet_string_free(doc);
     size_t len = 0;
-    assert_int_equal(sublet_view_report(t, "dir/n.pickle", NULL, 0, 0, NULL, NULL, &doc, &len,
-                                        err, sizeof err),
-                     SUBLET_OK);
+    a = va("dir/n.pickle", NULL, 0, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_report(t, &a, &doc, &len, err, sizeof err), SUBLET_OK);
     assert_int_equal(len, strlen(doc));
     assert_memory_equal(doc, "<!DOCTYPE html>", 15);
     sublet_string_free(doc);
@@ -130,20 +144,23 @@ static void test_document_errors(void **state)
     (void)state;
     sublet_trace *t = load("cs336_attention_microbench.events.csv", NULL);
     char *doc = (char *)1, err[1024] = "";
-    assert_int_equal(sublet_view_replay(t, "n", "max_split_size_mb:foo", 0, SUBLET_REPLAY_ALL, 0,
-                                        &doc, err, sizeof err),
-                     SUBLET_ERR_CONFIG);
+    sublet_view_args a = va("n", "max_split_size_mb:foo", 0, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_replay(t, &a, &doc, err, sizeof err), SUBLET_ERR_CONFIG);
     assert_null(doc);
     assert_non_null(strstr(err, "Invalid value 'foo' for max_split_size_mb"));
-    assert_int_equal(sublet_view_frag(t, NULL, "n", NULL, 0, 1000000, &doc, err, sizeof err),
-                     SUBLET_ERR_INVALID_ARGUMENT);
+    a = va("n", NULL, 0, 1000000);
+    assert_int_equal(sublet_view_frag(t, &a, &doc, err, sizeof err), SUBLET_ERR_INVALID_ARGUMENT);
     assert_null(doc);
     assert_non_null(strstr(err, "the trace has 97 events"));
-    assert_int_equal(sublet_view_tune(NULL, NULL, 0, NULL, 0, 1, NULL, NULL, &doc, err,
-                                      sizeof err),
+    a = va(NULL, NULL, 0, SUBLET_REPLAY_ALL);
+    a.threads = 1;
+    assert_int_equal(sublet_view_tune(NULL, NULL, 0, &a, &doc, err, sizeof err),
                      SUBLET_ERR_INVALID_ARGUMENT);
-    assert_int_equal(sublet_view_replay(NULL, "n", NULL, 0, SUBLET_REPLAY_ALL, 0, &doc, err,
-                                        sizeof err),
+    a = va("n", NULL, 0, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_replay(NULL, &a, &doc, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+    /* no arguments: the defaults */
+    assert_int_equal(sublet_view_replay(NULL, NULL, &doc, err, sizeof err),
                      SUBLET_ERR_INVALID_ARGUMENT);
     sublet_trace_free(t);
     /* a replay that fails still gives its document, its error said */
@@ -152,11 +169,10 @@ static void test_document_errors(void **state)
                        "1,pre_alloc,140000000000000,4194304,0,\n"
                        "2,segment_map,140000020971520,20971520,0,\n"
                        "3,alloc,140000020971520,20971520,0,\n";
-    assert_int_equal(sublet_input_parse(mid, sizeof mid - 1, "mid", NULL, &t, NULL, err,
-                                        sizeof err),
-                     SUBLET_OK);
-    sublet_status st = sublet_view_replay(t, "mid", "expandable_segments:True", 0,
-                                          SUBLET_REPLAY_ALL, 0, &doc, err, sizeof err);
+    sublet_input_bytes in = {mid, sizeof mid - 1, "mid"};
+    assert_int_equal(sublet_input_parse(&in, NULL, &t, NULL, err, sizeof err), SUBLET_OK);
+    a = va("mid", "expandable_segments:True", 0, SUBLET_REPLAY_ALL);
+    sublet_status st = sublet_view_replay(t, &a, &doc, err, sizeof err);
     assert_int_not_equal(st, SUBLET_OK);
     assert_non_null(doc);
     assert_non_null(strstr(doc, "\"error\": \"the trace was recorded mid-run"));
@@ -296,8 +312,8 @@ static void *replay_job(void *arg)
     j->same = 1;
     for (int i = 0; i < 4; i++) {
         char *doc = NULL, err[512];
-        if (sublet_view_replay(j->t, "n", NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &doc, err,
-                               sizeof err) != SUBLET_OK ||
+        sublet_view_args a = va("n", NULL, 70u << 20, SUBLET_REPLAY_ALL);
+        if (sublet_view_replay(j->t, &a, &doc, err, sizeof err) != SUBLET_OK ||
             strcmp(doc, j->want) != 0)
             j->same = 0;
         sublet_string_free(doc);
@@ -310,9 +326,8 @@ static void test_threads(void **state)
     (void)state;
     sublet_trace *t = load("cs336_attention_microbench.events.csv", NULL);
     char *want = NULL, err[512];
-    assert_int_equal(sublet_view_replay(t, "n", NULL, 70u << 20, SUBLET_REPLAY_ALL, 0, &want,
-                                        err, sizeof err),
-                     SUBLET_OK);
+    sublet_view_args a = va("n", NULL, 70u << 20, SUBLET_REPLAY_ALL);
+    assert_int_equal(sublet_view_replay(t, &a, &want, err, sizeof err), SUBLET_OK);
     pthread_t th[4];
     job jobs[4];
     for (int i = 0; i < 4; i++) {

@@ -15,8 +15,9 @@
  *     analyses' own option structs (the CLI; sublet_replay_stream_json is
  *     replay's over a trace stream);
  *   - sublet_view_replay, _mincap, _frag, _diagnose, _tune, _report take
- *     plain arguments with the CLI's defaults (bindings: no struct to
- *     mirror).
+ *     one struct of plain arguments (sublet_view_args: names, settings,
+ *     sizes) with the CLI's defaults (bindings: one small struct to mirror,
+ *     none of the analyses').
  * Every call is reentrant: different threads may render at once (a trace is
  * only read). */
 #ifndef SUBLET_VIEWS_H
@@ -43,13 +44,20 @@ SUBLET_API void sublet_string_free(char *s);
 
 /* ---- inputs ---------------------------------------------------------------------------- */
 
+/* Bytes to read as an input (zero-initialized: none, named "input"). */
+typedef struct sublet_input_bytes {
+    const void *buf;  /* len bytes (may be NULL when len is 0) */
+    size_t len;
+    const char *name; /* starts every message; NULL: "input" */
+} sublet_input_bytes;
+
 /* Read an input of any format sublet reads (detected by content, gzip'd or
- * not) from bytes: a PyTorch snapshot (pickle or JSON) gives its trace and,
- * when snap is not NULL, the snapshot itself in *snap (NULL for other
+ * not) from bytes (in): a PyTorch snapshot (pickle or JSON) gives its trace
+ * and, when snap is not NULL, the snapshot itself in *snap (NULL for other
  * formats); input that matches no format is read as the events CSV, so the
- * message names its line.  name (may be NULL) starts every message.  Free
- * *t with sublet_trace_free, *snap with sublet_snapshot_free. */
-SUBLET_API sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
+ * message names its line.  Free *t with sublet_trace_free, *snap with
+ * sublet_snapshot_free. */
+SUBLET_API sublet_status sublet_input_parse(const sublet_input_bytes *in,
                                             const sublet_trace_load_options *lo, sublet_trace **t,
                                             sublet_snapshot **snap, char *err, size_t cap);
 /* The same from a file ("-": stdin); messages start with the path. */
@@ -222,6 +230,15 @@ SUBLET_API sublet_status sublet_tune_text(const sublet_trace *const *traces,
                                           size_t n, const sublet_tune_options *o, char **out,
                                           char *err, size_t cap);
 
+/* What a report holds, for the line that announces it. */
+typedef struct sublet_report_info {
+    size_t len;                   /* the page's length in bytes */
+    size_t nmaps;                 /* segment maps drawn */
+    int exact;                    /* the series are exact, not approximate */
+    uint64_t ooms;                /* of the page's replay */
+    uint64_t peak_reserved_bytes;
+} sublet_report_info;
+
 typedef struct sublet_report_options {
     size_t buckets;        /* points drawn per series, 0 = 2000 */
     size_t oom_maps;       /* segment maps of the first OOMs, default 3 */
@@ -232,25 +249,18 @@ typedef struct sublet_report_options {
     /* each segment map that could not be made, told (may be NULL) */
     void (*on_note)(void *user, const char *note);
     void *note_user;
+    /* what the page holds (NULL: not asked), zeroed first, filled when the
+     * page was made */
+    sublet_report_info *info;
 } sublet_report_options;
 
 SUBLET_API void sublet_report_options_init(sublet_report_options *r);
 
-/* What a report holds, for the line that announces it. */
-typedef struct sublet_report_info {
-    size_t len;                   /* the page's length in bytes */
-    size_t nmaps;                 /* segment maps drawn */
-    int exact;                    /* the series are exact, not approximate */
-    uint64_t ooms;                /* of the page's replay */
-    uint64_t peak_reserved_bytes;
-} sublet_report_info;
-
 /* `sublet report`: the self-contained HTML page (no network) of t replayed
- * under o; *info (may be NULL) what it holds. */
+ * under o; ro (NULL: the defaults) how, and *ro->info what it holds. */
 SUBLET_API sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
                                             const sublet_report_options *ro,
-                                            const sublet_view_options *v,
-                                            char **out, sublet_report_info *info, char *err,
+                                            const sublet_view_options *v, char **out, char *err,
                                             size_t cap);
 
 /* The same page from a stream (sublet/trace_stream.h), byte for byte what
@@ -265,52 +275,64 @@ SUBLET_API sublet_status sublet_report_html_stream(sublet_trace_stream *ts,
                                                    const sublet_replay_options *o,
                                                    const sublet_report_options *ro,
                                                    const sublet_view_options *v, char **out,
-                                                   sublet_report_info *info, char *err, size_t cap);
+                                                   char *err, size_t cap);
 
-/* ---- the same from plain arguments (bindings) ---------------------------------------------- */
-/* conf NULL: the trace's recorded settings, else PyTorch's defaults;
- * device_memory 0: the command's default; at SUBLET_REPLAY_ALL: to the end.
- * progress (may be NULL): called as the work advances, done of total, from
+/* ---- the same from a few plain arguments (bindings) ------------------------------------------ */
+/* progress (may be NULL): called as the work advances, done of total, from
  * the calling thread or a worker of the tuning. */
 typedef void (*sublet_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-SUBLET_API sublet_status sublet_view_replay(const sublet_trace *t, const char *name,
-                                            const char *conf,
-                                            uint64_t device_memory, uint64_t at, unsigned flags,
+/* The arguments of the sublet_view_* calls, each with the CLI's defaults:
+ * fill it with sublet_view_args_init, then set what differs (a binding
+ * mirrors this struct and calls the init, so the defaults stay the
+ * library's; a NULL a: the defaults).  Each call reads the fields it names
+ * below, no other. */
+typedef struct sublet_view_args {
+    const char *name;       /* the input's name in the document (NULL: "") */
+    /* the settings: NULL (the init's): the trace's recorded ones, else
+     * PyTorch's defaults; tune: the settings in use, NULL each trace's
+     * recorded ones */
+    const char *conf;
+    uint64_t device_memory; /* 0 (the init's): the command's default */
+    uint64_t at;            /* stop after this event; SUBLET_REPLAY_ALL (the init's): the end */
+    unsigned flags;         /* SUBLET_VIEW_SUMMARIES (replay), SUBLET_VIEW_TUNE (report); 0 */
+    unsigned threads;       /* tune: 0 (the init's): every online core */
+    /* frag: the snapshot the trace came from (NULL, the init's: none) */
+    const sublet_snapshot *snapshot;
+    /* tune: the user's PyTorch release (sublet_tune_options.pytorch_version:
+     * "2.6", ...; NULL, the init's: the newest), whose rules every replay
+     * follows and whose parser takes the answers */
+    const char *pytorch_version;
+    sublet_progress_fn progress; /* tune, report's tuning (NULL: none) */
+    void *progress_user;
+} sublet_view_args;
+
+SUBLET_API void sublet_view_args_init(sublet_view_args *a);
+
+/* `sublet replay --json`: name, conf, device_memory, at, flags
+ * (SUBLET_VIEW_SUMMARIES only). */
+SUBLET_API sublet_status sublet_view_replay(const sublet_trace *t, const sublet_view_args *a,
                                             char **out, char *err, size_t cap);
-SUBLET_API sublet_status sublet_view_mincap(const sublet_trace *t, const char *name,
-                                            const char *conf,
-                                            uint64_t at, char **out, char *err, size_t cap);
-SUBLET_API sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
-                                          const char *name, const char *conf,
-                                          uint64_t device_memory,
-                                          uint64_t at, char **out, char *err, size_t cap);
-SUBLET_API sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name,
-                                              const char *conf,
-                                              uint64_t device_memory, char **out, char *err,
-                                              size_t cap);
-/* current: the settings in use (NULL: each trace's recorded ones);
- * threads 0: every online core. */
-SUBLET_API sublet_status sublet_view_tune(const sublet_trace *const *traces,
-                                          const char *const *names,
-                                          size_t n, const char *current, uint64_t device_memory,
-                                          unsigned threads, sublet_progress_fn progress, void *user,
+/* `sublet mincap --json`: name, conf, at. */
+SUBLET_API sublet_status sublet_view_mincap(const sublet_trace *t, const sublet_view_args *a,
+                                            char **out, char *err, size_t cap);
+/* `sublet frag --json`: name, conf, device_memory, at, snapshot. */
+SUBLET_API sublet_status sublet_view_frag(const sublet_trace *t, const sublet_view_args *a,
                                           char **out, char *err, size_t cap);
-/* The same for the user's PyTorch release (sublet_tune_options.pytorch_version:
- * "2.6", ...; NULL: the newest), whose rules every replay follows and whose
- * parser takes the answers. */
-SUBLET_API sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
-                                                  const char *const *names, size_t n,
-                                                  const char *current,
-                                                  uint64_t device_memory, unsigned threads,
-                                                  const char *pytorch_version,
-                                                  sublet_progress_fn progress,
-                                                  void *user, char **out, char *err, size_t cap);
-SUBLET_API sublet_status sublet_view_report(const sublet_trace *t, const char *name,
-                                            const char *conf,
-                                            uint64_t device_memory, unsigned flags,
-                                            sublet_progress_fn progress, void *user, char **out,
-                                            size_t *len, char *err, size_t cap);
+/* `sublet diagnose --json`: name, conf, device_memory. */
+SUBLET_API sublet_status sublet_view_diagnose(const sublet_trace *t, const sublet_view_args *a,
+                                              char **out, char *err, size_t cap);
+/* `sublet tune --json` over n traces (1 to 64), names[i] naming each (may
+ * be NULL): conf (the settings in use), device_memory, threads,
+ * pytorch_version, progress. */
+SUBLET_API sublet_status sublet_view_tune(const sublet_trace *const *traces,
+                                          const char *const *names, size_t n,
+                                          const sublet_view_args *a, char **out, char *err,
+                                          size_t cap);
+/* `sublet report`'s page: name, conf, device_memory, flags (SUBLET_VIEW_TUNE
+ * only), progress; *len (may be NULL) its length. */
+SUBLET_API sublet_status sublet_view_report(const sublet_trace *t, const sublet_view_args *a,
+                                            char **out, size_t *len, char *err, size_t cap);
 
 #ifdef __cplusplus
 }

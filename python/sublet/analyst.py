@@ -60,6 +60,28 @@ ERR_CAP = 4096
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
 
+
+class _InputBytes(ctypes.Structure):
+    """sublet_input_bytes (sublet/views.h): the bytes to read and their name."""
+    _fields_ = [("buf", ctypes.c_void_p), ("len", ctypes.c_size_t), ("name", ctypes.c_char_p)]
+
+
+class _ViewArgs(ctypes.Structure):
+    """sublet_view_args (sublet/views.h), the sublet_view_* calls' arguments;
+    filled by sublet_view_args_init (the library's defaults) first."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("conf", ctypes.c_char_p),
+        ("device_memory", ctypes.c_uint64),
+        ("at", ctypes.c_uint64),
+        ("flags", ctypes.c_uint),
+        ("threads", ctypes.c_uint),
+        ("snapshot", ctypes.c_void_p),
+        ("pytorch_version", ctypes.c_char_p),
+        ("progress", _PROGRESS),
+        ("progress_user", ctypes.c_void_p),
+    ]
+
 # ---- the library ------------------------------------------------------------------------------
 
 _lock = threading.Lock()
@@ -71,12 +93,13 @@ def _declare(dll) -> None:
     c = ctypes
     vp, cp, u64, sz, st = c.c_void_p, c.c_char_p, c.c_uint64, c.c_size_t, c.c_int
     out = c.POINTER(c.c_void_p)
+    args = c.POINTER(_ViewArgs)
     sigs = {
         "sublet_version": (cp, []),
         "sublet_status_name": (cp, [st]),
         "sublet_string_free": (None, [vp]),
         "sublet_parse_size": (c.c_int, [cp, c.POINTER(u64)]),
-        "sublet_input_parse": (st, [vp, sz, cp, vp, out, out, cp, sz]),
+        "sublet_input_parse": (st, [c.POINTER(_InputBytes), vp, out, out, cp, sz]),
         "sublet_input_load": (st, [cp, vp, out, out, cp, sz]),
         "sublet_trace_free": (None, [vp]),
         "sublet_snapshot_free": (None, [vp]),
@@ -85,14 +108,13 @@ def _declare(dll) -> None:
         "sublet_trace_device_memory": (u64, [vp]),
         "sublet_trace_source_format": (c.c_int, [vp]),
         "sublet_trace_format_name": (cp, [c.c_int]),
-        "sublet_view_replay": (st, [vp, cp, cp, u64, u64, c.c_uint, out, cp, sz]),
-        "sublet_view_mincap": (st, [vp, cp, cp, u64, out, cp, sz]),
-        "sublet_view_frag": (st, [vp, vp, cp, cp, u64, u64, out, cp, sz]),
-        "sublet_view_diagnose": (st, [vp, cp, cp, u64, out, cp, sz]),
-        "sublet_view_tune_release": (st, [c.POINTER(vp), c.POINTER(cp), sz, cp, u64,
-                                          c.c_uint, cp, _PROGRESS, vp, out, cp, sz]),
-        "sublet_view_report": (st, [vp, cp, cp, u64, c.c_uint, _PROGRESS, vp, out,
-                                    c.POINTER(sz), cp, sz]),
+        "sublet_view_args_init": (None, [args]),
+        "sublet_view_replay": (st, [vp, args, out, cp, sz]),
+        "sublet_view_mincap": (st, [vp, args, out, cp, sz]),
+        "sublet_view_frag": (st, [vp, args, out, cp, sz]),
+        "sublet_view_diagnose": (st, [vp, args, out, cp, sz]),
+        "sublet_view_tune": (st, [c.POINTER(vp), c.POINTER(cp), sz, args, out, cp, sz]),
+        "sublet_view_report": (st, [vp, args, out, c.POINTER(sz), cp, sz]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(dll, name)
@@ -272,8 +294,11 @@ def _parse(buf: bytes, name: str) -> Trace:
     lib = _library()
     t, s = ctypes.c_void_p(), ctypes.c_void_p()
     err = ctypes.create_string_buffer(ERR_CAP)
-    rc = lib.sublet_input_parse(buf if buf else None, len(buf), name.encode(), None, ctypes.byref(t),
-                                ctypes.byref(s), err, ERR_CAP)
+    data = ctypes.c_char_p(buf) if buf else None  # the bytes' own storage, not a copy
+    inp = _InputBytes(ctypes.cast(data, ctypes.c_void_p) if buf else None, len(buf),
+                      name.encode())
+    rc = lib.sublet_input_parse(ctypes.byref(inp), None, ctypes.byref(t), ctypes.byref(s), err,
+                                ERR_CAP)
     if rc != 0:
         _raise(rc, err, TraceError)
     return Trace(t.value, s.value, name)
@@ -532,6 +557,22 @@ class Report:
 # ---- the calls --------------------------------------------------------------------------------
 
 
+def _view_args(name: Optional[str] = None, conf: Optional[bytes] = None, device_memory: int = 0,
+               at: int = ALL, flags: int = 0, **more) -> _ViewArgs:
+    """A sublet_view_args: the library's defaults, then these (more: threads,
+    snapshot, pytorch_version, progress)."""
+    a = _ViewArgs()
+    _library().sublet_view_args_init(ctypes.byref(a))
+    a.name = name.encode() if name is not None else None
+    a.conf = conf
+    a.device_memory = device_memory
+    a.at = at
+    a.flags = flags
+    for k, v in more.items():
+        setattr(a, k, v)
+    return a
+
+
 def _document(fn, *args) -> Dict[str, Any]:
     """Call a sublet_view_* function (its last three arguments: the
     document, the message buffer, its size); the parsed document."""
@@ -553,8 +594,8 @@ def replay(source, conf: Optional[str] = None, device_memory: Union[None, int, s
     with _Using(source) as t:
         lib = _library()
         try:
-            return ReplayResult(_document(lib.sublet_view_replay, t._handle(), t.name.encode(),
-                                          cconf, dm, idx, VIEW_SUMMARIES))
+            a = _view_args(t.name, cconf, dm, idx, VIEW_SUMMARIES)
+            return ReplayResult(_document(lib.sublet_view_replay, t._handle(), ctypes.byref(a)))
         except ReplayError as e:
             if isinstance(e.result, dict):
                 e.result = ReplayResult(e.result)
@@ -566,8 +607,8 @@ def min_capacity(source, conf: Optional[str] = None, at: Optional[int] = None) -
     cconf, idx = _enc(conf, "conf"), _index(at)
     with _Using(source) as t:
         lib = _library()
-        return MinCapacityResult(_document(lib.sublet_view_mincap, t._handle(),
-                                           t.name.encode(), cconf, idx))
+        a = _view_args(t.name, cconf, at=idx)
+        return MinCapacityResult(_document(lib.sublet_view_mincap, t._handle(), ctypes.byref(a)))
 
 
 def frag(source, at: Optional[int] = None, conf: Optional[str] = None,
@@ -577,8 +618,8 @@ def frag(source, at: Optional[int] = None, conf: Optional[str] = None,
     cconf, dm, idx = _enc(conf, "conf"), _size(device_memory, "device_memory"), _index(at)
     with _Using(source) as t:
         lib = _library()
-        return FragResult(_document(lib.sublet_view_frag, t._handle(), t._snap,
-                                    t.name.encode(), cconf, dm, idx))
+        a = _view_args(t.name, cconf, dm, idx, snapshot=t._snap)
+        return FragResult(_document(lib.sublet_view_frag, t._handle(), ctypes.byref(a)))
 
 
 def diagnose(source, device_memory: Union[None, int, str] = None,
@@ -588,8 +629,8 @@ def diagnose(source, device_memory: Union[None, int, str] = None,
     cconf, dm = _enc(conf, "conf"), _size(device_memory, "device_memory")
     with _Using(source) as t:
         lib = _library()
-        return DiagnoseResult(_document(lib.sublet_view_diagnose, t._handle(), t.name.encode(),
-                                        cconf, dm))
+        a = _view_args(t.name, cconf, dm)
+        return DiagnoseResult(_document(lib.sublet_view_diagnose, t._handle(), ctypes.byref(a)))
 
 
 class _Progress:
@@ -650,8 +691,8 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
         p = _Progress(progress, "tuning")
         lib = _library()
         try:
-            doc = _document(lib.sublet_view_tune_release, arr, names, n, ccur, dm, threads,
-                            cver, p.c, None)
+            a = _view_args(None, ccur, dm, threads=threads, pytorch_version=cver, progress=p.c)
+            doc = _document(lib.sublet_view_tune, arr, names, n, ctypes.byref(a))
         except ReplayError as e:
             raise TuneError(e.message, e.status) from None
         finally:
@@ -678,8 +719,8 @@ def report(source, tune: bool = False, conf: Optional[str] = None,
         p = _Progress(progress if tune else None, "tuning") if tune else None
         cb = p.c if p else _PROGRESS()
         try:
-            rc = lib.sublet_view_report(t._handle(), t.name.encode(), cconf, dm,
-                                        VIEW_TUNE if tune else 0, cb, None, ctypes.byref(out),
+            a = _view_args(t.name, cconf, dm, flags=VIEW_TUNE if tune else 0, progress=cb)
+            rc = lib.sublet_view_report(t._handle(), ctypes.byref(a), ctypes.byref(out),
                                         ctypes.byref(n), err, ERR_CAP)
         finally:
             if p:

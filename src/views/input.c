@@ -1,9 +1,10 @@
 /* sublet views — the entry of the views (sublet/views.h): reading an input
  * of any format (a trace or a snapshot, detected by content), the defaults
  * every view shares, the strings the views return, and the documents from
- * plain arguments: the options each CLI command starts from, with the few
- * arguments a binding passes, so that a binding (the Python package) needs
- * no struct of the library and gets the CLI's defaults from the same code. */
+ * plain arguments (sublet_view_args): the options each CLI command starts
+ * from, with the few arguments a binding passes, so that a binding (the
+ * Python package) mirrors one small struct, none of the analyses', and gets
+ * the CLI's defaults from the same code (sublet_view_args_init). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,14 @@ static sublet_status parse_trace(const uint8_t *buf, size_t n, const char *name,
     return st;
 }
 
-sublet_status sublet_input_parse(const void *buf, size_t n, const char *name,
-                                 const sublet_trace_load_options *lo, sublet_trace **t,
-                                 sublet_snapshot **snap, char *err, size_t cap)
+sublet_status sublet_input_parse(const sublet_input_bytes *in, const sublet_trace_load_options *lo,
+                                 sublet_trace **t, sublet_snapshot **snap, char *err, size_t cap)
 {
-    if (!t || (!buf && n))
+    if (!t || !in || (!in->buf && in->len))
         return SUBLET_ERR_INVALID_ARGUMENT;
+    const void *buf = in->buf;
+    size_t n = in->len;
+    const char *name = in->name;
     *t = NULL;
     if (snap)
         *snap = NULL;
@@ -83,8 +86,8 @@ sublet_status sublet_input_load(const char *path, const sublet_trace_load_option
     sublet_status st = sublet_input_read(path, &buf, &n, err, cap);
     if (st != SUBLET_OK)
         return st;
-    st = sublet_input_parse(buf, n, strcmp(path, "-") == 0 ? "stdin" : path, lo, t, snap, err,
-                            cap);
+    sublet_input_bytes in = {buf, n, strcmp(path, "-") == 0 ? "stdin" : path};
+    st = sublet_input_parse(&in, lo, t, snap, err, cap);
     free(buf);
     return st;
 }
@@ -142,6 +145,20 @@ static void frag_options(const sublet_trace *t, const char *conf, uint64_t devic
     o->device_memory = sublet_view_device_memory(t, device_memory);
 }
 
+void sublet_view_args_init(sublet_view_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->at = SUBLET_REPLAY_ALL;
+}
+
+/* *a, or the defaults when a is NULL. */
+static sublet_view_args args_of(const sublet_view_args *a)
+{
+    sublet_view_args d;
+    sublet_view_args_init(&d);
+    return a ? *a : d;
+}
+
 #define CHECK_ARGS(t)                                                                     \
     do {                                                                                  \
         if (!out)                                                                         \
@@ -149,80 +166,71 @@ static void frag_options(const sublet_trace *t, const char *conf, uint64_t devic
         *out = NULL;                                                                      \
         if (!(t))                                                                         \
             return SUBLET_ERR_INVALID_ARGUMENT;                                           \
-        sublet_status cs_ = check_conf(conf, err, cap);                                   \
+        sublet_status cs_ = check_conf(a.conf, err, cap);                                 \
         if (cs_ != SUBLET_OK)                                                             \
             return cs_;                                                                   \
     } while (0)
 
-sublet_status sublet_view_replay(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t device_memory, uint64_t at, unsigned flags, char **out,
+sublet_status sublet_view_replay(const sublet_trace *t, const sublet_view_args *args, char **out,
                                  char *err, size_t cap)
 {
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(t);
     sublet_replay_options o;
-    replay_options(t, conf, device_memory, at, &o);
+    replay_options(t, a.conf, a.device_memory, a.at, &o);
     sublet_view_options v;
     sublet_view_options_init(&v);
-    v.name = name;
-    v.flags = flags & SUBLET_VIEW_SUMMARIES;
+    v.name = a.name;
+    v.flags = a.flags & SUBLET_VIEW_SUMMARIES;
     return sublet_replay_json(t, &o, &v, out, err, cap);
 }
 
-sublet_status sublet_view_mincap(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t at, char **out, char *err, size_t cap)
+sublet_status sublet_view_mincap(const sublet_trace *t, const sublet_view_args *args, char **out,
+                                 char *err, size_t cap)
 {
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(t);
     sublet_replay_options o;
-    replay_options(t, conf, 0, at, &o);
+    replay_options(t, a.conf, 0, a.at, &o);
     sublet_view_options v;
     sublet_view_options_init(&v);
-    v.name = name;
+    v.name = a.name;
     return sublet_mincap_json(t, &o, &v, out, err, cap);
 }
 
-sublet_status sublet_view_frag(const sublet_trace *t, const sublet_snapshot *snap,
-                               const char *name, const char *conf, uint64_t device_memory,
-                               uint64_t at, char **out, char *err, size_t cap)
+sublet_status sublet_view_frag(const sublet_trace *t, const sublet_view_args *args, char **out,
+                               char *err, size_t cap)
 {
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(t);
     sublet_replay_options o;
-    frag_options(t, conf, device_memory, &o);
+    frag_options(t, a.conf, a.device_memory, &o);
     sublet_view_options v;
     sublet_view_options_init(&v);
-    v.name = name;
-    v.at = at;
-    v.snapshot = snap;
+    v.name = a.name;
+    v.at = a.at;
+    v.snapshot = a.snapshot;
     return sublet_frag_json(t, &o, &v, out, err, cap);
 }
 
-sublet_status sublet_view_diagnose(const sublet_trace *t, const char *name, const char *conf,
-                                   uint64_t device_memory, char **out, char *err, size_t cap)
+sublet_status sublet_view_diagnose(const sublet_trace *t, const sublet_view_args *args,
+                                   char **out, char *err, size_t cap)
 {
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(t);
     sublet_replay_options o;
-    frag_options(t, conf, device_memory, &o);
+    frag_options(t, a.conf, a.device_memory, &o);
     sublet_view_options v;
     sublet_view_options_init(&v);
-    v.name = name;
+    v.name = a.name;
     return sublet_diagnose_json(t, &o, NULL, &v, out, err, cap);
 }
 
 sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *const *names,
-                               size_t n, const char *current, uint64_t device_memory,
-                               unsigned threads, sublet_progress_fn progress, void *user,
-                               char **out, char *err, size_t cap)
+                               size_t n, const sublet_view_args *args, char **out, char *err,
+                               size_t cap)
 {
-    return sublet_view_tune_release(traces, names, n, current, device_memory, threads, NULL,
-                                    progress, user, out, err, cap);
-}
-
-sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
-                                       const char *const *names, size_t n, const char *current,
-                                       uint64_t device_memory, unsigned threads,
-                                       const char *pytorch_version, sublet_progress_fn progress,
-                                       void *user, char **out, char *err, size_t cap)
-{
-    const char *conf = current;
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(traces);
     if (n == 0 || n > 64) {
         return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "tune takes 1 to 64 traces, not %zu",
@@ -233,43 +241,43 @@ sublet_status sublet_view_tune_release(const sublet_trace *const *traces,
             return SUBLET_ERR_INVALID_ARGUMENT;
     const char *cur[64];
     for (size_t i = 0; i < n; i++)
-        cur[i] = current;
+        cur[i] = a.conf;
     sublet_tune_options o;
     sublet_tune_options_init(&o);
-    o.device_memory = device_memory;
-    o.threads = threads;
+    o.device_memory = a.device_memory;
+    o.threads = a.threads;
     o.current = cur;
-    o.progress = progress;
-    o.progress_user = user;
-    o.pytorch_version = pytorch_version;
+    o.progress = a.progress;
+    o.progress_user = a.progress_user;
+    o.pytorch_version = a.pytorch_version;
     return sublet_tune_json(traces, names, n, &o, out, err, cap);
 }
 
-sublet_status sublet_view_report(const sublet_trace *t, const char *name, const char *conf,
-                                 uint64_t device_memory, unsigned flags,
-                                 sublet_progress_fn progress, void *user, char **out,
+sublet_status sublet_view_report(const sublet_trace *t, const sublet_view_args *args, char **out,
                                  size_t *len, char *err, size_t cap)
 {
+    sublet_view_args a = args_of(args);
     CHECK_ARGS(t);
     sublet_replay_options o;
-    frag_options(t, conf, device_memory, &o);
+    frag_options(t, a.conf, a.device_memory, &o);
     sublet_tune_options to;
     sublet_tune_options_init(&to);
     /* your device and your current settings, as the page's replay */
-    to.device_memory = device_memory;
-    const char *cur[1] = {conf};
+    to.device_memory = a.device_memory;
+    const char *cur[1] = {a.conf};
     to.current = cur;
-    to.progress = progress;
-    to.progress_user = user;
+    to.progress = a.progress;
+    to.progress_user = a.progress_user;
     sublet_report_options ro;
     sublet_report_options_init(&ro);
     ro.tune = &to;
+    sublet_report_info info;
+    ro.info = &info;
     sublet_view_options v;
     sublet_view_options_init(&v);
-    v.name = name;
-    v.flags = flags & SUBLET_VIEW_TUNE;
-    sublet_report_info info;
-    sublet_status st = sublet_report_html(t, &o, &ro, &v, out, &info, err, cap);
+    v.name = a.name;
+    v.flags = a.flags & SUBLET_VIEW_TUNE;
+    sublet_status st = sublet_report_html(t, &o, &ro, &v, out, err, cap);
     if (len)
         *len = st == SUBLET_OK ? info.len : 0;
     return st;

@@ -483,30 +483,30 @@ static int add_map(rmap *maps, size_t *n, sublet_trace_stream *t, const sublet_r
 
 sublet_status sublet_report_html(const sublet_trace *t, const sublet_replay_options *o,
                                  const sublet_report_options *ro, const sublet_view_options *v,
-                                 char **out, sublet_report_info *info, char *err, size_t cap)
+                                 char **out, char *err, size_t cap)
 {
-    if (info)
-        memset(info, 0, sizeof *info);
+    if (ro && ro->info)
+        memset(ro->info, 0, sizeof *ro->info);
     sublet_trace_stream *ts = NULL;
     sublet_status st = sl_view_trace_open(t, o, v, out, err, cap, &ts);
     if (st != SUBLET_OK)
         return st;
-    st = sublet_report_html_stream(ts, o, ro, v, out, info, err, cap);
+    st = sublet_report_html_stream(ts, o, ro, v, out, err, cap);
     sublet_trace_stream_close(ts);
     return st;
 }
 
 /* The page of a snapshot's segments, when its trace cannot be replayed (a
- * prelude in private pools; replay_st, rerr: why), as `sublet frag` falls
- * back to them: 1 when the segments were read (*out the page, NULL when
- * out of memory, said in err), 0 when not. */
-static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
-                         const sublet_view_options *v, const sublet_report_options *ro,
-                         uint64_t rows, const rhist *hist, const char *rerr,
-                         sublet_status replay_st, char **out, sublet_report_info *info,
-                         char *err, size_t cap)
+ * prelude in private pools; replay_st, rp->no_replay: why), as `sublet
+ * frag` falls back to them: rp the page's path, format, rows, request sizes
+ * and settings; 1 when the segments were read (*out the page, NULL when out
+ * of memory, said in err), 0 when not. */
+static int snapshot_page(sublet_trace_stream *t, const sublet_view_options *v,
+                         const sublet_report_options *ro, report *rp, sublet_status replay_st,
+                         char **out, char *err, size_t cap)
 {
-    const char *path = v->name ? v->name : "";
+    sublet_report_info *info = ro->info;
+    const char *rerr = rp->no_replay;
     int64_t dev = v->device >= 0 ? v->device : sublet_trace_stream_device(t);
     sublet_frag_state *fs = NULL;
     if (sublet_frag_from_snapshot(v->snapshot, dev < 0 ? 0 : dev, &fs) != SUBLET_OK)
@@ -515,11 +515,11 @@ static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
          "the page shows the snapshot's segments");
     rmap m = {.st = fs, .event = SUBLET_REPLAY_ALL};
     snprintf(m.title, sizeof m.title, "the snapshot's segments");
-    report rp = {path, sublet_trace_stream_format(t), rows, hist, o, NULL, NULL, &m, 1,
-                 NULL, NULL, NULL, rerr};
+    rp->maps = &m;
+    rp->nmaps = 1;
     sl_text b;
     sl_text_growable(&b);
-    page(&b, &rp);
+    page(&b, rp);
     sublet_frag_stats f;
     sublet_frag_compute(fs, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &f);
     sublet_frag_state_free(fs);
@@ -540,9 +540,10 @@ static int snapshot_page(sublet_trace_stream *t, const sublet_replay_options *o,
 
 sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_replay_options *o,
                                         const sublet_report_options *ro_in,
-                                        const sublet_view_options *v, char **out,
-                                        sublet_report_info *info, char *err, size_t cap)
+                                        const sublet_view_options *v, char **out, char *err,
+                                        size_t cap)
 {
+    sublet_report_info *info = ro_in ? ro_in->info : NULL;
     if (info)
         memset(info, 0, sizeof *info);
     sublet_status args = sl_view_begin(t, o, v, out, err, cap);
@@ -580,7 +581,9 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
          * the page of its segments, as `sublet frag` falls back to them */
         sublet_frag_series_free(&s);
         sublet_replay_result_free(&r);
-        if (snapshot_page(t, o, v, &ro, rows, &hist, rerr, st, out, info, err, cap))
+        report rp = {path, sublet_trace_stream_format(t), rows, &hist, o, NULL, NULL, NULL, 0,
+                     NULL, NULL, NULL, rerr};
+        if (snapshot_page(t, v, &ro, &rp, st, out, err, cap))
             return *out ? SUBLET_OK : SUBLET_ERR_NO_MEMORY;
     }
     if (st != SUBLET_OK) {
