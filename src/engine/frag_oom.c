@@ -69,13 +69,25 @@ static uint64_t device_headroom(sublet_allocator *a)
     return headroom;
 }
 
+/* The failed request as the diagnosis sees it. */
+typedef struct oom_req {
+    uint64_t request, rounded; /* asked, and once rounded */
+    sublet_stream stream;
+    int kind;                  /* the pool kind it needs: SUBLET_POOL_SMALL or _LARGE */
+    uint64_t target[2];        /* the pool it went to ({0, 0}: the default pools) */
+    uint64_t headroom;         /* what the device still grants */
+} oom_req;
+
 /* The first paragraph when private pools are involved: which pool the request
  * went to and where the free memory sits, pool by pool.  Only the request's
  * own pool counts towards "would suffice".  Returns 1 for fragmentation. */
 static int pooled_verdict(sl_text *b, sublet_allocator *a, const sublet_frag_state *st,
-                          uint64_t request, uint64_t rounded, sublet_stream stream, int kind,
-                          const uint64_t target[2], uint64_t headroom)
+                          const oom_req *rq)
 {
+    uint64_t request = rq->request, rounded = rq->rounded, headroom = rq->headroom;
+    sublet_stream stream = rq->stream;
+    int kind = rq->kind;
+    const uint64_t *target = rq->target;
     size_t np = 0;
     sublet_frag_pool *pools = sl_frag_pools_of(st, &np);
     uint64_t free_target = 0, free_other = 0;
@@ -161,7 +173,8 @@ size_t sublet_oom_diagnose(sublet_allocator *a, uint64_t request, sublet_stream 
     int frag;
     char t1[32], t2[32], t3[32], t4[32], t5[32], t6[32];
     if (st && (target[0] || target[1] || sublet_frag_has_private_pools(st))) {
-        frag = pooled_verdict(&b, a, st, request, rounded, stream, kind, target, headroom);
+        oom_req q = {request, rounded, stream, kind, {target[0], target[1]}, headroom};
+        frag = pooled_verdict(&b, a, st, &q);
     } else {
         uint64_t free_all = all.reserved_bytes - all.active_bytes;
         frag = free_all + headroom >= rounded;

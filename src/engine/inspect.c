@@ -217,11 +217,14 @@ static sublet_status check_unmapped(const sl_segment *seg, const sl_block *prev,
     return SUBLET_OK;
 }
 
-/* A mapped block b that is not a shadow, counted into r. */
+/* A mapped block b of seg (after prev) that is not a shadow, counted into
+ * its pool kind's recount. */
 static sublet_status check_mapped(sublet_allocator *a, const sl_segment *seg,
-                                  const sl_block *prev, const sl_block *b, bool active,
-                                  recount *r, tally *t, char *msg, size_t cap)
+                                  const sl_block *prev, const sl_block *b, tally *t, char *msg,
+                                  size_t cap)
 {
+    recount *r = &t->rc[seg->pool->kind];
+    bool active = sl_block_active(b);
     if (active == b->in_free)
         return fail(msg, cap, "block 0x%llx is %s but %s the free index",
                     (unsigned long long)b->addr, active ? "active" : "free",
@@ -283,7 +286,7 @@ static sublet_status check_block(sublet_allocator *a, const sl_segment *seg, con
         t->shadows++;
         return SUBLET_OK;
     }
-    return check_mapped(a, seg, prev, b, active, r, t, msg, cap);
+    return check_mapped(a, seg, prev, b, t, msg, cap);
 }
 
 /* One segment: its counts, and blocks that tile it. */

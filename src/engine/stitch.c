@@ -324,11 +324,20 @@ static const piece *best_piece(const piece *v, size_t n, uint64_t want, const sl
 
 static uint64_t div_up(uint64_t x, uint64_t y) { return (x + y - 1) / y; }
 
+/* The free tails and heads a plan may alias (heads NULL: no aliasing). */
+typedef struct pieces {
+    const piece *tails;
+    size_t ntails;
+    const piece *heads;
+    size_t nheads;
+} pieces;
+
 /* The best plan for `size` with at most `fresh` fresh pages. */
 static plan find_plan(const sl_pool *pool, sublet_stream stream, uint64_t size, uint64_t fresh,
-                      const piece *tails, size_t ntails, const piece *heads, size_t nheads,
-                      uint64_t page)
+                      const pieces *pc, uint64_t page)
 {
+    const piece *tails = pc->tails, *heads = pc->heads;
+    size_t ntails = pc->ntails, nheads = pc->nheads;
     plan best = {.valid = false};
     /* in place: the run grows from the free block before an unmapped one */
     sl_block *room = NULL; /* lowest unmapped block with room for a new run */
@@ -576,7 +585,8 @@ sublet_status sl_stitch_alloc(sublet_allocator *a, sl_pool *pool, sublet_stream 
         }
         free(all);
     }
-    plan p = find_plan(pool, stream, size, fresh, tails, ntails, alias ? heads : NULL, nheads, page);
+    pieces pc = {tails, ntails, alias ? heads : NULL, nheads};
+    plan p = find_plan(pool, stream, size, fresh, &pc, page);
     free(tails);
     free(heads);
     if (!p.valid)

@@ -233,9 +233,14 @@ void sl_rmm_free(sl_rmm *s);
 void sl_rmm_reset(sl_rmm *s); /* as new */
 bool sl_rmm_blank(const char *p, size_t n);
 sublet_status sl_rmm_header(const char *p, size_t n, char *err, size_t cap);
-sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
-                         sublet_trace_event ev[2], size_t *nev, sublet_trace_event *pre,
-                         bool *has_pre, char *err, size_t cap);
+typedef struct sl_rmm_rows {
+    sublet_trace_event ev[2]; /* the row's events, ev[0, nev) */
+    size_t nev;
+    sublet_trace_event pre;   /* the prelude row, when has_pre */
+    bool has_pre;
+} sl_rmm_rows;
+sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno, sl_rmm_rows *out,
+                         char *err, size_t cap);
 /* The stream (trace_stream.c): open reads the whole file from its start
  * once for the prelude (into pre, sorted: the rows trace_assemble would
  * put first; a row it cannot read ends that pass, the second meets it

@@ -215,10 +215,12 @@ static sublet_status field_number(fld f, const char *name, bool hex, uint64_t li
     return SUBLET_ERR_PARSE;
 }
 
-sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
-                         sublet_trace_event ev2[2], size_t *nev, sublet_trace_event *pre,
-                         bool *has_pre, char *err, size_t cap)
+sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno, sl_rmm_rows *out,
+                         char *err, size_t cap)
 {
+    sublet_trace_event *ev2 = out->ev, *pre = &out->pre;
+    size_t *nev = &out->nev;
+    bool *has_pre = &out->has_pre;
     *nev = 0;
     *has_pre = false;
     memset(ev2, 0, 2 * sizeof *ev2); /* padding included: rows are compared as bytes */
@@ -298,15 +300,13 @@ sublet_status sl_rmm_row(sl_rmm *s, const char *p, size_t n, uint64_t lineno,
 static sublet_status row(sl_rmm *s, trace_vec *events, trace_vec *pre_alloc, const char *p,
                          size_t n, uint64_t lineno, char *err, size_t cap)
 {
-    sublet_trace_event ev[2], pre;
-    size_t nev;
-    bool has_pre;
-    sublet_status st = sl_rmm_row(s, p, n, lineno, ev, &nev, &pre, &has_pre, err, cap);
+    sl_rmm_rows r;
+    sublet_status st = sl_rmm_row(s, p, n, lineno, &r, err, cap);
     if (st != SUBLET_OK)
         return st;
-    bool oom = has_pre && trace_vec_push(pre_alloc, &pre) != SUBLET_OK;
-    for (size_t i = 0; i < nev && !oom; i++)
-        oom = trace_vec_push(events, &ev[i]) != SUBLET_OK;
+    bool oom = r.has_pre && trace_vec_push(pre_alloc, &r.pre) != SUBLET_OK;
+    for (size_t i = 0; i < r.nev && !oom; i++)
+        oom = trace_vec_push(events, &r.ev[i]) != SUBLET_OK;
     if (oom) {
         sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)lineno);
         return SUBLET_ERR_NO_MEMORY;
@@ -400,12 +400,10 @@ sublet_status sl_rmm_stream_open(sl_rmm *s, sl_src *src, trace_vec *pre, char *e
         s->lineno++;
         if (sl_rmm_blank(lp, ln))
             continue;
-        sublet_trace_event ev[2], pr;
-        size_t nev;
-        bool has_pre;
-        if (sl_rmm_row(s, lp, ln, s->lineno, ev, &nev, &pr, &has_pre, err, cap) != SUBLET_OK)
+        sl_rmm_rows r;
+        if (sl_rmm_row(s, lp, ln, s->lineno, &r, err, cap) != SUBLET_OK)
             break; /* the second pass meets it again */
-        if (has_pre && trace_vec_push(pre, &pr) != SUBLET_OK) {
+        if (r.has_pre && trace_vec_push(pre, &r.pre) != SUBLET_OK) {
             sl_msg(err, cap, "line %llu: out of memory", (unsigned long long)s->lineno);
             return SUBLET_ERR_NO_MEMORY;
         }
@@ -436,12 +434,10 @@ sublet_status sl_rmm_stream_read(sl_rmm *s, sl_src *src, sublet_trace_event *ev,
         s->lineno++;
         if (sl_rmm_blank(lp, ln))
             continue;
-        sublet_trace_event two[2], pr;
-        size_t m;
-        bool has_pre;
-        if ((st = sl_rmm_row(s, lp, ln, s->lineno, two, &m, &pr, &has_pre, err, ecap)))
+        sl_rmm_rows r;
+        if ((st = sl_rmm_row(s, lp, ln, s->lineno, &r, err, ecap)))
             break;
-        sl_rows_out(&s->held, two, m, ev, cap, &k);
+        sl_rows_out(&s->held, r.ev, r.nev, ev, cap, &k);
     }
     *n = k;
     return st;
