@@ -97,9 +97,10 @@ static int not_device(const char *call, const char *which, const void *p, uint64
     return ND_BLAS_EXECUTION_FAILED;
 }
 
-int nd_blas_matrix(const char *call, const char *which, const void *p, size_t size, int64_t rows,
-                   int64_t cols, int64_t ld, int64_t batch, int64_t stride)
+int nd_blas_matrix(const char *call, const char *which, const void *p, const nd_layout *l)
 {
+    size_t size = l->size;
+    int64_t rows = l->rows, cols = l->cols, ld = l->ld, batch = l->batch, stride = l->stride;
     uint64_t n;
     if (size == 0 || rows <= 0 || cols <= 0 || batch <= 0)
         return ND_BLAS_SUCCESS;
@@ -236,8 +237,8 @@ int cublasSetWorkspace_v2(void *handle, void *workspace, size_t size)
     if (hv(workspace) % 256)
         return nd_blas_bad("cublasSetWorkspace_v2", "workspace (not 256-byte aligned)", (long long)hv(workspace));
     if (size && !nd_is_device(d, workspace, size))
-        return nd_blas_matrix("cublasSetWorkspace_v2", "workspace", workspace, 1, (int64_t)size, 1,
-                              (int64_t)size, 1, 0);
+        return nd_blas_matrix("cublasSetWorkspace_v2", "workspace", workspace,
+                              &(nd_layout){1, (int64_t)size, 1, (int64_t)size, 1, 0});
     if (!(b = settings(d, handle)))
         return ND_BLAS_NOT_INITIALIZED;
     b->workspace = size ? hv(workspace) : 0;

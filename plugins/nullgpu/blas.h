@@ -53,12 +53,17 @@ int nd_blas_valid(const void *h);
 /* A handle's settings, copied; 0 when it is not live. */
 int nd_blas_settings(const void *h, uint64_t *stream, int *pointer_mode);
 
-/* A matrix (rows x cols, leading dimension ld, `batch` of them `stride`
- * elements apart) of elements of `size` bytes at p must lie in device
- * memory; else it is named on stderr and the call fails as its kernel
- * would (CUBLAS_STATUS_EXECUTION_FAILED).  size 0: not checked. */
-int nd_blas_matrix(const char *call, const char *which, const void *p, size_t size, int64_t rows,
-                   int64_t cols, int64_t ld, int64_t batch, int64_t stride);
+/* A matrix's layout: rows x cols elements of `size` bytes, leading
+ * dimension ld, `batch` of them `stride` elements apart. */
+typedef struct nd_layout {
+    size_t size;
+    int64_t rows, cols, ld, batch, stride;
+} nd_layout;
+
+/* A matrix of layout l at p must lie in device memory; else it is named on
+ * stderr and the call fails as its kernel would
+ * (CUBLAS_STATUS_EXECUTION_FAILED).  size 0: not checked. */
+int nd_blas_matrix(const char *call, const char *which, const void *p, const nd_layout *l);
 /* An array of n device pointers (the batched calls'). */
 int nd_blas_array(const char *call, const char *which, const void *p, int64_t n);
 

@@ -81,9 +81,9 @@ static int gemm(const nd_gemm *g)
     } else {
         int64_t ar = g->ta == ND_OP_N ? g->m : g->k, ac = g->ta == ND_OP_N ? g->k : g->m;
         int64_t br = g->tb == ND_OP_N ? g->k : g->n, bc = g->tb == ND_OP_N ? g->n : g->k;
-        if ((e = nd_blas_matrix(g->call, "A", g->A, g->ea, ar, ac, g->lda, g->batch, g->sa)) ||
-            (e = nd_blas_matrix(g->call, "B", g->B, g->eb, br, bc, g->ldb, g->batch, g->sb)) ||
-            (e = nd_blas_matrix(g->call, "C", g->C, g->ec, g->m, g->n, g->ldc, g->batch, g->sc)))
+        if ((e = nd_blas_matrix(g->call, "A", g->A, &(nd_layout){g->ea, ar, ac, g->lda, g->batch, g->sa})) ||
+            (e = nd_blas_matrix(g->call, "B", g->B, &(nd_layout){g->eb, br, bc, g->ldb, g->batch, g->sb})) ||
+            (e = nd_blas_matrix(g->call, "C", g->C, &(nd_layout){g->ec, g->m, g->n, g->ldc, g->batch, g->sc})))
             return e;
     }
     nd_blas_settings(g->handle, &stream, NULL);
@@ -205,9 +205,29 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
 
 /* ---- gemv ----------------------------------------------------------------------------- */
 
-static int gemv(const char *call, void *h, int trans, int m, int n, const void *alpha, const void *A, int lda,
-                const void *x, int incx, const void *beta, void *y, int incy, size_t size)
+/* One gemv: y = alpha op(A) x + beta y, elements of `size` bytes. */
+typedef struct nd_gemv {
+    const char *call;
+    void *h;
+    int trans, m, n;
+    const void *alpha, *A;
+    int lda;
+    const void *x;
+    int incx;
+    const void *beta;
+    void *y;
+    int incy;
+    size_t size;
+} nd_gemv;
+
+static int gemv(const nd_gemv *g)
 {
+    const char *call = g->call;
+    void *h = g->h;
+    int trans = g->trans, m = g->m, n = g->n, lda = g->lda, incx = g->incx, incy = g->incy;
+    const void *alpha = g->alpha, *A = g->A, *x = g->x, *beta = g->beta;
+    void *y = g->y;
+    size_t size = g->size;
     uint64_t stream = 0;
     int64_t lx = trans == ND_OP_N ? n : m, ly = trans == ND_OP_N ? m : n;
     int e;
@@ -229,9 +249,9 @@ static int gemv(const char *call, void *h, int trans, int m, int n, const void *
         return nd_blas_bad(call, alpha ? "beta" : "alpha", 0);
     if (m == 0 || n == 0)
         return ND_BLAS_SUCCESS;
-    if ((e = nd_blas_matrix(call, "A", A, size, m, n, lda, 1, 0)) ||
-        (e = nd_blas_matrix(call, "x", x, size, 1, lx, incx < 0 ? -incx : incx, 1, 0)) ||
-        (e = nd_blas_matrix(call, "y", y, size, 1, ly, incy < 0 ? -incy : incy, 1, 0)))
+    if ((e = nd_blas_matrix(call, "A", A, &(nd_layout){size, m, n, lda, 1, 0})) ||
+        (e = nd_blas_matrix(call, "x", x, &(nd_layout){size, 1, lx, incx < 0 ? -incx : incx, 1, 0})) ||
+        (e = nd_blas_matrix(call, "y", y, &(nd_layout){size, 1, ly, incy < 0 ? -incy : incy, 1, 0})))
         return e;
     nd_blas_settings(h, &stream, NULL);
     return nd_blas_launch(call, stream);
@@ -243,7 +263,9 @@ static int gemv(const char *call, void *h, int trans, int m, int n, const void *
     int cublas##T##gemv_v2(void *h, int trans, int m, int n, const void *alpha, const void *A, int lda,  \
                            const void *x, int incx, const void *beta, void *y, int incy)                 \
     {                                                                                                   \
-        return gemv("cublas" #T "gemv_v2", h, trans, m, n, alpha, A, lda, x, incx, beta, y, incy, SIZE); \
+        nd_gemv g = {"cublas" #T "gemv_v2", h, trans, m, n, alpha, A, lda, x, incx, beta, y, incy,     \
+                     SIZE};                                                                             \
+        return gemv(&g);                                                                                \
     }
 
 GEMV(S, 4)
@@ -255,9 +277,19 @@ GEMV(Z, 16)
 
 /* The result goes to host memory (written now: 0) or, in device pointer
  * mode, to device memory (by the kernel: nothing written). */
-static int dot(const char *call, void *h, int n, const void *x, size_t xs, int incx, const void *y, size_t ys,
-               int incy, void *result, size_t rs)
+/* A vector of a dot: at p, elements of `size` bytes, `inc` apart. */
+typedef struct nd_vec {
+    const void *p;
+    size_t size;
+    int inc;
+} nd_vec;
+
+static int dot(const char *call, void *h, int n, const nd_vec *vx, const nd_vec *vy, void *result,
+               size_t rs)
 {
+    const void *x = vx->p, *y = vy->p;
+    size_t xs = vx->size, ys = vy->size;
+    int incx = vx->inc, incy = vy->inc;
     uint64_t stream = 0;
     int mode = ND_POINTER_HOST, e;
     if (!nd_blas_settings(h, &stream, &mode))
@@ -265,11 +297,11 @@ static int dot(const char *call, void *h, int n, const void *x, size_t xs, int i
     if (!result)
         return nd_blas_bad(call, "result", 0);
     if (mode == ND_POINTER_DEVICE && !nd_is_device(nd_dev(), result, rs))
-        return nd_blas_matrix(call, "result", result, rs, 1, 1, 1, 1, 0);
+        return nd_blas_matrix(call, "result", result, &(nd_layout){rs, 1, 1, 1, 1, 0});
     if (mode == ND_POINTER_HOST)
         memset(result, 0, rs);
-    if (n > 0 && ((e = nd_blas_matrix(call, "x", x, xs, 1, n, incx < 0 ? -incx : incx ? incx : 1, 1, 0)) ||
-                  (e = nd_blas_matrix(call, "y", y, ys, 1, n, incy < 0 ? -incy : incy ? incy : 1, 1, 0))))
+    if (n > 0 && ((e = nd_blas_matrix(call, "x", x, &(nd_layout){xs, 1, n, incx < 0 ? -incx : incx ? incx : 1, 1, 0})) ||
+                  (e = nd_blas_matrix(call, "y", y, &(nd_layout){ys, 1, n, incy < 0 ? -incy : incy ? incy : 1, 1, 0}))))
         return e;
     return nd_blas_launch(call, stream);
 }
@@ -278,7 +310,7 @@ static int dot(const char *call, void *h, int n, const void *x, size_t xs, int i
     int NAME(void *h, int n, const void *x, int incx, const void *y, int incy, void *result);           \
     int NAME(void *h, int n, const void *x, int incx, const void *y, int incy, void *result)            \
     {                                                                                                   \
-        return dot(#NAME, h, n, x, SIZE, incx, y, SIZE, incy, result, SIZE);                             \
+        return dot(#NAME, h, n, &(nd_vec){x, SIZE, incx}, &(nd_vec){y, SIZE, incy}, result, SIZE);      \
     }
 
 DOT(cublasSdot_v2, 4)
@@ -299,17 +331,32 @@ int cublasDotEx(void *h, int n, const void *x, int xt, int incx, const void *y, 
     if (!nd_blas_type_size(xt) || !nd_blas_type_size(yt) || !nd_blas_type_size(rt) || !nd_blas_type_size(exec))
         return nd_blas_bad(call, "xType/yType/resultType/executionType",
                            !nd_blas_type_size(xt) ? xt : !nd_blas_type_size(yt) ? yt : !nd_blas_type_size(rt) ? rt : exec);
-    return dot(call, h, n, x, nd_blas_type_size(xt), incx, y, nd_blas_type_size(yt), incy, result,
-               nd_blas_type_size(rt));
+    return dot(call, h, n, &(nd_vec){x, nd_blas_type_size(xt), incx},
+               &(nd_vec){y, nd_blas_type_size(yt), incy}, result, nd_blas_type_size(rt));
 }
 
 /* ---- trsm ----------------------------------------------------------------------------- */
 
+/* One trsm, batched (`arrays`: A and B are device arrays of pointers) or
+ * not, elements of `size` bytes. */
+typedef struct nd_trsm {
+    const char *call;
+    void *h;
+    int side, uplo, trans, diag, m, n;
+    const void *alpha, *A;
+    int lda;
+    void *B;
+    int ldb, batch, arrays;
+    size_t size;
+} nd_trsm;
+
 /* The checks of trsm and trsmBatched: side L/R, fill lower/upper, op, diag. */
-static int trsm_args(const char *call, void *h, int side, int uplo, int trans, int diag, int m, int n,
-                     const void *alpha, int lda, int ldb, int batch)
+static int trsm_args(const nd_trsm *t)
 {
-    if (!nd_blas_valid(h))
+    const char *call = t->call;
+    int side = t->side, uplo = t->uplo, trans = t->trans, diag = t->diag, m = t->m, n = t->n;
+    int lda = t->lda, ldb = t->ldb, batch = t->batch;
+    if (!nd_blas_valid(t->h))
         return ND_BLAS_NOT_INITIALIZED;
     if (side != 0 && side != 1)
         return nd_blas_bad(call, "side", side);
@@ -329,24 +376,28 @@ static int trsm_args(const char *call, void *h, int side, int uplo, int trans, i
         return nd_blas_bad(call, "ldb", ldb);
     if (batch < 0)
         return nd_blas_bad(call, "batchCount", batch);
-    if (!alpha)
+    if (!t->alpha)
         return nd_blas_bad(call, "alpha", 0);
     return ND_BLAS_SUCCESS;
 }
 
-static int trsm(const char *call, void *h, int side, int uplo, int trans, int diag, int m, int n,
-                const void *alpha, const void *A, int lda, void *B, int ldb, int batch, int arrays, size_t size)
+static int trsm(const nd_trsm *t)
 {
+    const char *call = t->call;
+    int m = t->m, n = t->n, lda = t->lda, ldb = t->ldb, batch = t->batch;
+    const void *A = t->A;
+    void *B = t->B;
+    size_t size = t->size;
     uint64_t stream = 0;
-    int64_t ka = side == 0 ? m : n;
-    int e = trsm_args(call, h, side, uplo, trans, diag, m, n, alpha, lda, ldb, batch);
+    int64_t ka = t->side == 0 ? m : n;
+    int e = trsm_args(t);
     if (e || m == 0 || n == 0 || batch == 0)
         return e;
-    if (arrays ? (e = nd_blas_array(call, "A", A, batch)) || (e = nd_blas_array(call, "B", B, batch))
-               : (e = nd_blas_matrix(call, "A", A, size, ka, ka, lda, 1, 0)) ||
-                     (e = nd_blas_matrix(call, "B", B, size, m, n, ldb, 1, 0)))
+    if (t->arrays ? (e = nd_blas_array(call, "A", A, batch)) || (e = nd_blas_array(call, "B", B, batch))
+                  : (e = nd_blas_matrix(call, "A", A, &(nd_layout){size, ka, ka, lda, 1, 0})) ||
+                        (e = nd_blas_matrix(call, "B", B, &(nd_layout){size, m, n, ldb, 1, 0})))
         return e;
-    nd_blas_settings(h, &stream, NULL);
+    nd_blas_settings(t->h, &stream, NULL);
     return nd_blas_launch(call, stream);
 }
 
@@ -356,16 +407,18 @@ static int trsm(const char *call, void *h, int side, int uplo, int trans, int di
     int cublas##T##trsm_v2(void *h, int side, int uplo, int trans, int diag, int m, int n,              \
                            const void *alpha, const void *A, int lda, void *B, int ldb)                  \
     {                                                                                                   \
-        return trsm("cublas" #T "trsm_v2", h, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, 1, 0, \
-                    SIZE);                                                                              \
+        nd_trsm t = {"cublas" #T "trsm_v2", h, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb,   \
+                     1, 0, SIZE};                                                                       \
+        return trsm(&t);                                                                                \
     }                                                                                                   \
     int cublas##T##trsmBatched(void *h, int side, int uplo, int trans, int diag, int m, int n,          \
                                const void *alpha, const void *A, int lda, void *B, int ldb, int batch); \
     int cublas##T##trsmBatched(void *h, int side, int uplo, int trans, int diag, int m, int n,          \
                                const void *alpha, const void *A, int lda, void *B, int ldb, int batch)  \
     {                                                                                                   \
-        return trsm("cublas" #T "trsmBatched", h, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, \
-                    batch, 1, SIZE);                                                                    \
+        nd_trsm t = {"cublas" #T "trsmBatched", h, side, uplo, trans, diag, m, n, alpha, A, lda, B,    \
+                     ldb, batch, 1, SIZE};                                                              \
+        return trsm(&t);                                                                                \
     }
 
 TRSM(S, 4)
@@ -416,7 +469,7 @@ static int solver_launch(const char *call, void *h, const void *a1, const void *
             return nd_blas_bad(c, n < 0 ? "n" : lda < MAX1(n) ? "lda" : "batchSize",                    \
                                n < 0 ? n : lda < MAX1(n) ? lda : batch);                                \
         if (n > 0 && batch > 0 && !nd_is_device(nd_dev(), info, sizeof(int) * (size_t)batch))            \
-            return nd_blas_matrix(c, "infoArray", info, sizeof(int), 1, batch, 1, 1, 0);                 \
+            return nd_blas_matrix(c, "infoArray", info, &(nd_layout){sizeof(int), 1, batch, 1, 1, 0}); \
         return n == 0 ? ND_BLAS_SUCCESS : solver_launch(c, h, A, NULL, batch);                          \
     }                                                                                                   \
     int cublas##T##getrsBatched(void *h, int trans, int n, int nrhs, const void *A, int lda,            \

@@ -452,13 +452,16 @@ static int matmul_memory(const char *call, const void *const *mats, const lt_dim
     static const char *const names[4] = {"A", "B", "C", "D"};
     int e;
     for (int i = 0; i < 4; i++)
-        if ((e = nd_blas_matrix(call, names[i], mats[i], dm[i].size, dm[i].srows, dm[i].scols, dm[i].ld,
-                                dm[i].batch, dm[i].stride)))
+        if ((e = nd_blas_matrix(call, names[i], mats[i],
+                                &(nd_layout){dm[i].size, dm[i].srows, dm[i].scols, dm[i].ld,
+                                             dm[i].batch, dm[i].stride})))
             return e;
     if (p->op.attr[D_BIAS] && !nd_is_device(nd_dev(), (const void *)(uintptr_t)p->op.attr[D_BIAS], 1))
-        return nd_blas_matrix(call, "bias", (const void *)(uintptr_t)p->op.attr[D_BIAS], 1, 1, 1, 1, 1, 0);
+        return nd_blas_matrix(call, "bias", (const void *)(uintptr_t)p->op.attr[D_BIAS],
+                              &(nd_layout){1, 1, 1, 1, 1, 0});
     if (wsize && !nd_is_device(nd_dev(), workspace, wsize))
-        return nd_blas_matrix(call, "workspace", workspace, 1, (int64_t)wsize, 1, (int64_t)wsize, 1, 0);
+        return nd_blas_matrix(call, "workspace", workspace,
+                              &(nd_layout){1, (int64_t)wsize, 1, (int64_t)wsize, 1, 0});
     return ND_BLAS_SUCCESS;
 }
 

@@ -529,11 +529,21 @@ nd_st cudnnGetConvolutionBackwardFilterWorkspaceSize(void *h, void *x, void *dy,
     return ws_answer(call, ND_CONV_BWD_FILTER, conv_args(call, h, x, dw, c, dy, &a), &a, algo, size);
 }
 
+/* What a run is given to work with: its algorithm and its workspace. */
+typedef struct nd_conv_exec {
+    int algo;
+    const void *ws;
+    size_t ws_size;
+} nd_conv_exec;
+
 /* A convolution run: its arguments checked, its workspace given, its
  * tensors in device memory; then work on the handle's stream. */
 static nd_st conv_run(const char *call, int dir, void *h, const void *ptrs[3], nd_st st, const nd_conv_args *a,
-                      int algo, const void *ws, size_t ws_size)
+                      const nd_conv_exec *x)
 {
+    int algo = x->algo;
+    const void *ws = x->ws;
+    size_t ws_size = x->ws_size;
     nd_device *d = nd_dev();
     if (st)
         return st;
@@ -564,7 +574,8 @@ nd_st cudnnConvolutionForward(void *h, const void *alpha, void *xd, const void *
     const char *call = "cudnnConvolutionForward";
     const void *ptrs[3] = {x, w, y};
     (void)alpha, (void)beta;
-    return conv_run(call, ND_CONV_FWD, h, ptrs, conv_args(call, h, xd, wd, cd, yd, &a), &a, algo, ws, ws_size);
+    return conv_run(call, ND_CONV_FWD, h, ptrs, conv_args(call, h, xd, wd, cd, yd, &a), &a,
+                    &(nd_conv_exec){algo, ws, ws_size});
 }
 
 nd_st cudnnConvolutionBackwardData(void *h, const void *alpha, void *wd, const void *w, void *dyd, const void *dy,
@@ -574,7 +585,8 @@ nd_st cudnnConvolutionBackwardData(void *h, const void *alpha, void *wd, const v
     const char *call = "cudnnConvolutionBackwardData";
     const void *ptrs[3] = {w, dy, dx};
     (void)alpha, (void)beta;
-    return conv_run(call, ND_CONV_BWD_DATA, h, ptrs, conv_args(call, h, dxd, wd, cd, dyd, &a), &a, algo, ws, ws_size);
+    return conv_run(call, ND_CONV_BWD_DATA, h, ptrs, conv_args(call, h, dxd, wd, cd, dyd, &a), &a,
+                    &(nd_conv_exec){algo, ws, ws_size});
 }
 
 nd_st cudnnConvolutionBackwardFilter(void *h, const void *alpha, void *xd, const void *x, void *dyd, const void *dy,
@@ -585,8 +597,8 @@ nd_st cudnnConvolutionBackwardFilter(void *h, const void *alpha, void *xd, const
     const char *call = "cudnnConvolutionBackwardFilter";
     const void *ptrs[3] = {x, dy, dw};
     (void)alpha, (void)beta;
-    return conv_run(call, ND_CONV_BWD_FILTER, h, ptrs, conv_args(call, h, xd, dwd, cd, dyd, &a), &a, algo, ws,
-                    ws_size);
+    return conv_run(call, ND_CONV_BWD_FILTER, h, ptrs, conv_args(call, h, xd, dwd, cd, dyd, &a), &a,
+                    &(nd_conv_exec){algo, ws, ws_size});
 }
 
 nd_st cudnnConvolutionBiasActivationForward(void *h, const void *alpha1, void *xd, const void *x, void *wd,
@@ -611,7 +623,8 @@ nd_st cudnnConvolutionBiasActivationForward(void *h, const void *alpha1, void *x
         return fail(ND_DNN_BAD_PARAM, call, "the activation, z or bias descriptor is missing");
     if (!nd_is_device(d, z, 1) || !nd_is_device(d, bias, 1))
         return fail(ND_DNN_BAD_PARAM, call, "z or the bias is not in device memory");
-    return conv_run(call, ND_CONV_FWD, h, ptrs, conv_args(call, h, xd, wd, cd, yd, &a), &a, algo, ws, ws_size);
+    return conv_run(call, ND_CONV_FWD, h, ptrs, conv_args(call, h, xd, wd, cd, yd, &a), &a,
+                    &(nd_conv_exec){algo, ws, ws_size});
 }
 
 nd_st cudnnFindConvolutionForwardAlgorithmEx(void *h, void *xd, const void *x, void *wd, const void *w, void *cd,
@@ -729,11 +742,26 @@ nd_st cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void *h, int mode, in
     return bn_sizes("cudnnGetBatchNormalizationTrainingExReserveSpaceSize", h, mode, ops, xd, NULL, size);
 }
 
+/* What a batch norm run is given: its tensors' device pointers, its
+ * workspace and reserve space (training only). */
+typedef struct nd_bn_buffers {
+    const void *const *ptrs;
+    int nptrs;
+    const void *ws;
+    size_t ws_size;
+    const void *reserve;
+    size_t reserve_size;
+    int training;
+} nd_bn_buffers;
+
 /* A batch norm run: workspace and reserve space at least what was asked,
  * the device pointers device memory; then work on the stream. */
-static nd_st bn_run(const char *call, void *h, int mode, int ops, void *xd, const void *const *ptrs, int nptrs,
-                    const void *ws, size_t ws_size, const void *reserve, size_t reserve_size, int training)
+static nd_st bn_run(const char *call, void *h, int mode, int ops, void *xd, const nd_bn_buffers *b)
 {
+    const void *const *ptrs = b->ptrs;
+    int nptrs = b->nptrs, training = b->training;
+    const void *ws = b->ws, *reserve = b->reserve;
+    size_t ws_size = b->ws_size, reserve_size = b->reserve_size;
     size_t need_ws = 0, need_reserve = 0;
     nd_device *d = nd_dev();
     nd_st st = bn_sizes(call, h, mode, ops, xd, &need_ws, &need_reserve);
@@ -778,8 +806,8 @@ nd_st cudnnBatchNormalizationForwardTrainingEx(void *h, int mode, int ops, const
     const void *ptrs[] = {x, y, scale, bias};
     (void)alpha, (void)beta, (void)zd, (void)z, (void)yd, (void)bnd, (void)factor, (void)run_mean, (void)run_var;
     (void)eps, (void)save_mean, (void)save_inv_var, (void)act;
-    return bn_run("cudnnBatchNormalizationForwardTrainingEx", h, mode, ops, xd, ptrs, 4, ws, ws_size, reserve,
-                  reserve_size, 1);
+    return bn_run("cudnnBatchNormalizationForwardTrainingEx", h, mode, ops, xd,
+                  &(nd_bn_buffers){ptrs, 4, ws, ws_size, reserve, reserve_size, 1});
 }
 
 nd_st cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, void *xd,
@@ -788,7 +816,8 @@ nd_st cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alp
 {
     const void *ptrs[] = {x, y, scale, bias, mean, var};
     (void)alpha, (void)beta, (void)yd, (void)bnd, (void)eps;
-    return bn_run("cudnnBatchNormalizationForwardInference", h, mode, ND_BN_OPS_BN, xd, ptrs, 6, NULL, 0, NULL, 0, 0);
+    return bn_run("cudnnBatchNormalizationForwardInference", h, mode, ND_BN_OPS_BN, xd,
+                  &(nd_bn_buffers){ptrs, 6, NULL, 0, NULL, 0, 0});
 }
 
 nd_st cudnnBatchNormalizationBackwardEx(void *h, int mode, int ops, const void *ad, const void *bd, const void *ap,
@@ -801,6 +830,6 @@ nd_st cudnnBatchNormalizationBackwardEx(void *h, int mode, int ops, const void *
     const void *ptrs[] = {x, dy, dx, scale, dscale, dbias};
     (void)ad, (void)bd, (void)ap, (void)bp, (void)yd, (void)y, (void)dyd, (void)dzd, (void)dz, (void)dxd, (void)dbnd;
     (void)bias, (void)eps, (void)save_mean, (void)save_inv_var, (void)act;
-    return bn_run("cudnnBatchNormalizationBackwardEx", h, mode, ops, xd, ptrs, 6, ws, ws_size, reserve, reserve_size,
-                  1);
+    return bn_run("cudnnBatchNormalizationBackwardEx", h, mode, ops, xd,
+                  &(nd_bn_buffers){ptrs, 6, ws, ws_size, reserve, reserve_size, 1});
 }
