@@ -72,14 +72,15 @@ static int bench_file(const char *path, double seconds, totals *t) {
         return 1;
     }
     char err[256];
-    const uint8_t *data;
-    size_t len;
-    uint8_t *owned;
-    if (sublet_gunzip_if_needed(raw, n, 0, &data, &len, &owned, err, sizeof err)) {
+    sl_inflated in;
+    if (sublet_gunzip_if_needed(raw, n, 0, &in, err, sizeof err)) {
         fprintf(stderr, "bench_codecs: %s: %s\n", path, err);
         free(raw);
         return 1;
     }
+    const uint8_t *data = in.data;
+    size_t len = in.len;
+    uint8_t *owned = in.owned;
     int iters = 0, rc = 0;
     double t0 = now(), el = 0;
     while (el < seconds || iters < 3) {

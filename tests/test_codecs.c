@@ -856,11 +856,11 @@ static void test_gzip(void **state) {
     assert_int_equal(pv_pickle_parse(gz, gn - 5, a, &v, err, sizeof err), SUBLET_ERR_PARSE);
     assert_non_null(strstr(err, "truncated"));
     /* not gzip: passed through untouched */
-    const uint8_t *data;
-    uint8_t *owned;
-    assert_int_equal(sublet_gunzip_if_needed(PK(V4), 0, &data, &on, &owned, err, sizeof err), SUBLET_OK);
-    assert_ptr_equal(data, (const uint8_t *)V4);
-    assert_null(owned);
+    sl_inflated in;
+    assert_int_equal(sublet_gunzip_if_needed(PK(V4), 0, &in, err, sizeof err), SUBLET_OK);
+    assert_ptr_equal(in.data, (const uint8_t *)V4);
+    assert_int_equal(in.len, sizeof V4 - 1);
+    assert_null(in.owned);
     /* JSON accepts gzip too */
     uint8_t *gj = gzip_bytes((const uint8_t *)"[1, 2]", 6, &on);
     assert_int_equal(pv_json_parse(gj, on, a, &v, err, sizeof err), SUBLET_OK);
@@ -936,10 +936,11 @@ static void test_shared_snapshots(void **state) {
         assert_int_equal(pv_typeof(tr), PV_LIST);
         assert_int_equal(pv_list_len(pv_list_at(tr, 0)), csv_events(csv));
         /* the writer reproduces the original pickle byte for byte */
-        const uint8_t *data;
-        size_t dn;
-        uint8_t *owned;
-        assert_int_equal(sublet_gunzip_if_needed(raw, n, 0, &data, &dn, &owned, err, sizeof err), 0);
+        sl_inflated in;
+        assert_int_equal(sublet_gunzip_if_needed(raw, n, 0, &in, err, sizeof err), 0);
+        const uint8_t *data = in.data;
+        size_t dn = in.len;
+        uint8_t *owned = in.owned;
         pv_buf out = {0};
         assert_int_equal(pv_pickle_write(v, 0, &out, err, sizeof err), SUBLET_OK);
         assert_true(viz_readable(out.data, out.len));

@@ -142,12 +142,11 @@ sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint
 }
 
 sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max_out,
-                                      const uint8_t **data, size_t *data_len, uint8_t **owned,
-                                      char *err, size_t cap) {
-    *owned = NULL;
+                                      sl_inflated *out, char *err, size_t cap) {
+    out->owned = NULL;
     if (!sublet_is_gzip(buf, len)) {
-        *data = buf;
-        *data_len = len;
+        out->data = buf;
+        out->len = len;
         return SUBLET_OK;
     }
     uint8_t *o;
@@ -155,22 +154,21 @@ sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max
     sublet_status st = sublet_gunzip(buf, len, max_out, &o, &n, err, cap);
     if (st)
         return st;
-    *owned = o;
-    *data = o;
-    *data_len = n;
+    out->owned = o;
+    out->data = o;
+    out->len = n;
     return SUBLET_OK;
 }
 
-sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const uint8_t **data,
-                             size_t *data_len, uint8_t **owned, char *err, size_t err_cap)
+sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, sl_inflated *out,
+                             char *err, size_t err_cap)
 {
     if (err && err_cap)
         err[0] = '\0';
     if (!args_ok || (!buf && len)) {
         return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "byte 0: invalid argument");
     }
-    return sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, data, data_len, owned,
-                                   err, err_cap);
+    return sublet_gunzip_if_needed(buf ? buf : (const uint8_t *)"", len, 0, out, err, err_cap);
 }
 
 /* ---- the buffered source (sl_src) ------------------------------------------------------------ */

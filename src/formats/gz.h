@@ -23,18 +23,26 @@ bool sublet_is_gzip(const uint8_t *buf, size_t len);
 sublet_status sublet_gunzip(const uint8_t *buf, size_t len, size_t max_out, uint8_t **out,
                             size_t *out_len, char *err, size_t err_cap);
 
-/* When buf is gzip, inflate it: *data and *data_len point at the result and
- * *owned is the buffer to free().  Otherwise *data = buf, *data_len = len and
- * *owned = NULL.  Same errors as sublet_gunzip. */
+/* Bytes as a reader takes them: data, len bytes, and owned, the buffer to
+ * free() when they were inflated (NULL when data is the caller's). */
+typedef struct sl_inflated {
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+} sl_inflated;
+
+/* When buf is gzip, inflate it: out->data and out->len are the result and
+ * out->owned the buffer to free().  Otherwise out->data = buf, out->len =
+ * len and out->owned = NULL (also on an error).  Same errors as
+ * sublet_gunzip. */
 sublet_status sublet_gunzip_if_needed(const uint8_t *buf, size_t len, size_t max_out,
-                                      const uint8_t **data, size_t *data_len, uint8_t **owned,
-                                      char *err, size_t err_cap);
+                                      sl_inflated *out, char *err, size_t err_cap);
 
 /* A parser's input (pv_json_parse, pv_pickle_parse): err emptied; with
  * args_ok 0 (a required argument missing, or no buf for len bytes) or no
  * buf and len > 0, "byte 0: invalid argument" and SUBLET_ERR_INVALID_ARGUMENT;
  * else as sublet_gunzip_if_needed with the default cap (no buf: no bytes). */
-sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, const uint8_t **data,
-                             size_t *data_len, uint8_t **owned, char *err, size_t err_cap);
+sublet_status sl_parse_input(const uint8_t *buf, size_t len, bool args_ok, sl_inflated *out,
+                             char *err, size_t err_cap);
 
 #endif

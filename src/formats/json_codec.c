@@ -460,12 +460,13 @@ sublet_status pv_json_parse(const uint8_t *buf, size_t len, pv_arena *a, pyval *
                             size_t cap) {
     if (a && out)
         *out = NULL;
-    const uint8_t *data;
-    size_t n;
-    uint8_t *owned;
-    sublet_status st = sl_parse_input(buf, len, a && out, &data, &n, &owned, err, cap);
+    sl_inflated in;
+    sublet_status st = sl_parse_input(buf, len, a && out, &in, err, cap);
     if (st)
         return st;
+    const uint8_t *data = in.data;
+    size_t n = in.len;
+    uint8_t *owned = in.owned;
     jr *r = calloc(1, sizeof *r);
     if (!r) {
         free(owned);

@@ -446,13 +446,13 @@ sublet_status sublet_snapshot_parse(const void *buf, size_t len, sublet_snapshot
     if (!out || (!buf && len))
         return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "invalid argument");
     *out = NULL;
-    const uint8_t *p;
-    size_t n;
-    uint8_t *owned = NULL;
-    sublet_status st = sublet_gunzip_if_needed(buf ? buf : (const void *)"", len, 0, &p, &n,
-                                               &owned, err, cap);
+    sl_inflated in;
+    sublet_status st = sublet_gunzip_if_needed(buf ? buf : (const void *)"", len, 0, &in, err, cap);
     if (st != SUBLET_OK)
         return st;
+    const uint8_t *p = in.data;
+    size_t n = in.len;
+    uint8_t *owned = in.owned;
     int c = first_char(p, n);
     bool json = c == '{' || c == '[';
     if (!json && !(n > 0 && (p[0] == 0x80 || p[0] == '(' || p[0] == '}' || p[0] == ']'))) {

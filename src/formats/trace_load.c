@@ -900,13 +900,14 @@ sublet_status sublet_trace_parse(const void *buf, size_t len, const sublet_trace
         return SUBLET_ERR_INVALID_ARGUMENT;
     }
     *out = NULL;
-    const uint8_t *p;
-    size_t n;
-    uint8_t *owned = NULL;
-    sublet_status st = sublet_gunzip_if_needed(
-        buf ? buf : (const void *)"", len, opt ? opt->max_inflated : 0, &p, &n, &owned, err, cap);
+    sl_inflated in;
+    sublet_status st = sublet_gunzip_if_needed(buf ? buf : (const void *)"", len,
+                                               opt ? opt->max_inflated : 0, &in, err, cap);
     if (st != SUBLET_OK)
         return st;
+    const uint8_t *p = in.data;
+    size_t n = in.len;
+    uint8_t *owned = in.owned;
     sublet_trace_format f = SUBLET_FORMAT_UNKNOWN;
     switch (sniff(p, n)) {
     case 'p': st = parse_tree(p, n, false, owned != NULL, opt, out, err, cap); break;
