@@ -156,6 +156,25 @@ static const sublet_tune_eval *find(const sublet_tune_eval *ev, size_t n, const 
     return NULL;
 }
 
+/* Every field of two evaluations of one trace (the check's, which takes the
+ * answer's run on the device from the search, and a plain one) alike. */
+static void assert_same_trace_eval(const sublet_tune_trace_eval *a,
+                                   const sublet_tune_trace_eval *b)
+{
+    assert_int_equal(a->peak_requested_bytes, b->peak_requested_bytes);
+    assert_int_equal(a->min_capacity_bytes, b->min_capacity_bytes);
+    assert_true(a->overhead == b->overhead);
+    assert_int_equal(a->monotone, b->monotone);
+    assert_int_equal(a->smallest_ok_bytes, b->smallest_ok_bytes);
+    assert_int_equal(a->fits, b->fits);
+    assert_int_equal(a->ooms, b->ooms);
+    assert_int_equal(a->first_oom_event, b->first_oom_event);
+    assert_int_equal(a->peak_reserved_bytes, b->peak_reserved_bytes);
+    assert_int_equal(a->segments_created, b->segments_created);
+    assert_memory_equal(&a->calls, &b->calls, sizeof a->calls);
+    assert_true(a->cost_us == b->cost_us);
+}
+
 static void check_against_grid(const sublet_trace *const *ts, size_t nt)
 {
     size_t n = sublet_tune_space(0, NULL, 0);
@@ -181,9 +200,12 @@ static void check_against_grid(const sublet_trace *const *ts, size_t nt)
         assert_non_null(g);
         if (fam == 0)
             assert_true(a->pytorch);
-        /* the answer's own numbers are the plain evaluation's */
+        /* the answer's own numbers are the plain evaluation's, every one */
         assert_int_equal(a->min_capacity_bytes, g->min_capacity_bytes);
         assert_true(fabs(a->cost_us - g->cost_us) < 1e-6);
+        assert_int_equal(a->ntraces, nt);
+        for (size_t t = 0; t < nt; t++)
+            assert_same_trace_eval(&a->per_trace[t], &g->per_trace[t]);
         if (g->min_capacity_bytes > v.band_x)
             fail_msg("%s: min capacity %llu beyond the band %llu of the grid's best %llu",
                      a->conf, (unsigned long long)g->min_capacity_bytes,
@@ -204,6 +226,11 @@ static void check_against_grid(const sublet_trace *const *ts, size_t nt)
         verdict v = grid_verdict(ev, n, fam == 0);
         assert_int_equal(p[np - 1].min_capacity_bytes, v.best_m);
     }
+    /* the current settings (here PyTorch's defaults) as plainly evaluated */
+    const sublet_tune_eval *cur = find(ev, n, r.current.conf);
+    assert_non_null(cur);
+    for (size_t t = 0; t < nt; t++)
+        assert_same_trace_eval(&r.current.per_trace[t], &cur->per_trace[t]);
     sublet_tune_result_free(&r);
     for (size_t i = 0; i < n; i++)
         sublet_tune_eval_free(&ev[i]);

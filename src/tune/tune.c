@@ -90,6 +90,7 @@ static void best_so_far(const tctx *x, const walk *wp, const walk *ws, sublet_tu
 typedef struct final_job {
     const tctx *x;
     const char *conf[3][64];
+    const drun *known[3][64]; /* the search's cost run of that very replay, or NULL */
     sublet_tune_eval *ev[3];
     sublet_status st[3][64];
     char err[3][64][256];
@@ -107,8 +108,8 @@ static void final_fn(void *arg, size_t i)
         return;
     }
     j->st[which][t] = tn_eval_one(&j->x->f[t], j->conf[which][t], j->x->dev, j->x->o,
-                                  &j->ev[which]->per_trace[t], &rp, j->err[which][t],
-                                  sizeof j->err[which][t]);
+                                  j->known[which][t], &j->ev[which]->per_trace[t], &rp,
+                                  j->err[which][t], sizeof j->err[which][t]);
     j->replays[which][t] = rp;
 }
 
@@ -433,6 +434,20 @@ static const char *current_conf(const tune_run *u, size_t t)
     return cur ? cur : sublet_trace_settings(u->traces[t]);
 }
 
+/* The cost run the search replayed for trace t under exactly `conf` (the
+ * same call as tn_eval_one's: trace, settings, device, prelude and cost
+ * model), or NULL: a setting whose results were copied from its sibling
+ * without a collector is replayed again. */
+static const drun *known_cost_run(const tune_run *u, const char *conf, size_t t)
+{
+    for (size_t i = 0; i < u->nall; i++) {
+        const cand *c = &u->x.c[i];
+        if (c->rep == i && c->cost_ran && strcmp(c->conf, conf) == 0)
+            return &c->ts[t].d;
+    }
+    return NULL;
+}
+
 /* The jobs of step 5: the current settings and both answers on every trace;
  * 1: out of memory. */
 static int final_setup(tune_run *u, final_job *j)
@@ -453,6 +468,8 @@ static int final_setup(tune_run *u, final_job *j)
         j->conf[0][t] = cur;
         j->conf[1][t] = u->x.c[u->wp.answer].conf;
         j->conf[2][t] = u->x.c[u->ws.answer].conf;
+        for (int w = 0; w < 3; w++)
+            j->known[w][t] = known_cost_run(u, j->conf[w][t], t);
     }
     int fail = 0;
     for (int w = 0; w < 3; w++) {

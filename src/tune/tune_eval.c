@@ -230,15 +230,21 @@ int tn_conf_is_pytorch(const char *conf)
     return s.policy == SUBLET_POLICY_NATIVE;
 }
 
-/* One trace, one setting: plain min capacity + cost run. */
-sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev, const
-                          sublet_tune_options *o, sublet_tune_trace_eval *out,
-                          uint64_t *replays, char *err, size_t err_cap)
+/* One trace, one setting: plain min capacity + cost run (from `known` when
+ * the search ran it already). */
+sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
+                          const sublet_tune_options *o, const drun *known,
+                          sublet_tune_trace_eval *out, uint64_t *replays, char *err,
+                          size_t err_cap)
 {
     memset(out, 0, sizeof *out);
     out->peak_requested_bytes = f->peak_requested;
     drun d;
-    sublet_status st = tn_cost_run(f, conf, dev, o->prelude, &o->cost, &d, replays, err, err_cap);
+    sublet_status st = SUBLET_OK;
+    if (known)
+        d = *known;
+    else
+        st = tn_cost_run(f, conf, dev, o->prelude, &o->cost, &d, replays, err, err_cap);
     if (st != SUBLET_OK)
         return st;
     out->fits = d.fits;
@@ -296,7 +302,8 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
         sublet_status st = tn_facts_get(traces[i], &f);
         f.version = o->pytorch_version;
         if (st == SUBLET_OK)
-            st = tn_eval_one(&f, conf, dev, o, &out->per_trace[i], &replays, err, err_cap);
+            st = tn_eval_one(&f, conf, dev, o, NULL, &out->per_trace[i], &replays, err,
+                             err_cap);
         if (st != SUBLET_OK) {
             sublet_tune_eval_free(out);
             return st;

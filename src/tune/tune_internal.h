@@ -116,10 +116,13 @@ sublet_status tn_facts_get(const sublet_trace *t, tfacts *f);
 uint64_t tn_default_device(const sublet_trace *const *traces, size_t n);
 void tn_eval_fold(sublet_tune_eval *e);
 int tn_conf_is_pytorch(const char *conf);
-/* One trace, one setting: plain min capacity + cost run. */
+/* One trace, one setting: plain min capacity + cost run (the cost run taken
+ * from `known` when the search ran that very replay already: the same trace,
+ * settings, device, prelude and cost model; NULL: replayed here). */
 sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
-                          const sublet_tune_options *o, sublet_tune_trace_eval *out,
-                          uint64_t *replays, char *err, size_t err_cap);
+                          const sublet_tune_options *o, const drun *known,
+                          sublet_tune_trace_eval *out, uint64_t *replays, char *err,
+                          size_t err_cap);
 /* fn(ctx, i) for i in [0, n) on `threads` threads (the caller's included). */
 void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx);
 /* `threads` as asked, or every online core for 0 (at most 64). */
@@ -142,6 +145,7 @@ typedef struct cand {
     size_t rep;        /* the setting it provably replays like (itself if distinct) */
     size_t gc_sibling; /* the same setting without the collector (GC variants) */
     int costed;
+    int cost_ran; /* its cost run was replayed (not copied from a sibling) */
     double cost;
     int fits;
     uint64_t calls, retries, peak_reserved;

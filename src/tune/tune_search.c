@@ -387,6 +387,7 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
         x->events += k->events;
         if (k->kind == 0) {
             c->costed = 1;
+            c->cost_ran = 1;
             c->cost = 0;
             c->fits = 1;
             c->calls = c->retries = c->peak_reserved = 0;
