@@ -110,6 +110,14 @@ SUBLET_API void sublet_sim_complete_all(sublet_backend *sim);
  * alias adds none).  And the live segment count. */
 SUBLET_API uint64_t sublet_sim_used(const sublet_backend *sim);
 SUBLET_API uint64_t sublet_sim_segments(const sublet_backend *sim);
+/* What the device's capacity has decided so far, since creation: the most
+ * memory in use at once (the peak of sublet_sim_used: every allocation and
+ * map that succeeded would on any device at least that large), how many
+ * times the capacity was read (mem_info calls: the allocator's decisions
+ * that read it depend on it), and how many allocations and maps it refused
+ * (each might succeed on a larger device). */
+SUBLET_API void sublet_sim_capacity_use(const sublet_backend *sim, uint64_t *peak_used,
+                                        uint64_t *info_calls, uint64_t *refusals);
 /* Ask that the next segment_alloc without a hint of its own, or the next
  * va_reserve, be placed at `addr` when that range is free (replay places
  * segments, and expandable segments' reservations, where a trace recorded

@@ -292,6 +292,20 @@ typedef struct sublet_replay_result {
     /* memory_summary() texts (capture_summary); malloc'd, NULL otherwise. */
     char *summary_peak;
     char *summary_end;
+    /* The smallest device size on which this replay would have run exactly
+     * alike, every call and result the same (SUBLET_REPLAY_NONE: not known):
+     * known when it ran to its end (or stop_after) without an OOM, the
+     * device's capacity was read only at the allocator's creation (not by
+     * expandable segments or policy:stitch, which size reservations and
+     * plans by it), neither the device nor the memory fraction's limit
+     * refused a call (which a larger device might grant: a retry) and the
+     * collector never collected.  Then it is the
+     * smallest size at least the peak of device memory in use whose memory
+     * fraction's limit (per_process_memory_fraction) still grants every
+     * request that was granted and keeps every collector check under its
+     * threshold.  Every larger size runs alike too: sublet_replay_min_capacity_ex
+     * answers probes by it. */
+    uint64_t same_from;
 } sublet_replay_result;
 
 /* Replay `t`.  Fills *r (zeroed first) and returns SUBLET_OK when every
@@ -386,6 +400,23 @@ SUBLET_API sublet_status sublet_replay_min_capacity(const sublet_trace *t,
  * (standard input, once read, cannot be: SUBLET_ERR_UNSUPPORTED).  The same
  * answer, probes and at_min as sublet_replay_min_capacity on the trace
  * loaded whole; a malformed row anywhere is an error (the stream's text). */
+/* sublet_replay_min_capacity, with less replaying.  flags:
+ * SUBLET_MINCAP_INFER: a probe on a size at or above the smallest same_from
+ * (sublet_replay_result) of the runs that ran clean so far (the search's own,
+ * and `same_from` when the reference run is on a size at or above it: the
+ * same_from of a run of the caller's under these very options, else
+ * SUBLET_REPLAY_NONE) is answered without a replay: that run and this probe
+ * would be the same run.  SUBLET_MINCAP_NO_AT_MIN: at_min is left empty (no
+ * replay kept, none run again for it).  The answer, the probes and the
+ * monotonicity are sublet_replay_min_capacity's; replays counts fewer. */
+#define SUBLET_MINCAP_INFER 1u
+#define SUBLET_MINCAP_NO_AT_MIN 2u
+SUBLET_API sublet_status sublet_replay_min_capacity_ex(const sublet_trace *t,
+                                                       const sublet_replay_options *o,
+                                                       uint64_t resolution, unsigned flags,
+                                                       uint64_t same_from,
+                                                       sublet_mincap_result *out, char *err,
+                                                       size_t err_cap);
 SUBLET_API sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
                                                            const sublet_replay_options *o,
                                                            uint64_t resolution,

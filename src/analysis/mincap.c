@@ -43,6 +43,8 @@ typedef struct search {
     size_t cap;
     char *err;
     size_t err_cap;
+    unsigned flags;     /* SUBLET_MINCAP_INFER, SUBLET_MINCAP_NO_AT_MIN */
+    uint64_t same_from; /* INFER: every size from here on runs as a clean run did */
 } search;
 
 /* One replay from the stream's first row (rewound when it was read). */
@@ -71,13 +73,21 @@ static const sublet_mincap_probe *find_probe(const search *s, uint64_t bytes)
 /* Runs one probe (or answers from an earlier one at the same size); *ok is
  * set when the whole trace ran without an OOM and without more row errors
  * than the reference run had.  keep: put the replay in out->at_min. */
+static sublet_status add_probe(search *s, uint64_t cap, int ok, int checked);
+
 static sublet_status probe(search *s, uint64_t units, int checked, int keep, int *ok)
 {
     uint64_t cap = units * s->res;
+    if (s->flags & SUBLET_MINCAP_NO_AT_MIN)
+        keep = 0;
     const sublet_mincap_probe *old = find_probe(s, cap);
     if (old && (!keep || !old->ok || s->kept == cap)) {
         *ok = old->ok;
         return SUBLET_OK;
+    }
+    if (!old && (s->flags & SUBLET_MINCAP_INFER) && cap >= s->same_from) {
+        *ok = 1; /* a clean run's very replay: it ran, with its row errors */
+        return add_probe(s, cap, 1, checked);
     }
     sublet_replay_options o = *s->o;
     o.device_memory = cap;
@@ -86,6 +96,8 @@ static sublet_status probe(search *s, uint64_t units, int checked, int keep, int
     sublet_status st = run(s->ts, &o, &r, s->err, s->err_cap);
     s->out->replays++;
     *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= s->errors_allowed;
+    if (*ok && r.same_from < s->same_from)
+        s->same_from = r.same_from;
     /* a failed seeding (the prelude does not fit) is a failure to run, not
      * an error of the trace */
     if (st == SUBLET_ERR_DEVICE_OOM || st == SUBLET_ERR_OOM)
@@ -99,6 +111,11 @@ static sublet_status probe(search *s, uint64_t units, int checked, int keep, int
     }
     if (st != SUBLET_OK || old)
         return st;
+    return add_probe(s, cap, *ok, checked);
+}
+
+static sublet_status add_probe(search *s, uint64_t cap, int ok, int checked)
+{
     if (s->out->nprobes == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 32;
         sublet_mincap_probe *n = realloc(s->out->probes, nc * sizeof *n);
@@ -107,7 +124,7 @@ static sublet_status probe(search *s, uint64_t units, int checked, int keep, int
         s->out->probes = n;
         s->cap = nc;
     }
-    s->out->probes[s->out->nprobes++] = (sublet_mincap_probe){cap, *ok, checked};
+    s->out->probes[s->out->nprobes++] = (sublet_mincap_probe){cap, ok, checked};
     return SUBLET_OK;
 }
 
@@ -181,7 +198,10 @@ static int cmp_probe(const void *a, const void *b)
 
 static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
                                 uint64_t resolution, const sublet_trace_info *ip,
-                                sublet_mincap_result *out, char *err, size_t err_cap);
+                                search *s, char *err, size_t err_cap);
+static sublet_status mincap_stream(sublet_trace_stream *ts, const sublet_replay_options *base,
+                                   uint64_t resolution, unsigned flags, uint64_t same_from,
+                                   sublet_mincap_result *out, char *err, size_t err_cap);
 
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *base,
                                          uint64_t resolution, sublet_mincap_result *out,
@@ -200,10 +220,35 @@ sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_rep
     return st;
 }
 
+sublet_status sublet_replay_min_capacity_ex(const sublet_trace *t, const sublet_replay_options *base,
+                                            uint64_t resolution, unsigned flags,
+                                            uint64_t same_from, sublet_mincap_result *out,
+                                            char *err, size_t err_cap)
+{
+    if (!t || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *ts = NULL;
+    sublet_status st = sublet_trace_stream_from_trace(t, &ts);
+    if (st != SUBLET_OK) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    st = mincap_stream(ts, base, resolution, flags, same_from, out, err, err_cap);
+    sublet_trace_stream_close(ts);
+    return st;
+}
+
 sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
                                                 const sublet_replay_options *base,
                                                 uint64_t resolution, sublet_mincap_result *out,
                                                 char *err, size_t err_cap)
+{
+    return mincap_stream(ts, base, resolution, 0, SUBLET_REPLAY_NONE, out, err, err_cap);
+}
+
+static sublet_status mincap_stream(sublet_trace_stream *ts, const sublet_replay_options *base,
+                                   uint64_t resolution, unsigned flags, uint64_t same_from,
+                                   sublet_mincap_result *out, char *err, size_t err_cap)
 {
     if (!ts || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
@@ -235,8 +280,10 @@ sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
     if (st != SUBLET_OK)
         return st;
     st = t ? sublet_trace_info_get(t, &info) : sublet_trace_stream_info(copy, &info, err, err_cap);
+    search srch = {.out = out, .err = err, .err_cap = err_cap, .flags = flags,
+                   .same_from = same_from};
     if (st == SUBLET_OK)
-        st = search_all(copy ? copy : ts, &o, resolution, &info, out, err, err_cap);
+        st = search_all(copy ? copy : ts, &o, resolution, &info, &srch, err, err_cap);
     sublet_trace_stream_close(copy);
     return st;
 }
@@ -244,8 +291,9 @@ sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
 /* The search proper over ts (the trace in memory, or the binary copy). */
 static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
                                 uint64_t resolution, const sublet_trace_info *ip,
-                                sublet_mincap_result *out, char *err, size_t err_cap)
+                                search *sp, char *err, size_t err_cap)
 {
+    sublet_mincap_result *out = sp->out;
     sublet_replay_options o = *op;
     sublet_trace_info info = *ip;
     sublet_status st;
@@ -264,7 +312,17 @@ static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_opt
         sublet_replay_result_free(&ref);
         return st;
     }
-    search s = {ts, &o, resolution, ref.errors, out, 0, 0, err, err_cap};
+    search s = *sp;
+    s.ts = ts;
+    s.o = &o;
+    s.res = resolution;
+    s.errors_allowed = ref.errors;
+    /* the caller's run is this one when the reference is on a size it
+     * covers; else only the reference's own */
+    if (big < s.same_from)
+        s.same_from = SUBLET_REPLAY_NONE;
+    if (!ref.ooms && ref.same_from < s.same_from)
+        s.same_from = ref.same_from;
     if (ref.ooms) {
         sublet_replay_result_free(&ref);
         return sl_fail(err, err_cap, SUBLET_ERR_OOM,

@@ -107,6 +107,7 @@ typedef struct rp {
      * its time (the last stamp of a segment_free run kept, so that a long
      * run is not walked again for each of its rows) */
     int row_clock;
+    uint64_t info0; /* the sim's mem_info calls after setup (sl_same_from) */
     size_t stamp_row, stamp_val;
 } rp;
 
@@ -974,6 +975,8 @@ static sublet_status setup(rp *s)
     st = sublet_allocator_create(&ao, &s->a, msg, sizeof msg);
     if (st != SUBLET_OK)
         return fatal(s, st, "%s", msg[0] ? msg : sublet_status_text(st));
+    uint64_t peak_used, refusals;
+    sublet_sim_capacity_use(be, &peak_used, &s->info0, &refusals);
     sublet_settings set;
     sublet_settings_get(s->a, &set);
     if (!rf_addrs_init(&s->addrs, addrs_capacity(s), set.policy == SUBLET_POLICY_NATIVE) ||
@@ -1009,6 +1012,7 @@ static void result_init(sublet_replay_result *r)
 {
     memset(r, 0, sizeof *r);
     r->last_event = r->peak_reserved_event = r->first_oom_event = SUBLET_REPLAY_NONE;
+    r->same_from = SUBLET_REPLAY_NONE;
     r->fidelity.first_decision_mismatch = r->fidelity.first_size_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.first_address_mismatch = SUBLET_REPLAY_NONE;
     r->fidelity.first_empty_cache_mismatch = SUBLET_REPLAY_NONE;
@@ -1132,6 +1136,10 @@ static sublet_status drive(rp *s, const sublet_trace *t)
         r->device_frees = (uint64_t)e->num_device_free;
         r->alloc_retries = (uint64_t)e->num_alloc_retries;
         sublet_sim_ops_read(s->sim, &r->device_ops);
+        if (st == SUBLET_OK && !r->ooms && !r->stopped_on_oom)
+            r->same_from = sl_same_from(s->a, s->sim, s->info0,
+                                        o->device_memory ? o->device_memory
+                                                         : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY);
         r->fidelity.recorded_final_reserved_bytes = s->recorded_reserved;
         if (o->capture_summary) {
             r->summary_peak = summary_text(&r->stats_peak, 0);

@@ -91,6 +91,9 @@ typedef struct sim_backend {
      * that setting it (twice per replayed alloc) costs no lock round trip */
     _Atomic uint64_t next_hint;
     sublet_sim_ops ops_done; /* successful device calls, by kind */
+    uint64_t peak_used;  /* the most `used` reached (sublet_sim_capacity_use) */
+    uint64_t info_calls; /* mem_info calls */
+    uint64_t refusals;   /* allocations and maps refused for want of capacity */
 } sim_backend;
 
 struct sublet_event {
@@ -123,6 +126,14 @@ static int fits_capacity(const sim_backend *s, uint64_t size)
 {
     uint64_t used = used_bytes(s);
     return size <= s->capacity && used <= s->capacity - size;
+}
+
+/* After a call that took memory: the peak of `used`. */
+static void note_used(sim_backend *s)
+{
+    uint64_t used = used_bytes(s);
+    if (used > s->peak_used)
+        s->peak_used = used;
 }
 
 /* Place [?, ?+size) and add it to the address space: at the hint when it
@@ -237,6 +248,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
     if (!hint)
         hint = once;
     if (!fits_capacity(s, size)) {
+        s->refusals++;
         st = SUBLET_ERR_DEVICE_OOM;
         goto out;
     }
@@ -247,6 +259,7 @@ static sublet_status sim_segment_alloc(sublet_backend *b, uint64_t size, uint64_
     s->seg_bytes += size;
     s->segments++;
     s->ops_done.segment_allocs++;
+    note_used(s);
     *addr_out = addr;
 out:
     sl_mutex_unlock(&s->lock);
@@ -404,6 +417,7 @@ static sublet_status sim_mem_info(sublet_backend *b, uint64_t *free_out, uint64_
     uint64_t used = used_bytes(s);
     *free_out = used < s->capacity ? s->capacity - used : 0;
     *total_out = s->capacity;
+    s->info_calls++;
     sl_mutex_unlock(&s->lock);
     return SUBLET_OK;
 }
@@ -471,11 +485,14 @@ static sublet_status sim_va_map(sublet_backend *b, uint64_t addr, uint64_t size)
     if (!in_reservation(s, addr, size) || sl_vmem_overlaps(&s->vm, addr, size)) {
         st = SUBLET_ERR_INVALID_ARGUMENT;
     } else if (!fits_capacity(s, size)) {
+        s->refusals++;
         st = SUBLET_ERR_DEVICE_OOM;
     } else {
         st = sl_vmem_map(&s->vm, addr, size, sl_vmem_phys_place(&s->vm, size, SIM_SEGMENT_ALIGN));
-        if (st == SUBLET_OK)
+        if (st == SUBLET_OK) {
             s->ops_done.va_maps++;
+            note_used(s);
+        }
     }
     sl_mutex_unlock(&s->lock);
     return st;
@@ -612,6 +629,20 @@ uint64_t sublet_sim_used(const sublet_backend *sim)
     uint64_t v = used_bytes(s);
     sl_mutex_unlock(&s->lock);
     return v;
+}
+
+void sublet_sim_capacity_use(const sublet_backend *sim, uint64_t *peak_used, uint64_t *info_calls,
+                             uint64_t *refusals)
+{
+    sim_backend *s = as_sim((sublet_backend *)sim);
+    *peak_used = *info_calls = *refusals = 0;
+    if (!s)
+        return;
+    sl_mutex_lock(&s->lock);
+    *peak_used = s->peak_used;
+    *info_calls = s->info_calls;
+    *refusals = s->refusals;
+    sl_mutex_unlock(&s->lock);
 }
 
 uint64_t sublet_sim_segments(const sublet_backend *sim)

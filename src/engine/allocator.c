@@ -58,6 +58,43 @@ static void set_fraction(sublet_allocator *a, double f, uint64_t total, int call
     a->allowed_memory_maximum = a->limit_in_effect ? (uint64_t)(f * (double)total) : total;
 }
 
+/* ---- the size from which a run goes alike (sublet_replay_result.same_from) ---- */
+
+/* Would an allocator created on a device of x bytes have granted every
+ * request the memory fraction's limit granted, and kept every collector
+ * check under its threshold, as set_fraction and sl_garbage_collect
+ * compute them? */
+static int limit_alike(const sublet_allocator *a, uint64_t x)
+{
+    uint64_t allowed = a->limit_in_effect ? (uint64_t)(a->fraction * (double)x) : x;
+    if (a->limit_in_effect && a->cap_limit_need > allowed)
+        return 0;
+    uint64_t thr = (uint64_t)(a->settings.garbage_collection_threshold * (double)allowed);
+    return a->cap_gc_need <= thr;
+}
+
+uint64_t sl_same_from(const sublet_allocator *a, const sublet_backend *sim, uint64_t info0,
+                      uint64_t cap)
+{
+    uint64_t peak, calls, refusals;
+    sublet_sim_capacity_use(sim, &peak, &calls, &refusals);
+    /* a read of the capacity past creation, a collection, or a call the
+     * device or the limit refused (a larger device would grant it): the run
+     * depended on the size in ways not followed here */
+    if (calls != info0 || refusals || a->cap_limit_refused || a->cap_gc_acted ||
+        !limit_alike(a, cap) || peak > cap)
+        return UINT64_MAX;
+    uint64_t lo = peak ? peak : 1, hi = cap; /* hi alike; the smallest alike in [lo, hi] */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (limit_alike(a, mid))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return hi;
+}
+
 sublet_status sublet_allocator_create(const sublet_options *opts, sublet_allocator **out,
                                       char *err, size_t err_cap)
 {

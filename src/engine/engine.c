@@ -376,8 +376,14 @@ static sublet_status alloc_block(sublet_allocator *a, sl_pool *pool, sublet_stre
 {
     if (is_retry)
         a->stats.num_alloc_retries++;
-    if (a->limit_in_effect && a->total_allocated_memory + alloc_size > a->allowed_memory_maximum)
-        return SUBLET_ERR_DEVICE_OOM;
+    if (a->limit_in_effect) {
+        if (a->total_allocated_memory + alloc_size > a->allowed_memory_maximum) {
+            a->cap_limit_refused = true;
+            return SUBLET_ERR_DEVICE_OOM;
+        }
+        if (a->total_allocated_memory + alloc_size > a->cap_limit_need)
+            a->cap_limit_need = a->total_allocated_memory + alloc_size;
+    }
     /* a pool with its own allocator never maps pages (PyTorch after 2.6) */
     if (sl_virtual(a) && !(pool->owner && pool->owner->alloc_fn))
         return sl_exp_allocate(a, pool, stream, size, out);

@@ -306,6 +306,12 @@ struct sublet_allocator {
     double fraction;
     bool limit_in_effect;
     uint64_t allowed_memory_maximum;
+    /* what the fraction's limit has decided so far (sl_replay_same_from):
+     * the most bytes a passing limit check asked for (total + size), whether
+     * one failed, the most bytes the collector found at or under its
+     * threshold, and whether it ever found more (and collected) */
+    uint64_t cap_limit_need, cap_gc_need;
+    bool cap_limit_refused, cap_gc_acted;
     /* events */
     sl_evq *evqs; /* in process_events' walk order (events.c) */
     size_t nevqs, evqs_cap;
@@ -382,6 +388,15 @@ static inline uint64_t sl_segment_order(sublet_allocator *a)
                ? ++a->segments_made
                : 0;
 }
+
+/* The smallest device size on which the run so far of a, an allocator over
+ * the sim backend `sim` of `cap` bytes, would have gone exactly alike (and so
+ * on every larger size), or UINT64_MAX when that is not known: the sim read
+ * its capacity past info0 (its mem_info calls when a was created), refused a
+ * call, or the limit refused one or the collector collected (allocator.c).
+ * The caller rules out runs that ran out of memory. */
+uint64_t sl_same_from(const sublet_allocator *a, const sublet_backend *sim, uint64_t info0,
+                      uint64_t cap);
 
 static inline bool sl_gc_active(const sublet_allocator *a)
 {

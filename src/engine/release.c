@@ -152,8 +152,12 @@ void sl_garbage_collect(sublet_allocator *a)
 {
     uint64_t threshold = (uint64_t)(a->settings.garbage_collection_threshold *
                                     (double)a->allowed_memory_maximum);
-    if (a->total_allocated_memory <= threshold)
+    if (a->total_allocated_memory <= threshold) {
+        if (a->total_allocated_memory > a->cap_gc_need)
+            a->cap_gc_need = a->total_allocated_memory;
         return;
+    }
+    a->cap_gc_acted = true;
     uint64_t target = a->total_allocated_memory - threshold, reclaimed = 0;
     size_t n;
     bool oom;

@@ -89,9 +89,12 @@ static sublet_status reserve_locked(sublet_allocator *a, uint64_t size, sublet_s
     if (!sl_pool_tree(pool, stream, true))
         return SUBLET_ERR_NO_MEMORY;
     if (a->limit_in_effect && a->total_allocated_memory + size > a->allowed_memory_maximum) {
+        a->cap_limit_refused = true;
         refused(a, size, stream, kind);
         return SUBLET_ERR_OOM;
     }
+    if (a->limit_in_effect && a->total_allocated_memory + size > a->cap_limit_need)
+        a->cap_limit_need = a->total_allocated_memory + size;
     a->cur_stack =
         a->history && sl_history_context(a) >= SUBLET_CONTEXT_STATE ? sl_stack_capture(a) : 0;
     sublet_status st;

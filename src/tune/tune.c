@@ -276,7 +276,7 @@ static int cand_init(tune_run *u, const ru_info *ri, size_t i)
     c->gc_sibling = knobs_index(u->all, u->nall, &sib);
     for (size_t t = 0; t < n; t++) {
         tstate *s = &c->ts[t];
-        s->ok_at = NONE;
+        s->ok_at = s->same_from = NONE;
         s->lb = ri->lb[kk.ru][t];
         if (c->k.gc)
             s->lb += s->lb / 1000; /* the limit is 0.999 of the device */

@@ -100,7 +100,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
                           char *err, size_t err_cap)
 {
     memset(out, 0, sizeof *out);
-    out->first_oom = NONE;
+    out->first_oom = out->same_from = NONE;
     sublet_replay_result r, r0;
     memset(&r0, 0, sizeof r0);
     sublet_status st = tn_replay(f, conf, cap, prelude, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
@@ -132,6 +132,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
     out->segments = c->segment_allocs + c->va_maps;
     out->cost = sublet_tune_calls_cost(c, m);
     out->events = r.events;
+    out->same_from = out->fits ? r.same_from : NONE;
     sublet_replay_result_free(&r);
     return SUBLET_OK;
 }
@@ -139,12 +140,13 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
 sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, uint64_t *events, char *err,
-                           size_t err_cap)
+                           uint64_t errors_allowed, int *ok, uint64_t *same_from,
+                           uint64_t *events, char *err, size_t err_cap)
 {
     sublet_replay_result r;
     sublet_status st = tn_replay(f, conf, cap, prelude, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
     *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
+    *same_from = *ok ? r.same_from : NONE;
     if (events)
         *events += r.events;
     sublet_replay_result_free(&r);
@@ -259,9 +261,13 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
     char vbuf[TN_CONF_V_MAX];
     ro.conf = tn_conf_v(f->version, conf, vbuf, sizeof vbuf);
     ro.prelude = o->prelude;
+    /* the probes the cost run answers, and those the search's own clean
+     * runs do, are not replayed; at_min is not used */
     sublet_mincap_result m;
-    st = sublet_replay_min_capacity(f->t, &ro, o->resolution ? o->resolution : DEFAULT_RESOLUTION,
-                                    &m, err, err_cap);
+    st = sublet_replay_min_capacity_ex(f->t, &ro,
+                                       o->resolution ? o->resolution : DEFAULT_RESOLUTION,
+                                       SUBLET_MINCAP_INFER | SUBLET_MINCAP_NO_AT_MIN, d.same_from,
+                                       &m, err, err_cap);
     *replays += m.replays;
     if (st == SUBLET_OK) {
         out->min_capacity_bytes = m.min_capacity_bytes;

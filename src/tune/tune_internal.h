@@ -87,6 +87,7 @@ typedef struct drun {
     sublet_tune_calls calls;
     double cost;
     uint64_t events; /* events the replays behind it drove */
+    uint64_t same_from; /* the run's sublet_replay_result.same_from */
 } drun;
 
 static inline uint64_t tn_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -107,8 +108,8 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
 sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, uint64_t *events, char *err,
-                           size_t err_cap);
+                           uint64_t errors_allowed, int *ok, uint64_t *same_from,
+                           uint64_t *events, char *err, size_t err_cap);
 /* Bytes of the big device used as the reference when the user's is too
  * small (as sublet_replay_min_capacity). */
 uint64_t tn_big_device(const tfacts *f);
@@ -136,6 +137,9 @@ typedef struct tstate { /* one setting on one trace */
     uint64_t fail_at; /* largest device known to fail (0: none) */
     uint64_t ok_at;   /* smallest device known to work (NONE: none) */
     uint64_t lb;      /* every device below this fails (rounding bound) */
+    /* every device from here on replays as a clean run did, so runs it (the
+     * smallest sublet_replay_result.same_from of its clean replays; NONE) */
+    uint64_t same_from;
 } tstate;
 
 typedef struct cand {
@@ -177,6 +181,7 @@ typedef struct task {
     /* results */
     int ok;
     signed char ran[64]; /* per trace: 1 ok, -1 fail, 0 not run */
+    uint64_t same_from[64]; /* per trace: a clean run's same_from (NONE) */
     uint64_t replays, events;
     drun *d;                 /* cost tasks: per trace (caller's arrays) */
     uint64_t *errors_allowed;

@@ -323,13 +323,18 @@ static void do_probe(tctx *x, task *k)
             k->ok = 0;
             return;
         }
+        if (s->same_from <= k->x) { /* a clean run's very replay: it runs */
+            k->ran[t] = 1;
+            k->same_from[t] = NONE; /* nothing new */
+            continue;
+        }
         int ok;
         if (tn_cancelled(x)) {
             k->ok = 0;
             return;
         }
         sublet_status st = tn_probe_run(&x->f[t], c->conf, k->x, x->o->prelude, s->errors_allowed,
-                                        &ok, &k->events, err, sizeof err);
+                                        &ok, &k->same_from[t], &k->events, err, sizeof err);
         k->replays++;
         if (st != SUBLET_OK) {
             set_error(x, st, err);
@@ -402,6 +407,8 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
                     c->peak_reserved = k->d[tr].peak_reserved;
                 if (k->d[tr].fits && x->dev < c->ts[tr].ok_at)
                     c->ts[tr].ok_at = x->dev;
+                if (k->d[tr].same_from < c->ts[tr].same_from)
+                    c->ts[tr].same_from = k->d[tr].same_from;
                 if (!k->d[tr].fits && x->dev > c->ts[tr].fail_at)
                     c->ts[tr].fail_at = x->dev;
             }
@@ -410,6 +417,8 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
                 tstate *s = &c->ts[tr];
                 if (k->ran[tr] == 1 && k->x < s->ok_at)
                     s->ok_at = k->x;
+                if (k->ran[tr] == 1 && k->same_from[tr] < s->same_from)
+                    s->same_from = k->same_from[tr];
                 if (k->ran[tr] == -1 && k->x > s->fail_at)
                     s->fail_at = k->x;
             }
