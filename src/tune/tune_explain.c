@@ -575,18 +575,24 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     char vfrom[TN_CONF_V_MAX], vto[TN_CONF_V_MAX];
     d.rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
     const char *rto = tn_conf_v(f->version, to, vto, sizeof vto);
-    d.okf = record_run(d.ix, d.rfrom, dev, prelude, 0, &d.hf, &d.rf);
+    /* one recorded history held at a time where it can be: the answer's is
+     * done with once its new memory per row is counted, and the current
+     * settings' once the splits are found */
     d.okt = record_run(d.ix, rto, dev, prelude, 0, &d.ht, &d.rt);
-    d.sf = d.okf ? new_memory_per_row(&d.hf, d.ev, d.n) : NULL;
     d.st = d.okt ? new_memory_per_row(&d.ht, d.ev, d.n) : NULL;
+    free(d.ht.e);
+    d.ht.e = NULL;
+    d.okf = record_run(d.ix, d.rfrom, dev, prelude, 0, &d.hf, &d.rf);
+    d.sf = d.okf ? new_memory_per_row(&d.hf, d.ev, d.n) : NULL;
     if (d.sf && d.st)
         diag_new_memory(&d);
-    if (!out[0] && to_mincap)
-        diag_at_mincap(&d, to_mincap);
     free(d.sf);
     free(d.st);
     free(d.hf.e);
-    free(d.ht.e);
+    d.sf = d.st = NULL;
+    d.hf.e = NULL;
+    if (!out[0] && to_mincap)
+        diag_at_mincap(&d, to_mincap);
     sublet_replay_result_free(&d.rf);
     sublet_replay_result_free(&d.rt);
     sublet_trace_free(d.ix);
