@@ -91,6 +91,7 @@ typedef struct final_job {
     const tctx *x;
     const char *conf[3][64];
     const drun *known[3][64]; /* the search's cost run of that very replay, or NULL */
+    signed char same_as[3][64]; /* an earlier job of the same trace and settings (-1: none) */
     sublet_tune_eval *ev[3];
     sublet_status st[3][64];
     char err[3][64][256];
@@ -102,6 +103,8 @@ static void final_fn(void *arg, size_t i)
     final_job *j = arg;
     size_t which = i / j->x->nt, t = i % j->x->nt;
     uint64_t rp = 0;
+    if (j->same_as[which][t] >= 0)
+        return; /* the same evaluation as an earlier job's: copied after */
     if (j->x->o->cancel && j->x->o->cancel(j->x->o->cancel_user)) {
         j->st[which][t] = SUBLET_ERR_CANCELLED;
         snprintf(j->err[which][t], sizeof j->err[which][t], "cancelled");
@@ -468,8 +471,13 @@ static int final_setup(tune_run *u, final_job *j)
         j->conf[0][t] = cur;
         j->conf[1][t] = u->x.c[u->wp.answer].conf;
         j->conf[2][t] = u->x.c[u->ws.answer].conf;
-        for (int w = 0; w < 3; w++)
+        for (int w = 0; w < 3; w++) {
             j->known[w][t] = known_cost_run(u, j->conf[w][t], t);
+            j->same_as[w][t] = -1;
+            for (int v = 0; v < w && j->same_as[w][t] < 0; v++)
+                if (strcmp(j->conf[v][t], j->conf[w][t]) == 0)
+                    j->same_as[w][t] = (signed char)v;
+        }
     }
     int fail = 0;
     for (int w = 0; w < 3; w++) {
@@ -482,9 +490,20 @@ static int final_setup(tune_run *u, final_job *j)
     return fail;
 }
 
-/* The jobs' replays and first error into x, and their evaluations folded. */
+/* The jobs' replays and first error into x, and their evaluations folded
+ * (the evaluations of settings that are another job's on the same trace, an
+ * answer that is the current settings or both answers alike, copied). */
 static void final_collect(tctx *x, final_job *j)
 {
+    for (int w = 0; w < 3; w++)
+        for (size_t t = 0; t < x->nt; t++) {
+            int v = j->same_as[w][t];
+            if (v < 0)
+                continue;
+            j->ev[w]->per_trace[t] = j->ev[v]->per_trace[t];
+            j->st[w][t] = j->st[v][t];
+            memcpy(j->err[w][t], j->err[v][t], sizeof j->err[w][t]);
+        }
     for (int w = 0; w < 3 && x->st == SUBLET_OK; w++)
         for (size_t t = 0; t < x->nt; t++) {
             x->replays += j->replays[w][t];
