@@ -127,7 +127,6 @@ void rf_xcheck_fini(rf_xcheck *x);
 sublet_status sl_replay_stream_stamped(sublet_trace_stream *ts, const sublet_replay_options *o,
                                        sublet_replay_result *r, char *err, size_t err_cap);
 
-
 /* ---- the address map (replay_addrs.c) ----------------------------------------------------- */
 
 /* A hash map uint64 -> uint64: linear probing at a load of at most 1/2,
