@@ -362,58 +362,6 @@ static sublet_status run_check(rp *s, size_t i, int after_prelude)
 
 /* ---- the prelude ------------------------------------------------------------------ */
 
-typedef struct seg_ref {
-    uint64_t addr, size;
-    int small;
-} seg_ref;
-
-static int cmp_seg(const void *a, const void *b)
-{
-    const seg_ref *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static int cmp_ev_addr(const void *a, const void *b)
-{
-    const sublet_trace_event *x = *(const sublet_trace_event *const *)a;
-    const sublet_trace_event *y = *(const sublet_trace_event *const *)b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* Recorded preludes come sorted by address: then the sorts are skipped.
- * The order is the one a stable sort would leave; ties (two prelude rows at
- * one address, which no consistent prelude has) keep their trace order. */
-static int segs_sorted(const seg_ref *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++)
-        if (v[i].addr < v[i - 1].addr)
-            return 0;
-    return 1;
-}
-
-static int evs_sorted(const sublet_trace_event *const *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++)
-        if (v[i]->addr < v[i - 1]->addr)
-            return 0;
-    return 1;
-}
-
-static const seg_ref *seg_containing(const seg_ref *v, size_t n, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0 || addr - v[lo - 1].addr >= v[lo - 1].size)
-        return NULL;
-    return &v[lo - 1];
-}
-
 /* The prelude's live blocks allocated through the engine, lowest address
  * first (SUBLET_PRELUDE_ALLOCATE). */
 static sublet_status allocate_prelude(rp *s, size_t npre)
@@ -428,8 +376,7 @@ static sublet_status allocate_prelude(rp *s, size_t npre)
         else
             s->recorded_reserved += s->pre[i].size;
     }
-    if (!evs_sorted(allocs, nalloc))
-        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    rf_sort_rows_by_addr(allocs, nalloc);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
@@ -496,7 +443,7 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
     if (mode == SUBLET_PRELUDE_ALLOCATE)
         return allocate_prelude(s, npre);
 
-    seg_ref *segs = malloc((npre ? npre : 1) * sizeof *segs);
+    rf_seg_ref *segs = malloc((npre ? npre : 1) * sizeof *segs);
     const sublet_trace_event **allocs = malloc((npre ? npre : 1) * sizeof *allocs);
     if (!segs || !allocs) {
         free(segs);
@@ -521,18 +468,16 @@ static sublet_status seed_prelude(rp *s, size_t npre, int mode)
                       sublet_status_text(st));
             continue;
         }
-        segs[nseg++] = (seg_ref){e->addr, e->size, small};
+        segs[nseg++] = (rf_seg_ref){e->addr, e->size, small};
         s->r->pre_segments++;
     }
-    if (!segs_sorted(segs, nseg))
-        qsort(segs, nseg, sizeof *segs, cmp_seg);
-    if (!evs_sorted(allocs, nalloc))
-        qsort(allocs, nalloc, sizeof *allocs, cmp_ev_addr);
+    rf_sort_segs_by_addr(segs, nseg);
+    rf_sort_rows_by_addr(allocs, nalloc);
     sublet_status fat = SUBLET_OK;
     for (size_t j = 0; j < nalloc && fat == SUBLET_OK; j++) {
         const sublet_trace_event *e = allocs[j];
         size_t i = (size_t)(e - s->pre);
-        const seg_ref *sg = seg_containing(segs, nseg, e->addr);
+        const rf_seg_ref *sg = rf_seg_containing(segs, nseg, e->addr);
         if (!sg) {
             row_error(s, i, "pre_alloc at %llu lies in no seeded segment",
                       (unsigned long long)e->addr);

@@ -214,3 +214,54 @@ int rf_addrs_take(rf_addrs *m, sublet_allocator *a, uint64_t rec, uint64_t *eng)
     *eng = rec;
     return 1;
 }
+
+/* ---- the prelude's rows in address order ---------------------------------------- */
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const rf_seg_ref *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_ev_addr(const void *a, const void *b)
+{
+    const sublet_trace_event *x = *(const sublet_trace_event *const *)a;
+    const sublet_trace_event *y = *(const sublet_trace_event *const *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Recorded preludes come sorted by address: then the sorts are skipped.
+ * The order is the one a stable sort would leave; ties (two prelude rows at
+ * one address, which no consistent prelude has) keep their trace order. */
+void rf_sort_segs_by_addr(rf_seg_ref *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i].addr < v[i - 1].addr) {
+            qsort(v, n, sizeof *v, cmp_seg);
+            return;
+        }
+}
+
+void rf_sort_rows_by_addr(const sublet_trace_event **v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i]->addr < v[i - 1]->addr) {
+            qsort(v, n, sizeof *v, cmp_ev_addr);
+            return;
+        }
+}
+
+const rf_seg_ref *rf_seg_containing(const rf_seg_ref *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || addr - v[lo - 1].addr >= v[lo - 1].size)
+        return NULL;
+    return &v[lo - 1];
+}

@@ -163,6 +163,16 @@ int rf_map_take(rf_map *m, uint64_t key, uint64_t *val);
  * failed) builds the map from the engine's allocated blocks, and the map is
  * kept from then on.  The identity is only tried under the native policy
  * (policy:stitch's shadow blocks are not all in sublet_segments_walk). */
+/* The prelude's segments and allocations in address order (replay_addrs.c):
+ * sorted only when they do not come so; the segment holding addr, or NULL. */
+typedef struct rf_seg_ref {
+    uint64_t addr, size;
+    int small;
+} rf_seg_ref;
+void rf_sort_segs_by_addr(rf_seg_ref *v, size_t n);
+void rf_sort_rows_by_addr(const sublet_trace_event **v, size_t n);
+const rf_seg_ref *rf_seg_containing(const rf_seg_ref *v, size_t n, uint64_t addr);
+
 typedef struct rf_addrs {
     rf_map map;   /* unused (no table) while identity */
     int identity;

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "tune/tune_internal.h"
 
 /* ---- sublet_tune ------------------------------------------------------------------ */
@@ -148,17 +149,13 @@ static int no_memory(tctx *x)
 
 static sublet_status check_args(const sublet_trace *const *traces, size_t n, sublet_tune_result *r)
 {
-    if (!traces || !n || n > 64) {
-        r->status = SUBLET_ERR_INVALID_ARGUMENT;
-        snprintf(r->error, sizeof r->error, "%s", !n ? "no traces" : "at most 64 traces");
-        return r->status;
-    }
+    if (!traces || !n || n > 64)
+        return r->status = sl_fail(r->error, sizeof r->error, SUBLET_ERR_INVALID_ARGUMENT, "%s",
+                                   !n ? "no traces" : "at most 64 traces");
     for (size_t i = 0; i < n; i++)
-        if (!traces[i]) {
-            r->status = SUBLET_ERR_INVALID_ARGUMENT;
-            snprintf(r->error, sizeof r->error, "trace %zu is NULL", i);
-            return r->status;
-        }
+        if (!traces[i])
+            return r->status = sl_fail(r->error, sizeof r->error, SUBLET_ERR_INVALID_ARGUMENT,
+                                       "trace %zu is NULL", i);
     return SUBLET_OK;
 }
 
@@ -610,7 +607,7 @@ static sublet_status run_finish(tune_run *u)
     r->replays = x->replays;
     r->status = x->st;
     if (x->st != SUBLET_OK)
-        snprintf(r->error, sizeof r->error, "%s", x->err);
+        sl_msg(r->error, sizeof r->error, "%s", x->err);
     tn_walk_free(&u->wp);
     tn_walk_free(&u->ws);
     free(u->all);

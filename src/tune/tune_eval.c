@@ -14,19 +14,18 @@
 /* ---- per trace facts ---------------------------------------------------------------- */
 
 /* One replay of trace f under conf on a device of `cap` bytes. */
-sublet_status tn_replay(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                        int stop_on_oom, uint64_t stop_after, sublet_replay_result *r,
-                        char *err, size_t err_cap)
+sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
+                        sublet_replay_result *r, char *err, size_t err_cap)
 {
     sublet_replay_options o;
     sublet_replay_options_init(&o);
     char vbuf[TN_CONF_V_MAX];
-    o.conf = tn_conf_v(f->version, conf, vbuf, sizeof vbuf);
-    o.device_memory = cap;
+    o.conf = tn_conf_v(w->f->version, w->conf, vbuf, sizeof vbuf);
+    o.device_memory = w->cap;
     o.stop_on_oom = stop_on_oom;
     o.stop_after = stop_after;
-    o.prelude = prelude;
-    return sublet_replay_run(f->t, &o, r, err, err_cap);
+    o.prelude = w->prelude;
+    return sublet_replay_run(w->f->t, &o, r, err, err_cap);
 }
 
 const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap)
@@ -95,15 +94,16 @@ void tn_calls_between(const char *conf, const sublet_replay_result *r,
 }
 
 /* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
-sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                          const sublet_tune_cost_model *m, drun *out, uint64_t *replays,
-                          char *err, size_t err_cap)
+sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *out,
+                          uint64_t *replays, char *err, size_t err_cap)
 {
+    const tfacts *f = w->f;
+    const char *conf = w->conf;
     memset(out, 0, sizeof *out);
     out->first_oom = out->same_from = NONE;
     sublet_replay_result r, r0;
     memset(&r0, 0, sizeof r0);
-    sublet_status st = tn_replay(f, conf, cap, prelude, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
+    sublet_status st = tn_replay(w, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
     (*replays)++;
     if (st != SUBLET_OK && st != SUBLET_ERR_OOM && st != SUBLET_ERR_DEVICE_OOM) {
         sublet_replay_result_free(&r);
@@ -116,7 +116,7 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
         return SUBLET_OK;
     }
     if (f->npre) {
-        sublet_status st0 = tn_replay(f, conf, cap, prelude, 0, f->npre - 1, &r0, NULL, 0);
+        sublet_status st0 = tn_replay(w, 0, f->npre - 1, &r0, NULL, 0);
         (*replays)++;
         if (st0 != SUBLET_OK)
             memset(&r0, 0, sizeof r0);
@@ -139,12 +139,11 @@ sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int p
 
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
-sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, uint64_t *same_from,
+sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, int *ok, uint64_t *same_from,
                            uint64_t *events, char *err, size_t err_cap)
 {
     sublet_replay_result r;
-    sublet_status st = tn_replay(f, conf, cap, prelude, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
+    sublet_status st = tn_replay(w, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
     *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
     *same_from = *ok ? r.same_from : NONE;
     if (events)
@@ -246,7 +245,7 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
     if (known)
         d = *known;
     else
-        st = tn_cost_run(f, conf, dev, o->prelude, &o->cost, &d, replays, err, err_cap);
+        st = tn_cost_run(&(trun){f, conf, dev, o->prelude}, &o->cost, &d, replays, err, err_cap);
     if (st != SUBLET_OK)
         return st;
     out->fits = d.fits;

@@ -92,23 +92,30 @@ typedef struct drun {
 
 static inline uint64_t tn_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-/* One replay of trace f under conf on a device of `cap` bytes. */
-sublet_status tn_replay(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                        int stop_on_oom, uint64_t stop_after, sublet_replay_result *r, char *err,
-                        size_t err_cap);
+/* What a replay of tune runs: trace f under conf on a device of `cap`
+ * bytes, its prelude as sublet_replay_options.prelude. */
+typedef struct trun {
+    const tfacts *f;
+    const char *conf;
+    uint64_t cap;
+    int prelude;
+} trun;
+
+/* One replay of w (stopping as sublet_replay_options' stop_on_oom and
+ * stop_after). */
+sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
+                        sublet_replay_result *r, char *err, size_t err_cap);
 /* Page sizes of the virtual-memory modes of conf (0: conf uses cudaMalloc). */
 void tn_page_sizes(const char *conf, uint64_t *small_page, uint64_t *large_page);
 /* The calls a replay made between r0 (after the prelude) and r (the end). */
 void tn_calls_between(const char *conf, const sublet_replay_result *r,
                       const sublet_replay_result *r0, sublet_tune_calls *c);
 /* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
-sublet_status tn_cost_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                          const sublet_tune_cost_model *m, drun *out, uint64_t *replays,
-                          char *err, size_t err_cap);
+sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *out,
+                          uint64_t *replays, char *err, size_t err_cap);
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
-sublet_status tn_probe_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
-                           uint64_t errors_allowed, int *ok, uint64_t *same_from,
+sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, int *ok, uint64_t *same_from,
                            uint64_t *events, char *err, size_t err_cap);
 /* Bytes of the big device used as the reference when the user's is too
  * small (as sublet_replay_min_capacity). */

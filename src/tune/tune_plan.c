@@ -205,7 +205,7 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
     }
     r0 = base;
     if (f->npre) {
-        if (tn_replay(f, conf, dev, o->prelude, 0, f->npre - 1, &r0, NULL, 0) != SUBLET_OK)
+        if (tn_replay(&(trun){f, conf, dev, o->prelude}, 0, f->npre - 1, &r0, NULL, 0) != SUBLET_OK)
             r0 = base;
         sublet_replay_result_free(&r0);
         m->replays++;

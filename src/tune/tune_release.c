@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "tune/tune_internal.h"
 
 static const char ppmf[] = "per_process_memory_fraction:";
@@ -19,11 +20,8 @@ static sublet_status parse_under(const char *version, const char *conf, sublet_s
     char buf[SUBLET_TUNE_CONF_MAX + 64];
     int n = snprintf(buf, sizeof buf, "pytorch_version:%s%s%s",
                      version && *version ? version : "newest", *conf ? "," : "", conf);
-    if (n < 0 || (size_t)n >= sizeof buf) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "settings too long: %s", conf);
-        return SUBLET_ERR_INVALID_ARGUMENT;
-    }
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "settings too long: %s", conf);
     sublet_settings_default(s);
     return sublet_settings_parse(s, buf, err, err_cap);
 }
@@ -75,10 +73,8 @@ sublet_status sublet_tune_conf_adapt(const char *conf, int target, const char *p
         return st;
     if (tn_conf_release(pytorch_version, conf, target, out->conf, sizeof out->conf,
                         &out->fraction_call) != 0) {
-        if (err && err_cap)
-            snprintf(err, err_cap, "settings too long: %s", conf);
         memset(out, 0, sizeof *out);
-        return SUBLET_ERR_INVALID_ARGUMENT;
+        return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "settings too long: %s", conf);
     }
     if ((st = parse_under(pytorch_version, out->conf, &s, err, err_cap)) != SUBLET_OK) {
         memset(out, 0, sizeof *out);

@@ -261,7 +261,7 @@ static void do_cost(tctx *x, task *k)
     for (size_t t = 0; t < x->nt; t++) {
         if (tn_cancelled(x))
             return;
-        sublet_status st = tn_cost_run(&x->f[t], c->conf, x->dev, x->o->prelude, &x->o->cost,
+        sublet_status st = tn_cost_run(&(trun){&x->f[t], c->conf, x->dev, x->o->prelude}, &x->o->cost,
                                        &k->d[t], &k->replays, err, sizeof err);
         k->events += k->d[t].events;
         if (st != SUBLET_OK) {
@@ -272,7 +272,7 @@ static void do_cost(tctx *x, task *k)
         if (!k->d[t].fits) {
             drun big;
             uint64_t bd = tn_big_device(&x->f[t]);
-            st = tn_cost_run(&x->f[t], c->conf, bd > x->dev ? bd : 2 * x->dev, x->o->prelude,
+            st = tn_cost_run(&(trun){&x->f[t], c->conf, bd > x->dev ? bd : 2 * x->dev, x->o->prelude},
                              &x->o->cost, &big, &k->replays, err, sizeof err);
             k->events += big.events;
             if (st != SUBLET_OK) {
@@ -333,8 +333,9 @@ static void do_probe(tctx *x, task *k)
             k->ok = 0;
             return;
         }
-        sublet_status st = tn_probe_run(&x->f[t], c->conf, k->x, x->o->prelude, s->errors_allowed,
-                                        &ok, &k->same_from[t], &k->events, err, sizeof err);
+        sublet_status st = tn_probe_run(&(trun){&x->f[t], c->conf, k->x, x->o->prelude},
+                                        s->errors_allowed, &ok, &k->same_from[t], &k->events, err,
+                                        sizeof err);
         k->replays++;
         if (st != SUBLET_OK) {
             set_error(x, st, err);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/errmsg.h"
 #include "tune/tune_internal.h"
 
 /* ---- the cost model ------------------------------------------------------------ */
@@ -66,11 +67,9 @@ sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char
         size_t klen = (size_t)(p - k);
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p != '=') {
-            if (err && err_cap)
-                snprintf(err, err_cap, "cost model: expected key=value at '%.*s'", (int)klen, k);
-            return SUBLET_ERR_PARSE;
-        }
+        if (*p != '=')
+            return sl_fail(err, err_cap, SUBLET_ERR_PARSE, "cost model: expected key=value at '%.*s'",
+                           (int)klen, k);
         p++;
         while (*p == ' ' || *p == '\t')
             p++;
@@ -78,29 +77,20 @@ sublet_status sublet_tune_cost_model_parse(sublet_tune_cost_model *m, const char
         for (i = 0; i < sizeof cost_keys / sizeof cost_keys[0]; i++)
             if (strlen(cost_keys[i].name) == klen && memcmp(cost_keys[i].name, k, klen) == 0)
                 break;
-        if (i == sizeof cost_keys / sizeof cost_keys[0]) {
-            if (err && err_cap)
-                snprintf(err, err_cap,
-                         "cost model: unknown key '%.*s' (keys: malloc_us, malloc_us_per_gib, "
-                         "free_us, retry_us, reserve_us, release_us, map_us, unmap_us)",
-                         (int)klen, k);
-            return SUBLET_ERR_PARSE;
-        }
+        if (i == sizeof cost_keys / sizeof cost_keys[0])
+            return sl_fail(err, err_cap, SUBLET_ERR_PARSE,
+                           "cost model: unknown key '%.*s' (keys: malloc_us, malloc_us_per_gib, "
+                           "free_us, retry_us, reserve_us, release_us, map_us, unmap_us)",
+                           (int)klen, k);
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno || !isfinite(v) || v < 0) {
-            if (err && err_cap)
-                snprintf(err, err_cap, "cost model: '%.*s' needs a non-negative number",
-                         (int)klen, k);
-            return SUBLET_ERR_PARSE;
-        }
-        if (*end && !isspace((unsigned char)*end) && *end != ',' && *end != ';' && *end != '#') {
-            if (err && err_cap)
-                snprintf(err, err_cap, "cost model: '%.*s': trailing characters after the number",
-                         (int)klen, k);
-            return SUBLET_ERR_PARSE;
-        }
+        if (end == p || errno || !isfinite(v) || v < 0)
+            return sl_fail(err, err_cap, SUBLET_ERR_PARSE,
+                           "cost model: '%.*s' needs a non-negative number", (int)klen, k);
+        if (*end && !isspace((unsigned char)*end) && *end != ',' && *end != ';' && *end != '#')
+            return sl_fail(err, err_cap, SUBLET_ERR_PARSE,
+                           "cost model: '%.*s': trailing characters after the number", (int)klen, k);
         *(double *)((char *)&work + cost_keys[i].off) = v;
         p = end;
     }
