@@ -90,13 +90,13 @@ static void best_so_far(const tctx *x, const walk *wp, const walk *ws, sublet_tu
 
 typedef struct final_job {
     const tctx *x;
-    const char *conf[3][64];
-    const drun *known[3][64]; /* the search's cost run of that very replay, or NULL */
-    signed char same_as[3][64]; /* an earlier job of the same trace and settings (-1: none) */
+    const char *conf[3][MAX_TRACES];
+    const drun *known[3][MAX_TRACES]; /* the search's cost run of that very replay, or NULL */
+    signed char same_as[3][MAX_TRACES]; /* an earlier job of the same trace and settings (-1: none) */
     sublet_tune_eval *ev[3];
-    sublet_status st[3][64];
-    char err[3][64][256];
-    uint64_t replays[3][64];
+    sublet_status st[3][MAX_TRACES];
+    char err[3][MAX_TRACES][256];
+    uint64_t replays[3][MAX_TRACES];
 } final_job;
 
 static void final_fn(void *arg, size_t i)
@@ -134,7 +134,7 @@ typedef struct ru_info {
     unsigned cls[N_RU];
     uint64_t max_round[N_RU], max_alloc[N_RU];
     uint64_t max_pre; /* largest pre_segment / pre_alloc block of the traces */
-    uint64_t lb[N_RU][64];
+    uint64_t lb[N_RU][MAX_TRACES];
 } ru_info;
 
 /* Out of host memory (unless an error came first); returns 1 (stop). */
@@ -149,7 +149,7 @@ static int no_memory(tctx *x)
 
 static sublet_status check_args(const sublet_trace *const *traces, size_t n, sublet_tune_result *r)
 {
-    if (!traces || !n || n > 64)
+    if (!traces || !n || n > MAX_TRACES)
         return r->status = sl_fail(r->error, sizeof r->error, SUBLET_ERR_INVALID_ARGUMENT, "%s",
                                    !n ? "no traces" : "at most 64 traces");
     for (size_t i = 0; i < n; i++)
@@ -470,10 +470,11 @@ static int final_setup(tune_run *u, final_job *j)
         j->conf[2][t] = u->x.c[u->ws.answer].conf;
         for (int w = 0; w < 3; w++) {
             j->known[w][t] = known_cost_run(u, j->conf[w][t], t);
-            j->same_as[w][t] = -1;
-            for (int v = 0; v < w && j->same_as[w][t] < 0; v++)
+            int same = -1;
+            for (int v = 0; v < w && same < 0; v++)
                 if (strcmp(j->conf[v][t], j->conf[w][t]) == 0)
-                    j->same_as[w][t] = (signed char)v;
+                    same = v;
+            j->same_as[w][t] = (signed char)same;
         }
     }
     int fail = 0;

@@ -29,6 +29,7 @@
 #define DEFAULT_BAND 0.005
 #define NONE UINT64_MAX
 #define MAX_THREADS 64
+#define MAX_TRACES 64 /* traces one tune takes (checked at entry) */
 
 /* ---- the search space (tune_space.c) ------------------------------------------------ */
 
@@ -187,8 +188,8 @@ typedef struct task {
     int kind;   /* 0 cost runs, 1 probe */
     /* results */
     int ok;
-    signed char ran[64]; /* per trace: 1 ok, -1 fail, 0 not run */
-    uint64_t same_from[64]; /* per trace: a clean run's same_from (NONE) */
+    signed char ran[MAX_TRACES]; /* per trace: 1 ok, -1 fail, 0 not run */
+    uint64_t same_from[MAX_TRACES]; /* per trace: a clean run's same_from (NONE) */
     uint64_t replays, events;
     drun *d;                 /* cost tasks: per trace (caller's arrays) */
     uint64_t *errors_allowed;

@@ -605,7 +605,7 @@ sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t 
         sublet_tune_options_init(&def);
         o = &def;
     }
-    if (!traces || !n || n > 64 || !conf) {
+    if (!traces || !n || n > MAX_TRACES || !conf) {
         out->status = SUBLET_ERR_INVALID_ARGUMENT;
         snprintf(out->note, sizeof out->note, "%s", !traces || !n ? "no traces"
                                                     : !conf       ? "no settings"

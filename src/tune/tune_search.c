@@ -303,8 +303,8 @@ static void do_probe(tctx *x, task *k)
     cand *c = &x->c[k->c];
     char err[512] = "";
     /* traces most likely to fail first: the highest known failure */
-    size_t order[64];
-    size_t nt = x->nt < 64 ? x->nt : 64;
+    size_t order[MAX_TRACES];
+    size_t nt = x->nt < MAX_TRACES ? x->nt : MAX_TRACES;
     for (size_t t = 0; t < nt; t++)
         order[t] = t;
     for (size_t i = 1; i < nt; i++)
