@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,6 +490,111 @@ static void test_info_and_mincap(void **state)
     }
 }
 
+/* Readers of one stream (sublet_trace_stream_reader): of a binary copy,
+ * each at its own position (two interleaved, and four threads reading at
+ * once), of a trace in memory likewise, the same rows and extras as the
+ * trace; a stream that is neither is refused. */
+typedef struct rd_job {
+    sublet_trace_stream *r;
+    const sublet_trace *t;
+    int same;
+} rd_job;
+
+static int reads_as(sublet_trace_stream *r, const sublet_trace *t, size_t chunk)
+{
+    sublet_trace_event ev[5];
+    char err[256];
+    size_t got, i = sublet_trace_prelude_count(t);
+    int same = 1;
+    while (sublet_trace_stream_next(r, ev, chunk, &got, err, sizeof err) == SUBLET_OK && got)
+        for (size_t k = 0; k < got; k++, i++)
+            same &= i < sublet_trace_count(t) &&
+                    memcmp(&ev[k], sublet_trace_at(t, i), sizeof ev[k]) == 0;
+    return same && i == sublet_trace_count(t);
+}
+
+static void *rd_thread(void *p)
+{
+    rd_job *j = p;
+    j->same = reads_as(j->r, j->t, 5);
+    return NULL;
+}
+
+static void test_readers(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof k_traces / sizeof *k_traces; f++) {
+        const char *path = path_of(k_traces[f]);
+        if (access(path, R_OK) != 0)
+            continue;
+        sublet_trace *t = NULL;
+        char err[512];
+        assert_int_equal(sublet_trace_load(path, NULL, &t, err, sizeof err), SUBLET_OK);
+        sublet_trace_stream *ts = NULL, *c = NULL, *m = NULL;
+        assert_int_equal(sublet_trace_stream_open(path, NULL, &ts, err, sizeof err), SUBLET_OK);
+        if (sublet_trace_stream_bounded(ts)) {
+            sublet_trace_stream *no = NULL;
+            assert_int_equal(sublet_trace_stream_reader(ts, &no), SUBLET_ERR_UNSUPPORTED);
+            assert_null(no);
+        }
+        assert_int_equal(sublet_trace_stream_copy(ts, &c, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_trace_stream_from_trace(t, &m), SUBLET_OK);
+        sublet_trace_stream *src[2] = {c, m};
+        for (int w = 0; w < 2; w++) {
+            /* two readers, interleaved: each keeps its own place */
+            sublet_trace_stream *a = NULL, *b = NULL;
+            assert_int_equal(sublet_trace_stream_reader(src[w], &a), SUBLET_OK);
+            assert_int_equal(sublet_trace_stream_reader(src[w], &b), SUBLET_OK);
+            sublet_trace_event ea[2], eb[3];
+            size_t ga, gb, i = sublet_trace_prelude_count(t), jb = i;
+            for (;;) {
+                assert_int_equal(sublet_trace_stream_next(a, ea, 2, &ga, err, sizeof err),
+                                 SUBLET_OK);
+                assert_int_equal(sublet_trace_stream_next(b, eb, 3, &gb, err, sizeof err),
+                                 SUBLET_OK);
+                for (size_t k = 0; k < ga; k++, i++)
+                    assert_memory_equal(&ea[k], sublet_trace_at(t, i), sizeof ea[k]);
+                for (size_t k = 0; k < gb; k++, jb++)
+                    assert_memory_equal(&eb[k], sublet_trace_at(t, jb), sizeof eb[k]);
+                if (!ga && !gb)
+                    break;
+            }
+            assert_int_equal(i, sublet_trace_count(t));
+            assert_int_equal(jb, sublet_trace_count(t));
+            assert_int_equal(sublet_trace_stream_rows(a), sublet_trace_count(t));
+            const sublet_trace_event *pa, *pt;
+            assert_int_equal(sublet_trace_stream_prelude(a, &pa), sublet_trace_prelude_count(t));
+            pt = sublet_trace_events(t);
+            for (size_t k = 0; k < sublet_trace_prelude_count(t); k++)
+                assert_memory_equal(&pa[k], &pt[k], sizeof pa[k]);
+            assert_true(same_str(sublet_trace_stream_settings(a), sublet_trace_settings(t)));
+            assert_int_equal(sublet_trace_stream_device_memory(a), sublet_trace_device_memory(t));
+            /* rewound: the same rows again */
+            assert_int_equal(sublet_trace_stream_rewind(a, err, sizeof err), SUBLET_OK);
+            assert_true(reads_as(a, t, 4));
+            sublet_trace_stream_close(a);
+            sublet_trace_stream_close(b);
+            /* four threads at once */
+            pthread_t th[4];
+            rd_job j[4];
+            for (int k = 0; k < 4; k++) {
+                j[k] = (rd_job){NULL, t, 0};
+                assert_int_equal(sublet_trace_stream_reader(src[w], &j[k].r), SUBLET_OK);
+                assert_int_equal(pthread_create(&th[k], NULL, rd_thread, &j[k]), 0);
+            }
+            for (int k = 0; k < 4; k++) {
+                pthread_join(th[k], NULL);
+                assert_true(j[k].same);
+                sublet_trace_stream_close(j[k].r);
+            }
+        }
+        sublet_trace_stream_close(m);
+        sublet_trace_stream_close(c);
+        sublet_trace_stream_close(ts);
+        sublet_trace_free(t);
+    }
+}
+
 /* The reader thread is an option of the open call: a value that is not a
  * sublet_stream_thread is refused. */
 static void test_thread_option(void **state)
@@ -520,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_long_release_runs_across_chunks),
         cmocka_unit_test(test_kineto_order_window),
         cmocka_unit_test(test_thread_option),
+        cmocka_unit_test(test_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,6 +177,12 @@ typedef struct sublet_replay_options {
      * device (`sublet nullgpu`: 0x200000000000) replayed with its base gets
      * the addresses the null device gave. */
     uint64_t device_base;
+    /* With record on: each history entry's time_us is the index of the row
+     * (prelude included) the clock above takes its time from, instead of
+     * that row's time, so that a consumer of the history (taken as it grows,
+     * sublet_history_take in after_event) maps entries to rows without a
+     * copy of the trace stamped with row numbers.  Off by default. */
+    int record_row_times;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */

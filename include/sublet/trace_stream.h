@@ -117,6 +117,17 @@ SUBLET_API sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, c
 SUBLET_API sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stream **out,
                                                   char *err, size_t err_cap);
 
+/* Another reader of a stream that is read again cheaply, at its own
+ * position, from the first recorded row: of a binary copy (_copy: the same
+ * temporary file, read with positional reads, so that several threads read
+ * one copy at once, each through its own reader) or of a trace in memory
+ * (from_trace, or a format read whole: a stream over the same trace).  The
+ * same rows, prelude and extras; s must stay open while the reader is used
+ * (close the readers first).  Other streams: SUBLET_ERR_UNSUPPORTED (make a
+ * copy first). */
+SUBLET_API sublet_status sublet_trace_stream_reader(sublet_trace_stream *s,
+                                                    sublet_trace_stream **out);
+
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 SUBLET_API size_t sublet_trace_stream_prelude(const sublet_trace_stream *s,
                                               const sublet_trace_event **ev);

@@ -278,6 +278,8 @@ static uint64_t rec_clock(void *user)
     rp *s = user;
     size_t k = s->clk_pos < s->clk_count ? s->clk_pos : (s->clk_count ? s->clk_count - 1 : 0);
     s->clk_pos++;
+    if (s->o->record_row_times)
+        return s->clk_first + k;
     if (!at_hand(s, s->clk_first + k))
         return 0;
     if (s->row_clock)

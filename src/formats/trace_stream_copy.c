@@ -5,20 +5,37 @@
  * Its prelude and extras are those of the stream copied (a copy's copy: the
  * first stream's). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/errmsg.h"
 #include "formats/trace_stream_kinds.h"
 
+/* Positional reads (pread: the file's offset is never moved), so that the
+ * readers of one copy (sublet_trace_stream_reader), each at its own pos,
+ * read it from several threads at once. */
 static sublet_status copy_next(sublet_trace_stream *s, sublet_trace_event *ev, size_t cap,
                                size_t *k)
 {
-    *k = cap ? fread(ev, sizeof *ev, cap, s->raw) : 0;
-    if (*k < cap && ferror(s->raw)) {
-        *k = 0; /* not counted */
-        return sl_stream_fail(s, SUBLET_ERR_IO, "copy: read error");
+    int fd = fileno(s->raw);
+    size_t want = cap * sizeof *ev, got = 0;
+    while (got < want) {
+        ssize_t r = pread(fd, (char *)ev + got, want - got,
+                          (off_t)(s->pos * sizeof *ev + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            *k = 0; /* not counted */
+            return sl_stream_fail(s, SUBLET_ERR_IO, "copy: read error");
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
     }
+    *k = got / sizeof *ev;
+    s->pos += *k;
     return SUBLET_OK;
 }
 
@@ -39,21 +56,20 @@ static sublet_status copy_borrow(sublet_trace_stream *s, const sublet_trace_even
     return st;
 }
 
-/* A seek (its failure: the stream's error, no text in err). */
+/* Back to the first recorded row: a position, nothing read. */
 static sublet_status copy_rewind(sublet_trace_stream *s, char *err, size_t err_cap)
 {
     (void)err;
     (void)err_cap;
     s->rows = sublet_trace_stream_prelude(s, NULL);
     s->e.st = SUBLET_OK;
-    if (fseek(s->raw, 0, SEEK_SET) != 0)
-        return sl_stream_fail(s, SUBLET_ERR_IO, "copy: seek failed");
+    s->pos = 0;
     return SUBLET_OK;
 }
 
 static void copy_close(sublet_trace_stream *s)
 {
-    if (s->raw)
+    if (s->raw && !s->raw_shared)
         fclose(s->raw);
 }
 
@@ -174,7 +190,7 @@ sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stre
             st = SUBLET_ERR_IO;
             break;
         }
-    if (st == SUBLET_OK && (fflush(c->raw) != 0 || fseek(c->raw, 0, SEEK_SET) != 0)) {
+    if (st == SUBLET_OK && fflush(c->raw) != 0) {
         sl_msg(err, err_cap, "%s: temporary copy: write failed: %s", sl_stream_shown(s),
                strerror(errno));
         st = SUBLET_ERR_IO;
@@ -183,6 +199,29 @@ sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stre
         sublet_trace_stream_close(c);
         return st;
     }
+    *out = c;
+    return SUBLET_OK;
+}
+
+/* ---- readers ----------------------------------------------------------------------------------- */
+
+sublet_status sublet_trace_stream_reader(sublet_trace_stream *s, sublet_trace_stream **out)
+{
+    if (!s || !out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (s->m == &sl_stream_mem_methods)
+        return sublet_trace_stream_from_trace(s->t, out);
+    if (s->m != &sl_stream_copy_methods)
+        return SUBLET_ERR_UNSUPPORTED;
+    sublet_trace_stream *c = calloc(1, sizeof *c);
+    if (!c)
+        return SUBLET_ERR_NO_MEMORY;
+    c->m = &sl_stream_copy_methods;
+    c->origin = s->origin;
+    c->raw = s->raw;
+    c->raw_shared = 1;
+    c->rows = sublet_trace_stream_prelude(s, NULL);
     *out = c;
     return SUBLET_OK;
 }

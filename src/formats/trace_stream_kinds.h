@@ -106,6 +106,7 @@ struct sublet_trace_stream {
     size_t nretired;
     FILE *raw;                 /* copy: the recorded rows as sublet_trace_event records */
     sublet_trace_stream *origin; /* copy: the stream copied (prelude, extras) */
+    int raw_shared;              /* copy: a reader of another's file (not closed here) */
     uint64_t rows;   /* handed out, prelude included */
     serr e;          /* sticky error */
     /* the reader thread (the file sources; trace_stream_thread.c): while it

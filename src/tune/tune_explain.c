@@ -97,98 +97,6 @@ static void mechanism(const char *version, const char *from, const char *to, cha
 #undef SAY
 }
 
-typedef struct hist {
-    sublet_trace_entry *e;
-    size_t n;
-    uint64_t last_event;
-    sublet_frag_stats frag; /* at the end of the run */
-    int have_frag;
-} hist;
-
-static void copy_history(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
-{
-    (void)st;
-    hist *h = user;
-    h->last_event = last_event;
-    if (!a)
-        return;
-    if (sublet_frag_read(a, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &h->frag) == SUBLET_OK)
-        h->have_frag = 1;
-    size_t n = sublet_history_count(a);
-    h->e = malloc((n ? n : 1) * sizeof *h->e);
-    if (h->e)
-        h->n = sublet_history_copy(a, h->e, n);
-}
-
-/* A copy of t whose time stamps are the row indices, so that the recorded
- * history of a replay says which row each engine event stands for. */
-static sublet_trace *indexed_copy(const sublet_trace *t)
-{
-    sublet_trace *c;
-    if (sublet_trace_create(&c) != SUBLET_OK)
-        return NULL;
-    size_t n = sublet_trace_count(t);
-    const sublet_trace_event *ev = sublet_trace_events(t);
-    for (size_t i = 0; i < n; i++) {
-        sublet_trace_event e = ev[i];
-        e.time_us = i;
-        e.flags |= SUBLET_TRACE_HAS_TIME;
-        e.frames = 0;
-        if (sublet_trace_append(c, &e) != SUBLET_OK) {
-            sublet_trace_free(c);
-            return NULL;
-        }
-    }
-    return c;
-}
-
-static int record_run(const sublet_trace *ix, const char *conf, uint64_t cap, int prelude,
-                      int stop_on_oom, hist *h, sublet_replay_result *r)
-{
-    memset(h, 0, sizeof *h);
-    sublet_replay_options o;
-    sublet_replay_options_init(&o);
-    o.conf = conf;
-    o.device_memory = cap;
-    o.prelude = prelude;
-    o.stop_on_oom = stop_on_oom;
-    o.record = SUBLET_RECORD_ALL;
-    o.record_context = SUBLET_CONTEXT_NONE;
-    o.record_max_entries = 4 * sublet_trace_count(ix) + 1024;
-    o.on_finish = copy_history;
-    o.finish_user = h;
-    sublet_status st = sublet_replay_run(ix, &o, r, NULL, 0);
-    return st == SUBLET_OK && h->e;
-}
-
-/* The row an entry stands for: allocations carry the time of the recorded
- * segment_alloc row before them when there was one. */
-static uint64_t entry_event(const sublet_trace_event *ev, size_t n, const sublet_trace_entry *e)
-{
-    uint64_t i = e->time_us;
-    if (i < n && ev[i].kind == SUBLET_ACT_SEGMENT_ALLOC &&
-        (e->action == SUBLET_ACT_ALLOC || e->action == SUBLET_ACT_SEGMENT_ALLOC ||
-         e->action == SUBLET_ACT_SEGMENT_MAP))
-        i++;
-    return i;
-}
-
-/* Bytes of new device memory (segments or mapped pages) per row. */
-static uint64_t *new_memory_per_row(const hist *h, const sublet_trace_event *ev, size_t n)
-{
-    uint64_t *v = calloc(n ? n : 1, sizeof *v);
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < h->n; i++) {
-        const sublet_trace_entry *e = &h->e[i];
-        if (e->action != SUBLET_ACT_SEGMENT_ALLOC && e->action != SUBLET_ACT_SEGMENT_MAP)
-            continue;
-        uint64_t r = entry_event(ev, n, e);
-        if (r < n)
-            v[r] += e->size;
-    }
-    return v;
-}
 
 /* A sorted set of uint64 (a plain array; the sets here hold live blocks and
  * segments, thousands at most). */
@@ -254,78 +162,221 @@ static void uset_free(uset *s)
     memset(s, 0, sizeof *s);
 }
 
+/* ---- a recorded replay, read as it goes ------------------------------------------------
+ * The replay records with row indices as times (record_row_times) and its
+ * history is taken after every row (sublet_history_take), so that the ring
+ * holds one row's entries and nothing is kept per row of the trace: only
+ * the rows that took new device memory, and for the current settings the
+ * splits of cached blocks. */
+
+/* New device memory (segments or mapped pages) taken at a row. */
+typedef struct rowmem {
+    uint64_t row, bytes;
+} rowmem;
+
+/* A large-pool split: an allocation served from a cached block larger than
+ * it (the block starts where the allocation does, and ends at the next live
+ * block or the segment's end). */
 typedef struct split {
     uint64_t event, request, rounded, taken;
 } split;
 
-/* The large-pool splits of the current run: an allocation served from a
- * cached block larger than it (the block starts where the allocation does,
- * and ends at the next live block or the segment's end). */
-static size_t find_splits(const hist *h, const sublet_trace *t, const sublet_settings *s,
-                          split **out)
+typedef struct watch {
+    const sublet_trace_event *ev; /* the trace's rows (entry_event) */
+    size_t n, npre;
+    rowmem *m; /* new memory by row, sorted and merged at the end */
+    size_t nm, mcap;
+    const sublet_settings *s; /* the splits under these settings; NULL: none looked for */
+    uset segs, live;
+    uint64_t fresh; /* a segment just created: the next alloc there is no split */
+    split *sp;
+    size_t nsp, spcap;
+    int failed; /* out of host memory: the run says nothing */
+    sublet_frag_stats frag; /* at the end of the run */
+    int have_frag;
+} watch;
+
+/* The row an entry stands for: allocations carry the time of the recorded
+ * segment_alloc row before them when there was one. */
+static uint64_t entry_event(const sublet_trace_event *ev, size_t n, const sublet_trace_entry *e)
 {
-    const sublet_trace_event *ev = sublet_trace_events(t);
-    size_t n = sublet_trace_count(t), npre = sublet_trace_prelude_count(t);
-    uset segs = {0}, live = {0};
-    size_t ns = 0, cap = 0;
-    split *v = NULL;
-    for (size_t i = 0; i < npre; i++) {
-        if (ev[i].kind == SUBLET_TRACE_PRE_SEGMENT)
-            uset_put(&segs, ev[i].addr, ev[i].size);
-        else
-            uset_put(&live, ev[i].addr, ev[i].size);
-    }
-    uint64_t fresh = NONE; /* a segment just created: the next alloc there is no split */
-    for (size_t i = 0; i < h->n; i++) {
-        const sublet_trace_entry *e = &h->e[i];
-        switch (e->action) {
-        case SUBLET_ACT_SEGMENT_ALLOC:
-            uset_put(&segs, e->addr, e->size);
-            fresh = e->addr;
-            break;
-        case SUBLET_ACT_SEGMENT_FREE:
-            uset_del(&segs, e->addr);
-            break;
-        case SUBLET_ACT_FREE_COMPLETED:
-            uset_del(&live, e->addr);
-            break;
-        case SUBLET_ACT_ALLOC: {
-            uint64_t a = e->addr;
-            uint64_t rounded = sublet_round_size(s, e->size ? e->size : 1);
-            int was_fresh = fresh == a;
-            fresh = NONE;
-            if (!was_fresh && rounded > MIB) {
-                size_t si = uset_lb(&segs, a + 1);
-                if (si > 0 && a - segs.k[si - 1] < segs.v[si - 1]) {
-                    uint64_t end = segs.k[si - 1] + segs.v[si - 1];
-                    size_t li = uset_lb(&live, a + 1);
-                    if (li < live.n && live.k[li] < end)
-                        end = live.k[li];
-                    uint64_t taken = end > a ? end - a : 0;
-                    if (taken > rounded + MIB) {
-                        if (ns == cap) {
-                            cap = cap ? cap * 2 : 64;
-                            split *nv = realloc(v, cap * sizeof *v);
-                            if (!nv)
-                                goto done;
-                            v = nv;
-                        }
-                        v[ns++] = (split){entry_event(ev, n, e), e->size, rounded, taken};
-                    }
+    uint64_t i = e->time_us;
+    if (i < n && ev[i].kind == SUBLET_ACT_SEGMENT_ALLOC &&
+        (e->action == SUBLET_ACT_ALLOC || e->action == SUBLET_ACT_SEGMENT_ALLOC ||
+         e->action == SUBLET_ACT_SEGMENT_MAP))
+        i++;
+    return i;
+}
+
+static void *grow(void *v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t nc = *cap ? *cap * 2 : 64;
+    void *nv = realloc(v, nc * size);
+    if (nv)
+        *cap = nc;
+    return nv;
+}
+
+static void watch_split(watch *w, const sublet_trace_entry *e)
+{
+    uint64_t a = e->addr;
+    uint64_t rounded = sublet_round_size(w->s, e->size ? e->size : 1);
+    int was_fresh = w->fresh == a;
+    w->fresh = NONE;
+    if (!was_fresh && rounded > MIB) {
+        const uset *segs = &w->segs, *live = &w->live;
+        size_t si = uset_lb(segs, a + 1);
+        if (si > 0 && a - segs->k[si - 1] < segs->v[si - 1]) {
+            uint64_t end = segs->k[si - 1] + segs->v[si - 1];
+            size_t li = uset_lb(live, a + 1);
+            if (li < live->n && live->k[li] < end)
+                end = live->k[li];
+            uint64_t taken = end > a ? end - a : 0;
+            if (taken > rounded + MIB) {
+                split *nv = grow(w->sp, &w->spcap, w->nsp, sizeof *w->sp);
+                if (!nv) {
+                    w->failed = 1;
+                    return;
                 }
+                w->sp = nv;
+                w->sp[w->nsp++] = (split){entry_event(w->ev, w->n, e), e->size, rounded, taken};
             }
-            uset_put(&live, a, e->size);
-            break;
-        }
-        default:
-            break;
         }
     }
-done:
-    uset_free(&segs);
-    uset_free(&live);
-    *out = v;
-    return ns;
+    w->failed |= !uset_put(&w->live, a, e->size);
+}
+
+static void watch_entry(watch *w, const sublet_trace_entry *e)
+{
+    if (e->action == SUBLET_ACT_SEGMENT_ALLOC || e->action == SUBLET_ACT_SEGMENT_MAP) {
+        uint64_t r = entry_event(w->ev, w->n, e);
+        if (r < w->n) {
+            if (w->nm && w->m[w->nm - 1].row == r) {
+                w->m[w->nm - 1].bytes += e->size;
+            } else {
+                rowmem *nv = grow(w->m, &w->mcap, w->nm, sizeof *w->m);
+                if (!nv) {
+                    w->failed = 1;
+                    return;
+                }
+                w->m = nv;
+                w->m[w->nm++] = (rowmem){r, e->size};
+            }
+        }
+    }
+    if (!w->s)
+        return;
+    switch (e->action) {
+    case SUBLET_ACT_SEGMENT_ALLOC:
+        w->failed |= !uset_put(&w->segs, e->addr, e->size);
+        w->fresh = e->addr;
+        break;
+    case SUBLET_ACT_SEGMENT_FREE:
+        uset_del(&w->segs, e->addr);
+        break;
+    case SUBLET_ACT_FREE_COMPLETED:
+        uset_del(&w->live, e->addr);
+        break;
+    case SUBLET_ACT_ALLOC:
+        watch_split(w, e);
+        break;
+    default:
+        break;
+    }
+}
+
+static void watch_take(watch *w, sublet_allocator *a)
+{
+    sublet_trace_entry buf[256];
+    size_t k;
+    while ((k = sublet_history_take(a, buf, sizeof buf / sizeof *buf)) > 0)
+        for (size_t i = 0; i < k; i++)
+            watch_entry(w, &buf[i]);
+}
+
+static void watch_row(void *user, sublet_allocator *a, uint64_t index,
+                      const sublet_trace_event *ev)
+{
+    (void)ev;
+    watch *w = user;
+    if (index >= w->npre) /* the prelude's own entries are not in the record */
+        watch_take(w, a);
+}
+
+static int cmp_rowmem(const void *x, const void *y)
+{
+    const rowmem *p = x, *q = y;
+    return (p->row > q->row) - (p->row < q->row);
+}
+
+static void watch_finish(void *user, sublet_allocator *a, uint64_t last_event, sublet_status st)
+{
+    (void)last_event;
+    (void)st;
+    watch *w = user;
+    if (!a)
+        return;
+    watch_take(w, a);
+    if (sublet_frag_read(a, SUBLET_POOL_ALL, SUBLET_STREAM_ALL, &w->frag) == SUBLET_OK)
+        w->have_frag = 1;
+    /* rows in order, one entry a row (a release run's times go back to its
+     * first row) */
+    qsort(w->m, w->nm, sizeof *w->m, cmp_rowmem);
+    size_t k = 0;
+    for (size_t i = 0; i < w->nm; i++) {
+        if (k && w->m[k - 1].row == w->m[i].row)
+            w->m[k - 1].bytes += w->m[i].bytes;
+        else
+            w->m[k++] = w->m[i];
+    }
+    w->nm = k;
+}
+
+static void watch_free(watch *w)
+{
+    free(w->m);
+    free(w->sp);
+    uset_free(&w->segs);
+    uset_free(&w->live);
+    memset(w, 0, sizeof *w);
+}
+
+/* Replay f under conf on a cap-byte device, read as it goes into w (the
+ * large-pool splits under settings s, when s).  1: the run and w hold. */
+static int record_run(const tfacts *f, const char *conf, uint64_t cap, int prelude,
+                      int stop_on_oom, const sublet_settings *s, watch *w,
+                      sublet_replay_result *r)
+{
+    memset(w, 0, sizeof *w);
+    w->ev = sublet_trace_events(f->t);
+    w->n = sublet_trace_count(f->t);
+    w->npre = f->npre;
+    w->s = s;
+    w->fresh = NONE;
+    for (size_t i = 0; s && i < w->npre; i++) {
+        if (w->ev[i].kind == SUBLET_TRACE_PRE_SEGMENT)
+            w->failed |= !uset_put(&w->segs, w->ev[i].addr, w->ev[i].size);
+        else
+            w->failed |= !uset_put(&w->live, w->ev[i].addr, w->ev[i].size);
+    }
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = conf;
+    o.device_memory = cap;
+    o.prelude = prelude;
+    o.stop_on_oom = stop_on_oom;
+    o.record = SUBLET_RECORD_ALL;
+    o.record_context = SUBLET_CONTEXT_NONE;
+    o.record_max_entries = 4 * w->n + 1024;
+    o.record_row_times = 1;
+    o.after_event = watch_row;
+    o.observer_user = w;
+    o.on_finish = watch_finish;
+    o.finish_user = w;
+    sublet_status st = sublet_replay_run(f->t, &o, r, NULL, 0);
+    return st == SUBLET_OK && !w->failed;
 }
 
 typedef struct pair {
@@ -362,22 +413,24 @@ static pair pair_mode(pair *v, size_t n)
 }
 
 
-/* One sentence: what `to` fixes in trace t compared with `from`. */
-/* One diagnosis: the trace indexed, both settings' recorded replays on the
- * user's device, and where the sentence goes. */
+/* One diagnosis: both settings' recorded replays on the user's device, and
+ * where the sentence goes. */
 typedef struct diag {
     const tfacts *f;
     const char *from;
     int prelude;
     char mech[320]; /* what the change does (mechanism) */
-    sublet_trace *ix;
     const sublet_trace_event *ev;
     size_t n;
     const char *rfrom; /* `from` under the user's PyTorch version */
-    hist hf, ht;
     sublet_replay_result rf, rt;
     int okf, okt;
-    uint64_t *sf, *st; /* new memory per row: current settings, answer */
+    /* the rows where the current settings took more new memory than the
+     * answer (bytes: the current settings'), in order */
+    rowmem *more;
+    size_t nmore;
+    split *sp; /* the current settings' splits, when looked for */
+    size_t nsp;
     char *out;
     size_t cap;
 } diag;
@@ -398,16 +451,15 @@ typedef struct culprits {
 } culprits;
 
 static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, size_t nsp,
-                          const rows *rw, culprits *c)
+                          culprits *c)
 {
     const sublet_trace_event *ev = d->ev;
     c->cf = NONE;
     c->cl = 0;
     c->cc = c->nx = 0;
-    for (size_t i = rw->first; i <= rw->last && i < d->n && c->cp && c->xp; i++) {
-        if (d->sf[i] <= d->st[i])
-            continue;
-        c->xp[c->nx++] = (pair){d->sf[i], ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
+    for (size_t k = 0; k < d->nmore && c->cp && c->xp; k++) {
+        uint64_t i = d->more[k].row;
+        c->xp[c->nx++] = (pair){d->more[k].bytes, ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
         if (ev[i].kind != SUBLET_ACT_ALLOC)
             continue;
         uint64_t need = sublet_round_size(fs, ev[i].size ? ev[i].size : 1);
@@ -423,6 +475,7 @@ static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, s
         }
     }
 }
+
 
 /* The sentence from the rows, the culprits and the two peaks. */
 static void new_memory_sentence(diag *d, const rows *rw, culprits *c)
@@ -476,32 +529,41 @@ static void new_memory_sentence(diag *d, const rows *rw, culprits *c)
         out[0] = '\0';
 }
 
+/* The rows where the current settings' run (wf) took more new memory than
+ * the answer's (wt): both lists are in row order.  0: out of memory. */
+static int more_rows(diag *d, const watch *wf, const watch *wt)
+{
+    d->more = malloc((wf->nm ? wf->nm : 1) * sizeof *d->more);
+    if (!d->more)
+        return 0;
+    size_t j = 0;
+    for (size_t i = 0; i < wf->nm; i++) {
+        while (j < wt->nm && wt->m[j].row < wf->m[i].row)
+            j++;
+        uint64_t t = j < wt->nm && wt->m[j].row == wf->m[i].row ? wt->m[j].bytes : 0;
+        if (wf->m[i].bytes > t)
+            d->more[d->nmore++] = wf->m[i];
+    }
+    return 1;
+}
+
 /* On the user's device: the new memory the current settings took where the
  * answer did not, and the splits behind it. */
 static void diag_new_memory(diag *d)
 {
-    rows rw = {NONE, 0, 0};
-    for (size_t i = 0; i < d->n; i++) {
-        if (d->sf[i] <= d->st[i])
-            continue;
-        if (rw.first == NONE)
-            rw.first = i;
-        rw.last = i;
-        rw.count++;
+    rows rw = {NONE, 0, d->nmore};
+    if (d->nmore) {
+        rw.first = d->more[0].row;
+        rw.last = d->more[d->nmore - 1].row;
     }
     if (!rw.count || d->rf.peak_reserved_bytes <= d->rt.peak_reserved_bytes)
         return;
     sublet_settings fs;
     tn_settings_of(d->f->version, d->from, &fs);
-    int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
-    int adopt = d->prelude == SUBLET_PRELUDE_ADOPT || (d->prelude == SUBLET_PRELUDE_AUTO && !virt);
-    split *sp = NULL;
-    size_t nsp = adopt && !virt ? find_splits(&d->hf, d->ix, &fs, &sp) : 0;
     culprits c;
-    c.cp = malloc((nsp ? nsp : 1) * sizeof *c.cp);
+    c.cp = malloc((d->nsp ? d->nsp : 1) * sizeof *c.cp);
     c.xp = malloc((rw.count ? rw.count : 1) * sizeof *c.xp);
-    find_culprits(d, &fs, sp, nsp, &rw, &c);
-    free(sp);
+    find_culprits(d, &fs, d->sp, d->nsp, &c);
     new_memory_sentence(d, &rw, &c);
     free(c.cp);
     free(c.xp);
@@ -514,9 +576,9 @@ static void diag_at_mincap(diag *d, uint64_t to_mincap)
     const char *mech = d->mech;
     char *out = d->out;
     size_t cap = d->cap;
-    hist ho;
+    watch ho;
     sublet_replay_result ro;
-    int oko = record_run(d->ix, d->rfrom, to_mincap, d->prelude, 1, &ho, &ro);
+    int oko = record_run(d->f, d->rfrom, to_mincap, d->prelude, 1, NULL, &ho, &ro);
     if (oko && ro.ooms && ro.first_oom_event < d->n) {
         uint64_t e = ro.first_oom_event;
         char dv[32], rq[32], fr[32], lg[32], sp[32];
@@ -548,7 +610,7 @@ static void diag_at_mincap(diag *d, uint64_t to_mincap)
                      "where the current settings need %llu (%s).",
                      (unsigned long long)ct, (unsigned long long)cf, mech);
     }
-    free(ho.e);
+    watch_free(&ho);
     sublet_replay_result_free(&ro);
 }
 
@@ -566,34 +628,31 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     d.out = out;
     d.cap = cap;
     mechanism(f->version, from, to, d.mech, sizeof d.mech);
-    d.ix = indexed_copy(f->t);
-    if (!d.ix)
-        return;
-    d.ev = sublet_trace_events(d.ix);
-    d.n = sublet_trace_count(d.ix);
+    d.ev = sublet_trace_events(f->t);
+    d.n = sublet_trace_count(f->t);
     /* the replays under the user's PyTorch version */
     char vfrom[TN_CONF_V_MAX], vto[TN_CONF_V_MAX];
     d.rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
     const char *rto = tn_conf_v(f->version, to, vto, sizeof vto);
-    /* one recorded history held at a time where it can be: the answer's is
-     * done with once its new memory per row is counted, and the current
-     * settings' once the splits are found */
-    d.okt = record_run(d.ix, rto, dev, prelude, 0, &d.ht, &d.rt);
-    d.st = d.okt ? new_memory_per_row(&d.ht, d.ev, d.n) : NULL;
-    free(d.ht.e);
-    d.ht.e = NULL;
-    d.okf = record_run(d.ix, d.rfrom, dev, prelude, 0, &d.hf, &d.rf);
-    d.sf = d.okf ? new_memory_per_row(&d.hf, d.ev, d.n) : NULL;
-    if (d.sf && d.st)
+    /* the current settings' splits of cached blocks are looked for where
+     * blocks are split: the native policy, its prelude adopted */
+    sublet_settings fs;
+    tn_settings_of(f->version, from, &fs);
+    int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
+    int adopt = prelude == SUBLET_PRELUDE_ADOPT || (prelude == SUBLET_PRELUDE_AUTO && !virt);
+    watch wt, wf;
+    d.okt = record_run(f, rto, dev, prelude, 0, NULL, &wt, &d.rt);
+    d.okf = record_run(f, d.rfrom, dev, prelude, 0, adopt && !virt ? &fs : NULL, &wf, &d.rf);
+    if (d.okf && d.okt && more_rows(&d, &wf, &wt)) {
+        d.sp = wf.sp;
+        d.nsp = wf.nsp;
         diag_new_memory(&d);
-    free(d.sf);
-    free(d.st);
-    free(d.hf.e);
-    d.sf = d.st = NULL;
-    d.hf.e = NULL;
+    }
+    free(d.more);
+    watch_free(&wt);
+    watch_free(&wf);
     if (!out[0] && to_mincap)
         diag_at_mincap(&d, to_mincap);
     sublet_replay_result_free(&d.rf);
     sublet_replay_result_free(&d.rt);
-    sublet_trace_free(d.ix);
 }
