@@ -21,10 +21,11 @@ void cli_tune_usage(FILE *out)
           "  SUBLET_ALLOC_CONF strings with the evidence, beside the current settings.\n"
           "  Several TRACEs (ranks, batch shapes) get one answer that is safe for all.\n"
           "  TRACE is a PyTorch snapshot (pickle or JSON), an events CSV, an RMM log or a\n"
-          "  Kineto trace, gzip'd or not.  Each TRACE is loaded whole (64 bytes an event:\n"
-          "  640 MB at 10^7) and replayed a few hundred times: 10^6 events took ~3 CPU-\n"
-          "  minutes; for longer runs tune a window of a few iterations (docs/tune.md,\n"
-          "  \"Long traces\"); `sublet mincap` and `replay --conf` stream any length.\n"
+          "  Kineto trace, gzip'd or not.  A TRACE that streams (events CSV, event log,\n"
+          "  RMM log, Kineto trace file) is copied once to a temporary binary file (64\n"
+          "  bytes an event, on disk) and every replay reads it from there: memory follows\n"
+          "  the live blocks; snapshots are loaded whole.  Each is replayed a few hundred\n"
+          "  times: 10^6 events take ~30 CPU-seconds (docs/tune.md, \"Long traces\").\n"
           "options:\n"
           "  --device-memory SIZE  your device (cost is measured there), e.g. 80GiB, 24GB;\n"
           "                        default: the device the traces recorded, else 80GiB\n"
@@ -187,23 +188,28 @@ int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune
     return 0;
 }
 
-/* Load the traces, run the tuning view and print it. */
+/* Open the traces (streamed where the format streams: copied once to a
+ * temporary binary file, read through readers; else loaded whole), run the
+ * tuning view and print it. */
 static int run_tune(char **paths, size_t n, const char *current, int json,
                     sublet_tune_options *o)
 {
     int rc = CLI_OK;
-    sublet_trace **traces = calloc(n, sizeof *traces);
+    cli_input *in = calloc(n, sizeof *in);
+    sublet_trace_stream **ts = calloc(n, sizeof *ts);
     const char **cur = calloc(n, sizeof *cur);
-    if (!traces || !cur) {
-        free(traces);
+    if (!in || !ts || !cur) {
+        free(in);
+        free(ts);
         free(cur);
         return CLI_ERROR;
     }
+    size_t opened = 0;
     for (size_t i = 0; i < n && rc == CLI_OK; i++) {
-        char err[1024];
-        if (cli_load_input(paths[i], NULL, &traces[i], NULL, err, sizeof err) != SUBLET_OK) {
-            fprintf(stderr, "sublet tune: %s\n", err);
-            rc = CLI_ERROR;
+        rc = cli_input_open("sublet tune", paths[i], NULL, 1, &in[i]);
+        if (rc == CLI_OK) {
+            opened++;
+            ts[i] = in[i].ts;
         }
         cur[i] = current;
     }
@@ -216,9 +222,8 @@ static int run_tune(char **paths, size_t n, const char *current, int json,
         if (!json)
             catch_sigint(o);
         char *doc = NULL, err[1024] = "";
-        sublet_status st = (json ? sublet_tune_json : sublet_tune_text)(
-            (const sublet_trace *const *)traces, (const char *const *)paths, n, o, &doc, err,
-            sizeof err);
+        sublet_status st = (json ? sublet_tune_json_streams : sublet_tune_text_streams)(
+            ts, (const char *const *)paths, n, o, &doc, err, sizeof err);
         if (o->progress_to)
             fprintf(stderr, "\r\033[K");
         if (st == SUBLET_ERR_CANCELLED && doc) { /* the best found so far */
@@ -232,10 +237,10 @@ static int run_tune(char **paths, size_t n, const char *current, int json,
         }
         sublet_string_free(doc);
     }
-    for (size_t i = 0; i < n; i++)
-        if (traces[i])
-            cli_trace_free(traces[i]);
-    free(traces);
+    for (size_t i = 0; i < opened; i++)
+        cli_input_close(&in[i]);
+    free(in);
+    free(ts);
     free(cur);
     return rc;
 }

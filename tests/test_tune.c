@@ -18,10 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sublet/config.h"
 #include "sublet/replay.h"
+#include "sublet/snapshot.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 #include "sublet/tune.h"
 #include "test_data.h"
 
@@ -344,6 +347,118 @@ static void test_threads_deterministic(void **state)
     sublet_tune_result_free(&r1);
     sublet_tune_result_free(&r2);
     sublet_tune_result_free(&r4);
+    unload(t);
+}
+
+/* ---- over streams ------------------------------------------------------------------------ */
+
+static void same_eval(const sublet_tune_eval *a, const sublet_tune_eval *b)
+{
+    assert_string_equal(a->conf, b->conf);
+    assert_int_equal(a->ntraces, b->ntraces);
+    assert_int_equal(a->min_capacity_bytes, b->min_capacity_bytes);
+    assert_true(a->cost_us == b->cost_us);
+    for (size_t i = 0; i < a->ntraces; i++)
+        assert_memory_equal(&a->per_trace[i], &b->per_trace[i], sizeof a->per_trace[i]);
+}
+
+/* Everything but the seconds. */
+static void same_everything(const sublet_tune_result *a, const sublet_tune_result *b)
+{
+    same_result(a, b);
+    same_eval(&a->current, &b->current);
+    same_eval(&a->pytorch, &b->pytorch);
+    same_eval(&a->sublet, &b->sublet);
+    assert_string_equal(a->sublet_cause, b->sublet_cause);
+    assert_int_equal(a->pytorch_cause_trace, b->pytorch_cause_trace);
+    assert_int_equal(a->sublet_cause_trace, b->sublet_cause_trace);
+    assert_int_equal(a->device_memory, b->device_memory);
+    assert_int_equal(a->device_source, b->device_source);
+    assert_int_equal(a->current_recorded, b->current_recorded);
+    assert_int_equal(a->private_pool_traces, b->private_pool_traces);
+    assert_int_equal(a->distinct, b->distinct);
+    assert_int_equal(a->bound_pruned, b->bound_pruned);
+    assert_int_equal(a->replays, b->replays);
+    assert_string_equal(a->plan.conf, b->plan.conf);
+    assert_int_equal(a->plan.status, b->plan.status);
+}
+
+static sublet_trace_stream *open_stream(const char *dir, const char *name)
+{
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sublet_trace_load_options lo = {0};
+    lo.read_chunk = 4093; /* rows cut across reads */
+    sublet_trace_stream *s = NULL;
+    if (sublet_trace_stream_open(path, &lo, &s, err, sizeof err) != SUBLET_OK)
+        fail_msg("cannot open %s: %s", path, err);
+    return s;
+}
+
+/* sublet_tune_streams gives sublet_tune's answers, evaluations, sentences,
+ * plan and replays: over a CSV stream (copied inside), over a binary copy
+ * given (read as it is), over two traces of which one is read whole (a
+ * pickle), and the stream is left as it was given; a malformed row is the
+ * error, with the stream's text. */
+static void test_streams(void **state)
+{
+    (void)state;
+    sublet_trace *t = attention(),
+                 *d = load(testdata_dir(), "decomfl_opt_zo_fl.pickle.gz");
+    sublet_tune_options o;
+    sublet_tune_options_init(&o);
+    o.threads = 2;
+    const sublet_trace *whole[2] = {t, d};
+    sublet_tune_result rw, rs, rc, rw2, rs2;
+    assert_int_equal(sublet_tune(whole, 1, &o, &rw), SUBLET_OK);
+    sublet_trace_stream *s = open_stream(testdata_dir(), "cs336_attention_microbench.events.csv");
+    assert_int_equal(sublet_trace_stream_rereadable(s), 0);
+    assert_int_equal(sublet_tune_streams(&s, 1, &o, &rs), SUBLET_OK);
+    same_everything(&rw, &rs);
+    assert_int_equal(rs.current.per_trace[0].events, sublet_trace_count(t));
+    char err[512];
+    sublet_trace_stream *c = NULL;
+    assert_int_equal(sublet_trace_stream_copy(s, &c, err, sizeof err), SUBLET_OK);
+    assert_int_equal(sublet_trace_stream_rereadable(c), 1);
+    assert_int_equal(sublet_tune_streams(&c, 1, &o, &rc), SUBLET_OK);
+    same_everything(&rw, &rc);
+    /* two traces, one of them a pickle (read whole by the stream) */
+    assert_int_equal(sublet_tune(whole, 2, &o, &rw2), SUBLET_OK);
+    sublet_trace_stream *two[2] = {c, open_stream(testdata_dir(), "decomfl_opt_zo_fl.pickle.gz")};
+    assert_int_equal(sublet_trace_stream_rereadable(two[1]), 1);
+    assert_int_equal(sublet_tune_streams(two, 2, &o, &rs2), SUBLET_OK);
+    same_everything(&rw2, &rs2);
+    sublet_tune_result_free(&rw);
+    sublet_tune_result_free(&rs);
+    sublet_tune_result_free(&rc);
+    sublet_tune_result_free(&rw2);
+    sublet_tune_result_free(&rs2);
+    sublet_trace_stream_close(two[1]);
+    sublet_trace_stream_close(c);
+    sublet_trace_stream_close(s);
+
+    /* a malformed row, far in: the stream's error and text */
+    char path[] = "/tmp/sublet_tune_badXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    assert_int_equal(sublet_trace_write_csv(t, path, err, sizeof err), SUBLET_OK);
+    fclose(f);
+    f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("alloc,0x1000,12x,0,0\n", f);
+    fclose(f);
+    sublet_trace_stream *bad = NULL;
+    assert_int_equal(sublet_trace_stream_open(path, NULL, &bad, err, sizeof err), SUBLET_OK);
+    sublet_tune_result rb;
+    assert_int_equal(sublet_tune_streams(&bad, 1, &o, &rb), SUBLET_ERR_PARSE);
+    assert_non_null(strstr(rb.error, path));
+    assert_non_null(strstr(rb.error, "line "));
+    sublet_tune_result_free(&rb);
+    sublet_trace_stream_close(bad);
+    remove(path);
+    unload(d);
     unload(t);
 }
 
@@ -679,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_grid_attention),
         cmocka_unit_test(test_attention_answer),
         cmocka_unit_test(test_threads_deterministic),
+        cmocka_unit_test(test_streams),
         cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_several_traces),
         cmocka_unit_test(test_small_device_and_errors),

@@ -428,6 +428,16 @@ SUBLET_API sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *
                                                            uint64_t resolution,
                                                            sublet_mincap_result *out,
                                                            char *err, size_t err_cap);
+/* sublet_replay_min_capacity_ex over a stream (the whole-trace call is this
+ * over a stream of the array); a stream read again cheaply (a binary copy,
+ * sublet_trace_stream_rereadable) is searched as it is, another copied
+ * first. */
+SUBLET_API sublet_status sublet_replay_min_capacity_stream_ex(sublet_trace_stream *ts,
+                                                              const sublet_replay_options *o,
+                                                              uint64_t resolution, unsigned flags,
+                                                              uint64_t same_from,
+                                                              sublet_mincap_result *out,
+                                                              char *err, size_t err_cap);
 SUBLET_API void sublet_mincap_result_free(sublet_mincap_result *r);
 
 #ifdef __cplusplus

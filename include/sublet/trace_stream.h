@@ -127,6 +127,10 @@ SUBLET_API sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet
  * copy first). */
 SUBLET_API sublet_status sublet_trace_stream_reader(sublet_trace_stream *s,
                                                     sublet_trace_stream **out);
+/* 1 when s is read again cheaply (a binary copy or a trace in memory:
+ * rewinding is a position, and sublet_trace_stream_reader makes readers),
+ * 0 when reading it again means reading its source again. */
+SUBLET_API int sublet_trace_stream_rereadable(const sublet_trace_stream *s);
 
 /* The prelude rows (sets *ev, valid while the stream is open); their count. */
 SUBLET_API size_t sublet_trace_stream_prelude(const sublet_trace_stream *s,

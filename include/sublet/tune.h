@@ -80,6 +80,7 @@
 #include "sublet/api.h"
 #include "sublet/replay.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -197,6 +198,7 @@ SUBLET_API double sublet_tune_calls_cost(const sublet_tune_calls *c,
 
 /* One trace under one setting. */
 typedef struct sublet_tune_trace_eval {
+    uint64_t events;               /* rows of the trace, the prelude's included */
     uint64_t peak_requested_bytes; /* peak live requested bytes: the floor */
     uint64_t min_capacity_bytes;   /* smallest device that runs it (0: not computed) */
     double overhead;               /* min_capacity / peak_requested - 1 */
@@ -398,6 +400,18 @@ typedef struct sublet_tune_result {
  * when no setting runs a trace on any device the search tried. */
 SUBLET_API sublet_status sublet_tune(const sublet_trace *const *traces, size_t n,
                                      const sublet_tune_options *o, sublet_tune_result *r);
+/* sublet_tune over streams (sublet/trace_stream.h; the whole-trace call is
+ * this over streams of the arrays): a stream read again cheaply
+ * (sublet_trace_stream_rereadable) is read as it is, another is copied once
+ * to a temporary binary file (64 bytes a row on disk; a malformed row is
+ * the error, with the stream's text), and every replay, pass and check of
+ * the search reads through a reader of its own, so that the memory follows
+ * the live blocks, not the length of the traces.  The streams stay open
+ * until the call returns; the same answers as sublet_tune on the traces
+ * loaded whole. */
+SUBLET_API sublet_status sublet_tune_streams(sublet_trace_stream *const *traces, size_t n,
+                                             const sublet_tune_options *o,
+                                             sublet_tune_result *r);
 SUBLET_API void sublet_tune_result_free(sublet_tune_result *r);
 
 #ifdef __cplusplus

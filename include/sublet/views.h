@@ -229,6 +229,18 @@ SUBLET_API sublet_status sublet_tune_text(const sublet_trace *const *traces,
                                           const char *const *names,
                                           size_t n, const sublet_tune_options *o, char **out,
                                           char *err, size_t cap);
+/* The same documents over streams (sublet_tune_streams: a stream that is
+ * not read again cheaply is copied once to a temporary binary file; memory
+ * follows the live blocks, not the events); the whole-trace calls above are
+ * these over streams of the arrays. */
+SUBLET_API sublet_status sublet_tune_json_streams(sublet_trace_stream *const *traces,
+                                                  const char *const *names, size_t n,
+                                                  const sublet_tune_options *o, char **out,
+                                                  char *err, size_t cap);
+SUBLET_API sublet_status sublet_tune_text_streams(sublet_trace_stream *const *traces,
+                                                  const char *const *names, size_t n,
+                                                  const sublet_tune_options *o, char **out,
+                                                  char *err, size_t cap);
 
 /* What a report holds, for the line that announces it. */
 typedef struct sublet_report_info {

@@ -199,9 +199,6 @@ static int cmp_probe(const void *a, const void *b)
 static sublet_status search_all(sublet_trace_stream *ts, const sublet_replay_options *op,
                                 uint64_t resolution, const sublet_trace_info *ip,
                                 search *s, char *err, size_t err_cap);
-static sublet_status mincap_stream(sublet_trace_stream *ts, const sublet_replay_options *base,
-                                   uint64_t resolution, unsigned flags, uint64_t same_from,
-                                   sublet_mincap_result *out, char *err, size_t err_cap);
 
 sublet_status sublet_replay_min_capacity(const sublet_trace *t, const sublet_replay_options *base,
                                          uint64_t resolution, sublet_mincap_result *out,
@@ -233,7 +230,8 @@ sublet_status sublet_replay_min_capacity_ex(const sublet_trace *t, const sublet_
         memset(out, 0, sizeof *out);
         return st;
     }
-    st = mincap_stream(ts, base, resolution, flags, same_from, out, err, err_cap);
+    st = sublet_replay_min_capacity_stream_ex(ts, base, resolution, flags, same_from, out, err,
+                                              err_cap);
     sublet_trace_stream_close(ts);
     return st;
 }
@@ -243,12 +241,15 @@ sublet_status sublet_replay_min_capacity_stream(sublet_trace_stream *ts,
                                                 uint64_t resolution, sublet_mincap_result *out,
                                                 char *err, size_t err_cap)
 {
-    return mincap_stream(ts, base, resolution, 0, SUBLET_REPLAY_NONE, out, err, err_cap);
+    return sublet_replay_min_capacity_stream_ex(ts, base, resolution, 0, SUBLET_REPLAY_NONE, out,
+                                                err, err_cap);
 }
 
-static sublet_status mincap_stream(sublet_trace_stream *ts, const sublet_replay_options *base,
-                                   uint64_t resolution, unsigned flags, uint64_t same_from,
-                                   sublet_mincap_result *out, char *err, size_t err_cap)
+sublet_status sublet_replay_min_capacity_stream_ex(sublet_trace_stream *ts,
+                                                   const sublet_replay_options *base,
+                                                   uint64_t resolution, unsigned flags,
+                                                   uint64_t same_from, sublet_mincap_result *out,
+                                                   char *err, size_t err_cap)
 {
     if (!ts || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
@@ -274,12 +275,17 @@ static sublet_status mincap_stream(sublet_trace_stream *ts, const sublet_replay_
     out->resolution = resolution;
 
     sublet_trace_info info;
+    /* a stream read again cheaply is searched as it is; another is copied
+     * once (64 bytes a row on disk) and the copy searched */
     const sublet_trace *t = sublet_trace_stream_trace(ts);
     sublet_trace_stream *copy = NULL;
-    sublet_status st = t ? SUBLET_OK : sublet_trace_stream_copy(ts, &copy, err, err_cap);
+    sublet_status st = sublet_trace_stream_rereadable(ts)
+                           ? SUBLET_OK
+                           : sublet_trace_stream_copy(ts, &copy, err, err_cap);
     if (st != SUBLET_OK)
         return st;
-    st = t ? sublet_trace_info_get(t, &info) : sublet_trace_stream_info(copy, &info, err, err_cap);
+    st = t ? sublet_trace_info_get(t, &info)
+           : sublet_trace_stream_info(copy ? copy : ts, &info, err, err_cap);
     search srch = {.out = out, .err = err, .err_cap = err_cap, .flags = flags,
                    .same_from = same_from};
     if (st == SUBLET_OK)

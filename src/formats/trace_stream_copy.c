@@ -205,15 +205,20 @@ sublet_status sublet_trace_stream_copy(sublet_trace_stream *s, sublet_trace_stre
 
 /* ---- readers ----------------------------------------------------------------------------------- */
 
+int sublet_trace_stream_rereadable(const sublet_trace_stream *s)
+{
+    return s && (s->m == &sl_stream_mem_methods || s->m == &sl_stream_copy_methods);
+}
+
 sublet_status sublet_trace_stream_reader(sublet_trace_stream *s, sublet_trace_stream **out)
 {
     if (!s || !out)
         return SUBLET_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    if (!sublet_trace_stream_rereadable(s))
+        return SUBLET_ERR_UNSUPPORTED;
     if (s->m == &sl_stream_mem_methods)
         return sublet_trace_stream_from_trace(s->t, out);
-    if (s->m != &sl_stream_copy_methods)
-        return SUBLET_ERR_UNSUPPORTED;
     sublet_trace_stream *c = calloc(1, sizeof *c);
     if (!c)
         return SUBLET_ERR_NO_MEMORY;

@@ -121,7 +121,7 @@ static void final_fn(void *arg, size_t i)
 typedef struct tune_run {
     tctx x;
     sublet_tune_options opt; /* the caller's, with the defaults filled in */
-    const sublet_trace *const *traces;
+    tn_sources src; /* the traces, read again through readers */
     size_t n;
     sublet_tune_result *r;
     knobs *all; /* the space, in enumeration order */
@@ -147,7 +147,7 @@ static int no_memory(tctx *x)
     return 1;
 }
 
-static sublet_status check_args(const sublet_trace *const *traces, size_t n, sublet_tune_result *r)
+static sublet_status check_args(const void *const *traces, size_t n, sublet_tune_result *r)
 {
     if (!traces || !n || n > MAX_TRACES)
         return r->status = sl_fail(r->error, sizeof r->error, SUBLET_ERR_INVALID_ARGUMENT, "%s",
@@ -160,11 +160,10 @@ static sublet_status check_args(const sublet_trace *const *traces, size_t n, sub
 }
 
 /* The options with their defaults, the device, and the context. */
-static void run_init(tune_run *u, const sublet_trace *const *traces, size_t n,
-                     const sublet_tune_options *o, sublet_tune_result *r, double t0)
+static void run_init(tune_run *u, size_t n, const sublet_tune_options *o, sublet_tune_result *r,
+                     double t0)
 {
     memset(u, 0, sizeof *u);
-    u->traces = traces;
     u->n = n;
     u->r = r;
     sublet_tune_options def;
@@ -184,15 +183,8 @@ static void run_init(tune_run *u, const sublet_trace *const *traces, size_t n,
     x->o = &u->opt;
     x->nt = n;
     x->res = u->opt.resolution;
-    x->dev = u->opt.device_memory ? u->opt.device_memory : tn_default_device(traces, n);
-    r->device_source =
-        u->opt.device_memory ? SUBLET_TUNE_DEVICE_GIVEN : SUBLET_TUNE_DEVICE_DEFAULT;
-    for (size_t t = 0; t < n && !u->opt.device_memory; t++)
-        if (sublet_trace_device_memory(traces[t]))
-            r->device_source = SUBLET_TUNE_DEVICE_RECORDED;
     pthread_mutex_init(&x->lock, NULL);
     r->ntraces = n;
-    r->device_memory = x->dev;
 }
 
 /* The facts of each trace; 1: stop. */
@@ -203,36 +195,43 @@ static int load_facts(tune_run *u)
     if (!x->f)
         return no_memory(x);
     for (size_t t = 0; t < u->n; t++) {
-        sublet_status st = tn_facts_get(u->traces[t], &x->f[t]);
+        char err[512] = "";
+        sublet_status st = tn_facts_get(u->src.src[t], &x->f[t], err, sizeof err);
         x->f[t].version = u->opt.pytorch_version;
         if (st != SUBLET_OK) {
             x->st = st;
-            snprintf(x->err, sizeof x->err, "trace %zu: %s", t, sublet_status_text(st));
+            snprintf(x->err, sizeof x->err, "trace %zu: %s", t,
+                     err[0] ? err : sublet_status_text(st));
             return 1;
         }
     }
+    /* the device: the user's, else the one recorded, else 80 GiB */
+    sublet_tune_result *r = u->r;
+    x->dev = u->opt.device_memory ? u->opt.device_memory : tn_default_device(x->f, u->n);
+    r->device_source =
+        u->opt.device_memory ? SUBLET_TUNE_DEVICE_GIVEN : SUBLET_TUNE_DEVICE_DEFAULT;
+    for (size_t t = 0; t < u->n && !u->opt.device_memory; t++)
+        if (x->f[t].device_memory)
+            r->device_source = SUBLET_TUNE_DEVICE_RECORDED;
+    r->device_memory = x->dev;
     return 0;
 }
 
-static size_t count_private_pool_traces(const sublet_trace *const *traces, size_t n)
+static size_t count_private_pool_traces(const tctx *x)
 {
     size_t k = 0;
-    for (size_t t = 0; t < n; t++) {
-        const sublet_trace_event *ev = sublet_trace_events(traces[t]);
-        for (size_t i = 0, ne = sublet_trace_count(traces[t]); i < ne; i++)
-            if (ev[i].pool_id[0] || ev[i].pool_id[1]) {
-                k++;
-                break;
-            }
-    }
+    for (size_t t = 0; t < x->nt; t++)
+        k += x->f[t].private_pools != 0;
     return k;
 }
 
 /* The rounding classes, and the rounding bound of each class on each trace. */
-static void rounding_info(const tune_run *u, ru_info *ri)
+static sublet_status rounding_info(const tune_run *u, ru_info *ri, char *err, size_t err_cap)
 {
     const tctx *x = &u->x;
-    tn_roundup_classes(x, ri->cls, ri->max_round, ri->max_alloc);
+    sublet_status st = tn_roundup_classes(x, ri->cls, ri->max_round, ri->max_alloc, err, err_cap);
+    if (st != SUBLET_OK)
+        return st;
     ri->max_pre = 0;
     for (size_t t = 0; t < u->n; t++)
         if (x->f[t].max_pre_segment > ri->max_pre)
@@ -248,6 +247,7 @@ static void rounding_info(const tune_run *u, ru_info *ri)
         for (size_t t = 0; t < u->n; t++)
             ri->lb[q][t] = tn_rounding_bound(&x->f[t], &s);
     }
+    return SUBLET_OK;
 }
 
 /* Candidate i: its settings, the setting it provably replays like, its GC
@@ -292,7 +292,7 @@ static int step_space(tune_run *u)
     tctx *x = &u->x;
     sublet_tune_result *r = u->r;
     size_t n = u->n;
-    r->private_pool_traces = count_private_pool_traces(u->traces, n);
+    r->private_pool_traces = count_private_pool_traces(x);
     unsigned space = r->private_pool_traces ? SUBLET_TUNE_PYTORCH_ONLY : 0;
     size_t nall = tn_space_knobs(space, NULL);
     u->all = malloc(nall * sizeof *u->all);
@@ -304,7 +304,13 @@ static int step_space(tune_run *u)
     u->nall = nall;
     x->nc = nall;
     ru_info ri;
-    rounding_info(u, &ri);
+    char err[512] = "";
+    sublet_status st = rounding_info(u, &ri, err, sizeof err);
+    if (st != SUBLET_OK) {
+        x->st = st;
+        snprintf(x->err, sizeof x->err, "%s", err[0] ? err : sublet_status_text(st));
+        return 1;
+    }
     size_t distinct = 0;
     for (size_t i = 0; i < nall; i++)
         distinct += (size_t)cand_init(u, &ri, i);
@@ -431,7 +437,7 @@ static int step_walks(tune_run *u)
 static const char *current_conf(const tune_run *u, size_t t)
 {
     const char *cur = u->opt.current && u->opt.current[t] ? u->opt.current[t] : NULL;
-    return cur ? cur : sublet_trace_settings(u->traces[t]);
+    return cur ? cur : u->x.f[t].settings;
 }
 
 /* The cost run the search replayed for trace t under exactly `conf` (the
@@ -619,21 +625,42 @@ static sublet_status run_finish(tune_run *u)
     return r->status;
 }
 
+sublet_status sublet_tune_streams(sublet_trace_stream *const *traces, size_t n,
+                                  const sublet_tune_options *o, sublet_tune_result *r)
+{
+    if (!r)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    memset(r, 0, sizeof *r);
+    double t0 = tn_now_s();
+    if (check_args((const void *const *)traces, n, r) != SUBLET_OK)
+        return r->status;
+    tune_run u;
+    run_init(&u, n, o, r, t0);
+    sublet_status st = tn_sources_of_streams(&u.src, traces, n, u.x.err, sizeof u.x.err);
+    if (st != SUBLET_OK)
+        u.x.st = st;
+    else if (!load_facts(&u) && !step_space(&u) && !step_cost(&u) && !step_walks(&u) &&
+             !step_check(&u) && !step_explain(&u))
+        step_plan(&u);
+    run_finish(&u);
+    tn_sources_close(&u.src);
+    r->seconds = tn_now_s() - t0;
+    return r->status;
+}
+
 sublet_status sublet_tune(const sublet_trace *const *traces, size_t n, const sublet_tune_options *o,
                           sublet_tune_result *r)
 {
     if (!r)
         return SUBLET_ERR_INVALID_ARGUMENT;
     memset(r, 0, sizeof *r);
-    double t0 = tn_now_s();
-    if (check_args(traces, n, r) != SUBLET_OK)
+    if (check_args((const void *const *)traces, n, r) != SUBLET_OK)
         return r->status;
-    tune_run u;
-    run_init(&u, traces, n, o, r, t0);
-    if (!load_facts(&u) && !step_space(&u) && !step_cost(&u) && !step_walks(&u) &&
-        !step_check(&u) && !step_explain(&u))
-        step_plan(&u);
-    run_finish(&u);
-    r->seconds = tn_now_s() - t0;
-    return r->status;
+    tn_sources s;
+    sublet_status st = tn_sources_of_traces(&s, traces, n);
+    if (st != SUBLET_OK)
+        return r->status = sl_fail(r->error, sizeof r->error, st, "%s", sublet_status_text(st));
+    st = sublet_tune_streams(s.src, n, o, r);
+    tn_sources_close(&s);
+    return st;
 }

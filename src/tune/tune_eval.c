@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "tune/tune_internal.h"
 
 /* ---- per trace facts ---------------------------------------------------------------- */
@@ -25,7 +26,16 @@ sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
     o.stop_on_oom = stop_on_oom;
     o.stop_after = stop_after;
     o.prelude = w->prelude;
-    return sublet_replay_run(w->f->t, &o, r, err, err_cap);
+    sublet_trace_stream *rd = NULL;
+    sublet_status st = tn_reader(w->f, &rd);
+    if (st != SUBLET_OK) {
+        memset(r, 0, sizeof *r);
+        return sl_fail(err, err_cap, st, "cannot read the trace again: %s",
+                       sublet_status_text(st));
+    }
+    st = sublet_replay_stream(rd, &o, r, err, err_cap);
+    sublet_trace_stream_close(rd);
+    return st;
 }
 
 const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap)
@@ -165,37 +175,6 @@ uint64_t tn_big_device(const tfacts *f)
 
 /* ---- the exact, plain evaluation ------------------------------------------------------ */
 
-sublet_status tn_facts_get(const sublet_trace *t, tfacts *f)
-{
-    memset(f, 0, sizeof *f);
-    f->t = t;
-    f->npre = sublet_trace_prelude_count(t);
-    sublet_trace_info info;
-    sublet_status st = sublet_trace_info_get(t, &info);
-    if (st != SUBLET_OK)
-        return st;
-    f->peak_requested = info.peak_requested_bytes;
-    f->recorded_reserved = info.peak_reserved_bytes;
-    const sublet_trace_event *ev = sublet_trace_events(t);
-    for (size_t i = 0; i < f->npre; i++) {
-        uint64_t s = ev[i].kind == SUBLET_TRACE_PRE_SEGMENT ? ev[i].size : ev[i].block_size;
-        if (s > f->max_pre_segment)
-            f->max_pre_segment = s;
-    }
-    return SUBLET_OK;
-}
-
-uint64_t tn_default_device(const sublet_trace *const *traces, size_t n)
-{
-    uint64_t d = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t m = sublet_trace_device_memory(traces[i]);
-        if (m > d)
-            d = m;
-    }
-    return d ? d : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY;
-}
-
 void tn_eval_fold(sublet_tune_eval *e)
 {
     e->min_capacity_bytes = e->peak_requested_bytes = e->peak_reserved_bytes = 0;
@@ -239,6 +218,7 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
                           size_t err_cap)
 {
     memset(out, 0, sizeof *out);
+    out->events = f->rows;
     out->peak_requested_bytes = f->peak_requested;
     drun d;
     sublet_status st = SUBLET_OK;
@@ -263,10 +243,16 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
     /* the probes the cost run answers, and those the search's own clean
      * runs do, are not replayed; at_min is not used */
     sublet_mincap_result m;
-    st = sublet_replay_min_capacity_ex(f->t, &ro,
-                                       o->resolution ? o->resolution : DEFAULT_RESOLUTION,
-                                       SUBLET_MINCAP_INFER | SUBLET_MINCAP_NO_AT_MIN, d.same_from,
-                                       &m, err, err_cap);
+    sublet_trace_stream *rd = NULL;
+    st = tn_reader(f, &rd);
+    if (st != SUBLET_OK)
+        return sl_fail(err, err_cap, st, "cannot read the trace again: %s",
+                       sublet_status_text(st));
+    st = sublet_replay_min_capacity_stream_ex(rd, &ro,
+                                              o->resolution ? o->resolution : DEFAULT_RESOLUTION,
+                                              SUBLET_MINCAP_INFER | SUBLET_MINCAP_NO_AT_MIN,
+                                              d.same_from, &m, err, err_cap);
+    sublet_trace_stream_close(rd);
     *replays += m.replays;
     if (st == SUBLET_OK) {
         out->min_capacity_bytes = m.min_capacity_bytes;
@@ -300,19 +286,27 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
     out->per_trace = calloc(n, sizeof *out->per_trace);
     if (!out->per_trace)
         return SUBLET_ERR_NO_MEMORY;
-    uint64_t dev = o->device_memory ? o->device_memory : tn_default_device(traces, n);
+    tn_sources src;
+    tfacts *f = calloc(n, sizeof *f);
+    sublet_status st = f ? tn_sources_of_traces(&src, traces, n) : SUBLET_ERR_NO_MEMORY;
+    if (st != SUBLET_OK) {
+        free(f);
+        sublet_tune_eval_free(out);
+        return st;
+    }
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
+        st = tn_facts_get(src.src[i], &f[i], err, err_cap);
+        f[i].version = o->pytorch_version;
+    }
+    uint64_t dev = o->device_memory ? o->device_memory : tn_default_device(f, n);
     uint64_t replays = 0;
-    for (size_t i = 0; i < n; i++) {
-        tfacts f;
-        sublet_status st = tn_facts_get(traces[i], &f);
-        f.version = o->pytorch_version;
-        if (st == SUBLET_OK)
-            st = tn_eval_one(&f, conf, dev, o, NULL, &out->per_trace[i], &replays, err,
-                             err_cap);
-        if (st != SUBLET_OK) {
-            sublet_tune_eval_free(out);
-            return st;
-        }
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++)
+        st = tn_eval_one(&f[i], conf, dev, o, NULL, &out->per_trace[i], &replays, err, err_cap);
+    free(f);
+    tn_sources_close(&src);
+    if (st != SUBLET_OK) {
+        sublet_tune_eval_free(out);
+        return st;
     }
     tn_eval_fold(out);
     return SUBLET_OK;

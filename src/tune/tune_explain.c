@@ -107,15 +107,7 @@ typedef struct uset {
 
 static size_t uset_lb(const uset *s, uint64_t key)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (s->k[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return tn_lower_bound(s->k, s->n, key);
 }
 
 static int uset_put(uset *s, uint64_t key, uint64_t val)
@@ -182,8 +174,10 @@ typedef struct split {
 } split;
 
 typedef struct watch {
-    const sublet_trace_event *ev; /* the trace's rows (entry_event) */
-    size_t n, npre;
+    uint64_t n, npre; /* rows of the trace, of its prelude */
+    /* the recorded segment_alloc rows driven so far, ascending (entry_event) */
+    uint64_t *segrows;
+    size_t nseg, segcap;
     rowmem *m; /* new memory by row, sorted and merged at the end */
     size_t nm, mcap;
     const sublet_settings *s; /* the splits under these settings; NULL: none looked for */
@@ -196,12 +190,18 @@ typedef struct watch {
     int have_frag;
 } watch;
 
+static int is_segrow(const watch *w, uint64_t row)
+{
+    size_t i = tn_lower_bound(w->segrows, w->nseg, row);
+    return i < w->nseg && w->segrows[i] == row;
+}
+
 /* The row an entry stands for: allocations carry the time of the recorded
  * segment_alloc row before them when there was one. */
-static uint64_t entry_event(const sublet_trace_event *ev, size_t n, const sublet_trace_entry *e)
+static uint64_t entry_event(const watch *w, const sublet_trace_entry *e)
 {
     uint64_t i = e->time_us;
-    if (i < n && ev[i].kind == SUBLET_ACT_SEGMENT_ALLOC &&
+    if (i < w->n && is_segrow(w, i) &&
         (e->action == SUBLET_ACT_ALLOC || e->action == SUBLET_ACT_SEGMENT_ALLOC ||
          e->action == SUBLET_ACT_SEGMENT_MAP))
         i++;
@@ -241,7 +241,7 @@ static void watch_split(watch *w, const sublet_trace_entry *e)
                     return;
                 }
                 w->sp = nv;
-                w->sp[w->nsp++] = (split){entry_event(w->ev, w->n, e), e->size, rounded, taken};
+                w->sp[w->nsp++] = (split){entry_event(w, e), e->size, rounded, taken};
             }
         }
     }
@@ -251,7 +251,7 @@ static void watch_split(watch *w, const sublet_trace_entry *e)
 static void watch_entry(watch *w, const sublet_trace_entry *e)
 {
     if (e->action == SUBLET_ACT_SEGMENT_ALLOC || e->action == SUBLET_ACT_SEGMENT_MAP) {
-        uint64_t r = entry_event(w->ev, w->n, e);
+        uint64_t r = entry_event(w, e);
         if (r < w->n) {
             if (w->nm && w->m[w->nm - 1].row == r) {
                 w->m[w->nm - 1].bytes += e->size;
@@ -296,6 +296,24 @@ static void watch_take(watch *w, sublet_allocator *a)
             watch_entry(w, &buf[i]);
 }
 
+/* Before a row is driven: a recorded segment_alloc row noted. */
+static void watch_seg(void *user, sublet_allocator *a, uint64_t index,
+                      const sublet_trace_event *ev)
+{
+    (void)a;
+    watch *w = user;
+    if (ev->kind != SUBLET_ACT_SEGMENT_ALLOC || index < w->npre)
+        return;
+    uint64_t *nv = grow(w->segrows, &w->segcap, w->nseg, sizeof *w->segrows);
+    if (!nv) {
+        w->failed = 1;
+        return;
+    }
+    w->segrows = nv;
+    w->segrows[w->nseg++] = index;
+}
+
+/* After a row is driven: its entries taken. */
 static void watch_row(void *user, sublet_allocator *a, uint64_t index,
                       const sublet_trace_event *ev)
 {
@@ -323,7 +341,8 @@ static void watch_finish(void *user, sublet_allocator *a, uint64_t last_event, s
         w->have_frag = 1;
     /* rows in order, one entry a row (a release run's times go back to its
      * first row) */
-    qsort(w->m, w->nm, sizeof *w->m, cmp_rowmem);
+    if (w->nm > 1)
+        qsort(w->m, w->nm, sizeof *w->m, cmp_rowmem);
     size_t k = 0;
     for (size_t i = 0; i < w->nm; i++) {
         if (k && w->m[k - 1].row == w->m[i].row)
@@ -336,6 +355,7 @@ static void watch_finish(void *user, sublet_allocator *a, uint64_t last_event, s
 
 static void watch_free(watch *w)
 {
+    free(w->segrows);
     free(w->m);
     free(w->sp);
     uset_free(&w->segs);
@@ -350,16 +370,15 @@ static int record_run(const tfacts *f, const char *conf, uint64_t cap, int prelu
                       sublet_replay_result *r)
 {
     memset(w, 0, sizeof *w);
-    w->ev = sublet_trace_events(f->t);
-    w->n = sublet_trace_count(f->t);
+    w->n = f->rows;
     w->npre = f->npre;
     w->s = s;
     w->fresh = NONE;
     for (size_t i = 0; s && i < w->npre; i++) {
-        if (w->ev[i].kind == SUBLET_TRACE_PRE_SEGMENT)
-            w->failed |= !uset_put(&w->segs, w->ev[i].addr, w->ev[i].size);
+        if (f->pre[i].kind == SUBLET_TRACE_PRE_SEGMENT)
+            w->failed |= !uset_put(&w->segs, f->pre[i].addr, f->pre[i].size);
         else
-            w->failed |= !uset_put(&w->live, w->ev[i].addr, w->ev[i].size);
+            w->failed |= !uset_put(&w->live, f->pre[i].addr, f->pre[i].size);
     }
     sublet_replay_options o;
     sublet_replay_options_init(&o);
@@ -371,11 +390,18 @@ static int record_run(const tfacts *f, const char *conf, uint64_t cap, int prelu
     o.record_context = SUBLET_CONTEXT_NONE;
     o.record_max_entries = 4 * w->n + 1024;
     o.record_row_times = 1;
+    o.before_event = watch_seg;
     o.after_event = watch_row;
     o.observer_user = w;
     o.on_finish = watch_finish;
     o.finish_user = w;
-    sublet_status st = sublet_replay_run(f->t, &o, r, NULL, 0);
+    sublet_trace_stream *rd = NULL;
+    if (tn_reader(f, &rd) != SUBLET_OK) {
+        memset(r, 0, sizeof *r);
+        return 0;
+    }
+    sublet_status st = sublet_replay_stream(rd, &o, r, NULL, 0);
+    sublet_trace_stream_close(rd);
     return st == SUBLET_OK && !w->failed;
 }
 
@@ -420,14 +446,14 @@ typedef struct diag {
     const char *from;
     int prelude;
     char mech[320]; /* what the change does (mechanism) */
-    const sublet_trace_event *ev;
-    size_t n;
+    uint64_t n;     /* rows of the trace */
     const char *rfrom; /* `from` under the user's PyTorch version */
     sublet_replay_result rf, rt;
     int okf, okt;
     /* the rows where the current settings took more new memory than the
      * answer (bytes: the current settings'), in order */
     rowmem *more;
+    sublet_trace_event *mev; /* the rows themselves */
     size_t nmore;
     split *sp; /* the current settings' splits, when looked for */
     size_t nsp;
@@ -453,16 +479,16 @@ typedef struct culprits {
 static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, size_t nsp,
                           culprits *c)
 {
-    const sublet_trace_event *ev = d->ev;
     c->cf = NONE;
     c->cl = 0;
     c->cc = c->nx = 0;
     for (size_t k = 0; k < d->nmore && c->cp && c->xp; k++) {
         uint64_t i = d->more[k].row;
-        c->xp[c->nx++] = (pair){d->more[k].bytes, ev[i].kind == SUBLET_ACT_ALLOC ? ev[i].size : 0};
-        if (ev[i].kind != SUBLET_ACT_ALLOC)
+        const sublet_trace_event *ev = &d->mev[k];
+        c->xp[c->nx++] = (pair){d->more[k].bytes, ev->kind == SUBLET_ACT_ALLOC ? ev->size : 0};
+        if (ev->kind != SUBLET_ACT_ALLOC)
             continue;
-        uint64_t need = sublet_round_size(fs, ev[i].size ? ev[i].size : 1);
+        uint64_t need = sublet_round_size(fs, ev->size ? ev->size : 1);
         for (size_t q = 0; q < nsp && sp[q].event < i; q++) {
             if (sp[q].taken < need || sp[q].rounded >= need)
                 continue;
@@ -530,7 +556,8 @@ static void new_memory_sentence(diag *d, const rows *rw, culprits *c)
 }
 
 /* The rows where the current settings' run (wf) took more new memory than
- * the answer's (wt): both lists are in row order.  0: out of memory. */
+ * the answer's (wt), both lists in row order, and those rows read from the
+ * trace (one pass).  0: out of memory, or the trace cannot be read again. */
 static int more_rows(diag *d, const watch *wf, const watch *wt)
 {
     d->more = malloc((wf->nm ? wf->nm : 1) * sizeof *d->more);
@@ -544,7 +571,18 @@ static int more_rows(diag *d, const watch *wf, const watch *wt)
         if (wf->m[i].bytes > t)
             d->more[d->nmore++] = wf->m[i];
     }
-    return 1;
+    uint64_t *idx = malloc((d->nmore ? d->nmore : 1) * sizeof *idx);
+    d->mev = malloc((d->nmore ? d->nmore : 1) * sizeof *d->mev);
+    if (!idx || !d->mev) {
+        free(idx);
+        return 0;
+    }
+    for (size_t k = 0; k < d->nmore; k++)
+        idx[k] = d->more[k].row;
+    char err[256];
+    sublet_status st = tn_rows_fetch(d->f, idx, d->nmore, d->mev, err, sizeof err);
+    free(idx);
+    return st == SUBLET_OK;
 }
 
 /* On the user's device: the new memory the current settings took where the
@@ -581,9 +619,12 @@ static void diag_at_mincap(diag *d, uint64_t to_mincap)
     int oko = record_run(d->f, d->rfrom, to_mincap, d->prelude, 1, NULL, &ho, &ro);
     if (oko && ro.ooms && ro.first_oom_event < d->n) {
         uint64_t e = ro.first_oom_event;
+        sublet_trace_event row;
         char dv[32], rq[32], fr[32], lg[32], sp[32];
+        if (tn_rows_fetch(d->f, &e, 1, &row, rq, sizeof rq) != SUBLET_OK)
+            goto done;
         tn_fmt_size(to_mincap, dv, sizeof dv);
-        tn_fmt_size(d->ev[e].size, rq, sizeof rq);
+        tn_fmt_size(row.size, rq, sizeof rq);
         tn_fmt_size(ho.frag.free_bytes, fr, sizeof fr);
         tn_fmt_size(ho.frag.largest_free_block, lg, sizeof lg);
         tn_fmt_size(ho.frag.inactive_split_bytes, sp, sizeof sp);
@@ -610,6 +651,7 @@ static void diag_at_mincap(diag *d, uint64_t to_mincap)
                      "where the current settings need %llu (%s).",
                      (unsigned long long)ct, (unsigned long long)cf, mech);
     }
+done:
     watch_free(&ho);
     sublet_replay_result_free(&ro);
 }
@@ -628,8 +670,7 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     d.out = out;
     d.cap = cap;
     mechanism(f->version, from, to, d.mech, sizeof d.mech);
-    d.ev = sublet_trace_events(f->t);
-    d.n = sublet_trace_count(f->t);
+    d.n = f->rows;
     /* the replays under the user's PyTorch version */
     char vfrom[TN_CONF_V_MAX], vto[TN_CONF_V_MAX];
     d.rfrom = tn_conf_v(f->version, from, vfrom, sizeof vfrom);
@@ -649,6 +690,7 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
         diag_new_memory(&d);
     }
     free(d.more);
+    free(d.mev);
     watch_free(&wt);
     watch_free(&wf);
     if (!out[0] && to_mincap)

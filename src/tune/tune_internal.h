@@ -2,6 +2,7 @@
  * sources, one concern each:
  *
  *   tune_space.c    the cost model, the search space, options and results
+ *   tune_source.c   the traces as sources read again: readers, passes, facts
  *   tune_eval.c     replays: the cost run, the probe, the plain evaluation,
  *                   a tiny parallel for
  *   tune_search.c   the search: merging settings that replay identically,
@@ -21,6 +22,7 @@
 #include "sublet/config.h"
 #include "sublet/replay.h"
 #include "sublet/trace.h"
+#include "sublet/trace_stream.h"
 #include "sublet/tune.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -58,13 +60,60 @@ double tn_now_s(void);
 /* ---- replays (tune_eval.c) ----------------------------------------------------------- */
 
 typedef struct tfacts {
-    const sublet_trace *t;
+    sublet_trace_stream *src;       /* the rows, read through readers (tune_source.c) */
+    const sublet_trace_event *pre;  /* the prelude (src's) */
     size_t npre;
+    uint64_t rows;                  /* rows of the trace, the prelude's included */
     uint64_t peak_requested;    /* peak live requested bytes */
     uint64_t recorded_reserved; /* peak reserved as recorded */
     uint64_t max_pre_segment;   /* largest pre_segment / pre_alloc block */
+    uint64_t device_memory;     /* as recorded (0: not) */
+    const char *settings;       /* as recorded (NULL: not) */
+    int private_pools;          /* a row names a private pool */
     const char *version;        /* sublet_tune_options.pytorch_version */
 } tfacts;
+
+/* The first index of the ascending v[0..n) whose value is >= key (n: none). */
+static inline size_t tn_lower_bound(const uint64_t *v, size_t n, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ---- the traces as sources (tune_source.c) ------------------------------------------ */
+
+/* The traces of one call, each a stream read again cheaply: the caller's
+ * own when it is one, else a binary copy made here (owned). */
+typedef struct tn_sources {
+    sublet_trace_stream *src[MAX_TRACES];
+    unsigned char owned[MAX_TRACES];
+    size_t n;
+} tn_sources;
+sublet_status tn_sources_of_traces(tn_sources *s, const sublet_trace *const *traces, size_t n);
+sublet_status tn_sources_of_streams(tn_sources *s, sublet_trace_stream *const *in, size_t n,
+                                    char *err, size_t err_cap);
+void tn_sources_close(tn_sources *s);
+/* The facts of the trace src holds (two passes over it). */
+sublet_status tn_facts_get(sublet_trace_stream *src, tfacts *f, char *err, size_t err_cap);
+/* A reader of f's rows of its own (close it). */
+sublet_status tn_reader(const tfacts *f, sublet_trace_stream **r);
+/* One pass over f's rows: the prelude, then the recorded rows in chunks;
+ * fn(user, rows, count, index of the first) returns nonzero to stop. */
+typedef int (*tn_rows_fn)(void *user, const sublet_trace_event *ev, size_t n, uint64_t first);
+sublet_status tn_rows_each(const tfacts *f, tn_rows_fn fn, void *user, char *err,
+                           size_t err_cap);
+/* The rows at the n indices idx (ascending, below f->rows) into out, in one pass. */
+sublet_status tn_rows_fetch(const tfacts *f, const uint64_t *idx, size_t n,
+                            sublet_trace_event *out, char *err, size_t err_cap);
+/* The device recorded with the traces (the largest), else 80 GiB. */
+uint64_t tn_default_device(const tfacts *f, size_t n);
 
 /* The settings a replay of f runs under: conf, after "pytorch_version:V,"
  * when the user gave a version (into buf), else conf itself. */
@@ -121,8 +170,6 @@ sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, int *ok, uint
 /* Bytes of the big device used as the reference when the user's is too
  * small (as sublet_replay_min_capacity). */
 uint64_t tn_big_device(const tfacts *f);
-sublet_status tn_facts_get(const sublet_trace *t, tfacts *f);
-uint64_t tn_default_device(const sublet_trace *const *traces, size_t n);
 void tn_eval_fold(sublet_tune_eval *e);
 int tn_conf_is_pytorch(const char *conf);
 /* One trace, one setting: plain min capacity + cost run (the cost run taken
@@ -218,7 +265,8 @@ int tn_cancelled(tctx *x);
 void tn_settings_of(const char *version, const char *conf, sublet_settings *s);
 /* For each roundup value: the first value that rounds every request size of
  * the traces alike; the largest rounded and allocated sizes of each. */
-void tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round, uint64_t *max_alloc);
+sublet_status tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round,
+                                 uint64_t *max_alloc, char *err, size_t err_cap);
 /* The peak of the live requests rounded as s rounds them. */
 uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s);
 /* Run the tasks, then fold their results in, in order. */

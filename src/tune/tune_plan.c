@@ -101,15 +101,8 @@ typedef struct fin {
 
 static int is_adopted(const fin *f, uint64_t addr)
 {
-    size_t lo = 0, hi = f->nadopted;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->adopted[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < f->nadopted && f->adopted[lo] == addr;
+    size_t i = tn_lower_bound(f->adopted, f->nadopted, addr);
+    return i < f->nadopted && f->adopted[i] == addr;
 }
 
 static void seg_cb(void *user, const sublet_segment_view *v)
@@ -194,7 +187,13 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
     ro.prelude = o->prelude;
     ro.on_finish = on_finish;
     ro.finish_user = &m->fin;
-    sublet_status st = sublet_replay_run(f->t, &ro, &r, m->err, sizeof m->err);
+    sublet_trace_stream *rd = NULL;
+    sublet_status st = tn_reader(f, &rd);
+    if (st == SUBLET_OK)
+        st = sublet_replay_stream(rd, &ro, &r, m->err, sizeof m->err);
+    else
+        memset(&r, 0, sizeof r);
+    sublet_trace_stream_close(rd);
     m->replays++;
     sublet_replay_result_free(&r);
     if (st == SUBLET_ERR_OOM || st == SUBLET_ERR_DEVICE_OOM)
@@ -348,7 +347,7 @@ static sublet_status plan_check(const tfacts *f, size_t n, const char *conf, sub
 static sublet_status plan_adopt(plan_run *p, size_t t)
 {
     const tfacts *f = &p->f[t];
-    const sublet_trace_event *ev = sublet_trace_events(f->t);
+    const sublet_trace_event *ev = f->pre;
     uint64_t segs = 0, bytes = 0;
     uint64_t *ad = p->ad[t] = malloc((f->npre ? f->npre : 1) * sizeof *ad);
     if (!ad)
@@ -613,24 +612,29 @@ sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t 
         return out->status;
     }
     tfacts *f = calloc(n, sizeof *f);
-    if (!f) {
-        out->status = SUBLET_ERR_NO_MEMORY;
+    tn_sources src;
+    sublet_status st = f ? tn_sources_of_traces(&src, traces, n) : SUBLET_ERR_NO_MEMORY;
+    if (st != SUBLET_OK) {
+        free(f);
+        out->status = st;
+        if (st == SUBLET_ERR_INVALID_ARGUMENT)
+            snprintf(out->note, sizeof out->note, "a trace is NULL");
         return out->status;
     }
-    sublet_status st = SUBLET_OK;
+    char err[256] = "";
     for (size_t t = 0; t < n && st == SUBLET_OK; t++)
-        if ((st = traces[t] ? tn_facts_get(traces[t], &f[t]) : SUBLET_ERR_INVALID_ARGUMENT) ==
-            SUBLET_OK)
+        if ((st = tn_facts_get(src.src[t], &f[t], err, sizeof err)) == SUBLET_OK)
             f[t].version = o->pytorch_version;
     uint64_t replays = 0;
     if (st == SUBLET_OK)
-        st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(traces, n),
+        st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(f, n),
                      o, out, &replays);
     else {
         out->status = st;
         snprintf(out->note, sizeof out->note, "a trace cannot be read: %s",
-                 sublet_status_text(st));
+                 err[0] ? err : sublet_status_text(st));
     }
     free(f);
+    tn_sources_close(&src);
     return st;
 }

@@ -74,48 +74,67 @@ void tn_settings_of(const char *version, const char *conf, sublet_settings *s)
 /* For each roundup value: the first value that rounds every request size of
  * every trace (allocs and pre_allocs) alike, and the largest rounded and
  * allocated sizes, in one pass over the events (no copy of the sizes). */
-void tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round, uint64_t *max_alloc)
-{
+typedef struct ru_scan {
     sublet_settings s[N_RU];
     unsigned char alike[N_RU][N_RU];
-    memset(alike, 1, sizeof alike);
+    uint64_t *max_round, *max_alloc;
+    uint64_t last;
+} ru_scan;
+
+static int scan_roundup(void *user, const sublet_trace_event *ev, size_t n, uint64_t first)
+{
+    (void)first;
+    ru_scan *q = user;
+    for (size_t i = 0; i < n; i++) {
+        if ((ev[i].kind != SUBLET_ACT_ALLOC && ev[i].kind != SUBLET_TRACE_PRE_ALLOC) ||
+            !ev[i].size || ev[i].size == q->last)
+            continue;
+        q->last = ev[i].size;
+        uint64_t rs[N_RU];
+        for (unsigned r = 0; r < N_RU; r++) {
+            rs[r] = sublet_round_size(&q->s[r], q->last);
+            uint64_t as = sublet_allocation_size(&q->s[r], rs[r]);
+            if (rs[r] > q->max_round[r])
+                q->max_round[r] = rs[r];
+            if (as > q->max_alloc[r])
+                q->max_alloc[r] = as;
+            for (unsigned k = 0; k < r; k++)
+                q->alike[k][r] &= rs[k] == rs[r];
+        }
+    }
+    return 0;
+}
+
+sublet_status tn_roundup_classes(const tctx *x, unsigned *cls, uint64_t *max_round,
+                                 uint64_t *max_alloc, char *err, size_t err_cap)
+{
+    ru_scan q;
+    memset(q.alike, 1, sizeof q.alike);
+    q.max_round = max_round;
+    q.max_alloc = max_alloc;
+    q.last = 0;
     for (unsigned r = 0; r < N_RU; r++) {
         char conf[128] = "";
         if (r)
             snprintf(conf, sizeof conf, "roundup_power2_divisions:%s", tn_ru_conf[r]);
-        tn_settings_of(x->o->pytorch_version, conf, &s[r]);
+        tn_settings_of(x->o->pytorch_version, conf, &q.s[r]);
         max_round[r] = max_alloc[r] = 0;
     }
-    uint64_t last = 0;
     for (size_t t = 0; t < x->nt; t++) {
-        const sublet_trace_event *ev = sublet_trace_events(x->f[t].t);
-        size_t cnt = sublet_trace_count(x->f[t].t);
-        for (size_t i = 0; i < cnt; i++) {
-            if ((ev[i].kind != SUBLET_ACT_ALLOC && ev[i].kind != SUBLET_TRACE_PRE_ALLOC) ||
-                !ev[i].size || ev[i].size == last)
-                continue;
-            last = ev[i].size;
-            uint64_t rs[N_RU];
-            for (unsigned r = 0; r < N_RU; r++) {
-                rs[r] = sublet_round_size(&s[r], last);
-                uint64_t as = sublet_allocation_size(&s[r], rs[r]);
-                if (rs[r] > max_round[r])
-                    max_round[r] = rs[r];
-                if (as > max_alloc[r])
-                    max_alloc[r] = as;
-                for (unsigned q = 0; q < r; q++)
-                    alike[q][r] &= rs[q] == rs[r];
-            }
-        }
+        sublet_status st = tn_rows_each(&x->f[t], scan_roundup, &q, err, err_cap);
+        if (st != SUBLET_OK)
+            return st;
     }
+    unsigned char (*alike)[N_RU] = q.alike;
     for (unsigned r = 0; r < N_RU; r++) {
         cls[r] = r;
-        for (unsigned q = 0; q < r; q++)
-            if (cls[q] == q && alike[q][r]) {
-                cls[r] = q;
+        for (unsigned k = 0; k < r; k++)
+            if (cls[k] == k && alike[k][r]) {
+                cls[r] = k;
                 break;
             }
     }
+    return SUBLET_OK;
 }
 
 /* address -> rounded size of the live allocations: open addressing with
@@ -194,19 +213,18 @@ static void lm_delete(livemap *m, size_t j)
     }
 }
 
-/* The rounding lower bound of each roundup class, per trace: the peak of the
- * live requests rounded as the class rounds them (pre_allocs at their
- * requested size, since an adopted block keeps its recorded size). */
-uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
-{
-    const sublet_trace_event *ev = sublet_trace_events(f->t);
-    size_t n = sublet_trace_count(f->t);
+typedef struct rb_scan {
+    const sublet_settings *s;
     livemap m;
-    uint64_t live = 0, peak = 0;
-    if (!lm_init(&m, 1024)) {
-        lm_free(&m);
-        return 0;
-    }
+    uint64_t live, peak;
+    int failed;
+} rb_scan;
+
+static int scan_bound(void *user, const sublet_trace_event *ev, size_t n, uint64_t first)
+{
+    (void)first;
+    rb_scan *q = user;
+    livemap *m = &q->m;
     for (size_t i = 0; i < n; i++) {
         const sublet_trace_event *e = &ev[i];
         int add = e->kind == SUBLET_ACT_ALLOC || e->kind == SUBLET_TRACE_PRE_ALLOC;
@@ -215,34 +233,50 @@ uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
             continue;
         if (add && !e->size)
             continue;
-        size_t j = lm_slot(&m, e->addr);
+        size_t j = lm_slot(m, e->addr);
         if (add) {
-            uint64_t v = e->kind == SUBLET_TRACE_PRE_ALLOC ? e->size : sublet_round_size(s, e->size);
-            if (m.used[j]) {
-                live -= m.vals[j]; /* a reused address: the earlier one is gone */
+            uint64_t v = e->kind == SUBLET_TRACE_PRE_ALLOC ? e->size : sublet_round_size(q->s, e->size);
+            if (m->used[j]) {
+                q->live -= m->vals[j]; /* a reused address: the earlier one is gone */
             } else {
-                if (2 * (m.n + 1) > m.cap) {
-                    if (!lm_grow(&m)) {
-                        lm_free(&m);
-                        return 0;
+                if (2 * (m->n + 1) > m->cap) {
+                    if (!lm_grow(m)) {
+                        q->failed = 1;
+                        return 1;
                     }
-                    j = lm_slot(&m, e->addr);
+                    j = lm_slot(m, e->addr);
                 }
-                m.used[j] = 1;
-                m.keys[j] = e->addr;
-                m.n++;
+                m->used[j] = 1;
+                m->keys[j] = e->addr;
+                m->n++;
             }
-            m.vals[j] = v;
-            live += v;
-            if (live > peak)
-                peak = live;
-        } else if (m.used[j]) {
-            live -= m.vals[j];
-            lm_delete(&m, j);
+            m->vals[j] = v;
+            q->live += v;
+            if (q->live > q->peak)
+                q->peak = q->live;
+        } else if (m->used[j]) {
+            q->live -= m->vals[j];
+            lm_delete(m, j);
         }
     }
-    lm_free(&m);
-    return peak;
+    return 0;
+}
+
+/* The rounding lower bound of each roundup class, per trace: the peak of the
+ * live requests rounded as the class rounds them (pre_allocs at their
+ * requested size, since an adopted block keeps its recorded size); 0 (no
+ * bound) when it cannot be found. */
+uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
+{
+    rb_scan q = {.s = s};
+    if (!lm_init(&q.m, 1024)) {
+        lm_free(&q.m);
+        return 0;
+    }
+    char err[256];
+    sublet_status st = tn_rows_each(f, scan_bound, &q, err, sizeof err);
+    lm_free(&q.m);
+    return st == SUBLET_OK && !q.failed ? q.peak : 0;
 }
 
 /* ---- tasks ----------------------------------------------------------------------- */

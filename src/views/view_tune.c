@@ -248,7 +248,7 @@ void sl_view_plan_json(sl_json_writer *w, const sublet_tune_plan *p)
     sl_json_object_end(w);
 }
 
-static void print_json(FILE *out, const char *const *paths, const sublet_trace *const *traces,
+static void print_json(FILE *out, const char *const *paths, sublet_trace_stream *const *traces,
                        size_t n, const sublet_tune_result *r, const sublet_tune_options *o)
 {
     sl_json_writer w;
@@ -259,14 +259,14 @@ static void print_json(FILE *out, const char *const *paths, const sublet_trace *
     for (size_t i = 0; i < n; i++) {
         sl_json_object_begin(&w);
         sl_json_kv_string(&w, "path", paths && paths[i] ? paths[i] : "");
-        sl_json_kv_u64(&w, "events", sublet_trace_count(traces[i]));
-        const char *rec = sublet_trace_settings(traces[i]);
+        sl_json_kv_u64(&w, "events", r->current.per_trace[i].events);
+        const char *rec = sublet_trace_stream_settings(traces[i]);
         sl_json_key(&w, "recorded_settings");
         if (rec)
             sl_json_string(&w, rec);
         else
             sl_json_null(&w);
-        sl_json_kv_u64(&w, "recorded_device_memory", sublet_trace_device_memory(traces[i]));
+        sl_json_kv_u64(&w, "recorded_device_memory", sublet_trace_stream_device_memory(traces[i]));
         sl_json_object_end(&w);
     }
     sl_json_array_end(&w);
@@ -654,7 +654,7 @@ static void tune_best_so_far(FILE *out, const sublet_tune_result *r)
 
 /* The tuning's document, JSON or text; the text of a cancelled search is
  * the best found so far (with SUBLET_ERR_CANCELLED). */
-static sublet_status tune_doc(const sublet_trace *const *traces, const char *const *names,
+static sublet_status tune_doc(sublet_trace_stream *const *traces, const char *const *names,
                               size_t n, const sublet_tune_options *o, int text, char **out,
                               char *err, size_t cap)
 {
@@ -666,7 +666,7 @@ static sublet_status tune_doc(const sublet_trace *const *traces, const char *con
     if (!traces || !n || !o)
         return SUBLET_ERR_INVALID_ARGUMENT;
     sublet_tune_result r;
-    sublet_status st = sublet_tune(traces, n, o, &r);
+    sublet_status st = sublet_tune_streams(traces, n, o, &r);
     if (st == SUBLET_ERR_CANCELLED && text) {
         sl_doc doc;
         sublet_status ds = sl_doc_open(&doc);
@@ -693,16 +693,54 @@ static sublet_status tune_doc(const sublet_trace *const *traces, const char *con
     return st;
 }
 
+/* The whole-trace documents: the streamed ones over streams of the arrays. */
+static sublet_status tune_doc_traces(const sublet_trace *const *traces, const char *const *names,
+                                     size_t n, const sublet_tune_options *o, int text, char **out,
+                                     char *err, size_t cap)
+{
+    if (!out)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!traces || !n || n > 64 || !o)
+        return SUBLET_ERR_INVALID_ARGUMENT;
+    sublet_trace_stream *s[64] = {0};
+    sublet_status st = SUBLET_OK;
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++)
+        st = traces[i] ? sublet_trace_stream_from_trace(traces[i], &s[i])
+                       : SUBLET_ERR_INVALID_ARGUMENT;
+    if (st == SUBLET_OK)
+        st = tune_doc(s, names, n, o, text, out, err, cap);
+    for (size_t i = 0; i < n; i++)
+        sublet_trace_stream_close(s[i]);
+    return st;
+}
+
 sublet_status sublet_tune_json(const sublet_trace *const *traces, const char *const *names,
                                size_t n, const sublet_tune_options *o, char **out, char *err,
                                size_t cap)
 {
-    return tune_doc(traces, names, n, o, 0, out, err, cap);
+    return tune_doc_traces(traces, names, n, o, 0, out, err, cap);
 }
 
 sublet_status sublet_tune_text(const sublet_trace *const *traces, const char *const *names,
                                size_t n, const sublet_tune_options *o, char **out, char *err,
                                size_t cap)
+{
+    return tune_doc_traces(traces, names, n, o, 1, out, err, cap);
+}
+
+sublet_status sublet_tune_json_streams(sublet_trace_stream *const *traces,
+                                       const char *const *names, size_t n,
+                                       const sublet_tune_options *o, char **out, char *err,
+                                       size_t cap)
+{
+    return tune_doc(traces, names, n, o, 0, out, err, cap);
+}
+
+sublet_status sublet_tune_text_streams(sublet_trace_stream *const *traces,
+                                       const char *const *names, size_t n,
+                                       const sublet_tune_options *o, char **out, char *err,
+                                       size_t cap)
 {
     return tune_doc(traces, names, n, o, 1, out, err, cap);
 }
