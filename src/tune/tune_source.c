@@ -22,20 +22,44 @@ void tn_sources_close(tn_sources *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Source i: the stream given when it is read again cheaply, else a binary
+ * copy of it (owned). */
+static sublet_status source_put(tn_sources *s, size_t i, sublet_trace_stream *in, int owned,
+                                char *err, size_t err_cap)
+{
+    sublet_status st = SUBLET_OK;
+    if (!in)
+        st = sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "trace %zu is NULL", i);
+    else if (sublet_trace_stream_rereadable(in))
+        s->src[i] = in;
+    else if ((st = sublet_trace_stream_copy(in, &s->src[i], err, err_cap)) == SUBLET_OK)
+        owned = 1;
+    if (st != SUBLET_OK) {
+        if (owned)
+            sublet_trace_stream_close(in);
+        tn_sources_close(s);
+        return st;
+    }
+    s->owned[i] = (unsigned char)owned;
+    s->n = i + 1;
+    return SUBLET_OK;
+}
+
 sublet_status tn_sources_of_traces(tn_sources *s, const sublet_trace *const *traces, size_t n)
 {
     memset(s, 0, sizeof *s);
     if (n > MAX_TRACES)
         return SUBLET_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < n; i++) {
-        sublet_status st = traces[i] ? sublet_trace_stream_from_trace(traces[i], &s->src[i])
+        sublet_trace_stream *in = NULL;
+        sublet_status st = traces[i] ? sublet_trace_stream_from_trace(traces[i], &in)
                                      : SUBLET_ERR_INVALID_ARGUMENT;
         if (st != SUBLET_OK) {
             tn_sources_close(s);
             return st;
         }
-        s->owned[i] = 1;
-        s->n = i + 1;
+        if ((st = source_put(s, i, in, 1, NULL, 0)) != SUBLET_OK)
+            return st;
     }
     return SUBLET_OK;
 }
@@ -47,21 +71,9 @@ sublet_status tn_sources_of_streams(tn_sources *s, sublet_trace_stream *const *i
     if (n > MAX_TRACES)
         return SUBLET_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < n; i++) {
-        if (!in[i]) {
-            tn_sources_close(s);
-            return sl_fail(err, err_cap, SUBLET_ERR_INVALID_ARGUMENT, "trace %zu is NULL", i);
-        }
-        if (sublet_trace_stream_rereadable(in[i])) {
-            s->src[i] = in[i];
-        } else {
-            sublet_status st = sublet_trace_stream_copy(in[i], &s->src[i], err, err_cap);
-            if (st != SUBLET_OK) {
-                tn_sources_close(s);
-                return st;
-            }
-            s->owned[i] = 1;
-        }
-        s->n = i + 1;
+        sublet_status st = source_put(s, i, in[i], 0, err, err_cap);
+        if (st != SUBLET_OK)
+            return st;
     }
     return SUBLET_OK;
 }
