@@ -110,7 +110,7 @@ SUBLET_API sublet_status sublet_trace_stream_write_csv(sublet_trace_stream *s, c
 /* A binary copy of the stream's recorded rows (read from its start,
  * rewound first when it has handed out rows, to its end) in an unnamed
  * temporary file (tmpfile(): 64 bytes a row on disk, none in memory),
- * handed out as a stream of its own: rewinding it is a seek, reading it a
+ * handed out as a stream of its own: rewinding it is a position, reading it a
  * read of fixed records, no parsing.  Its prelude and extras are s's: s must
  * stay open while the copy is used (close the copy first).  The stream's
  * error and text for a malformed row. */

@@ -1,7 +1,7 @@
 /* sublet — the binary copy of a stream (sublet_trace_stream_copy,
  * trace_stream_kinds.h): the recorded rows as sublet_trace_event records of
  * 64 bytes in an unnamed temporary file, handed out as a stream of its own:
- * rewinding it is a seek, reading it a read of fixed records, no parsing.
+ * rewinding it is a position, reading it a read of fixed records, no parsing.
  * Its prelude and extras are those of the stream copied (a copy's copy: the
  * first stream's). */
 #include <errno.h>

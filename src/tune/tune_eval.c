@@ -26,16 +26,7 @@ sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
     o.stop_on_oom = stop_on_oom;
     o.stop_after = stop_after;
     o.prelude = w->prelude;
-    sublet_trace_stream *rd = NULL;
-    sublet_status st = tn_reader(w->f, &rd);
-    if (st != SUBLET_OK) {
-        memset(r, 0, sizeof *r);
-        return sl_fail(err, err_cap, st, "cannot read the trace again: %s",
-                       sublet_status_text(st));
-    }
-    st = sublet_replay_stream(rd, &o, r, err, err_cap);
-    sublet_trace_stream_close(rd);
-    return st;
+    return tn_replay_options(w->f, &o, r, err, err_cap);
 }
 
 const char *tn_conf_v(const char *version, const char *conf, char *buf, size_t cap)
@@ -287,16 +278,11 @@ sublet_status sublet_tune_evaluate(const sublet_trace *const *traces, size_t n, 
     if (!out->per_trace)
         return SUBLET_ERR_NO_MEMORY;
     tn_sources src;
-    tfacts *f = calloc(n, sizeof *f);
-    sublet_status st = f ? tn_sources_of_traces(&src, traces, n) : SUBLET_ERR_NO_MEMORY;
+    tfacts *f;
+    sublet_status st = tn_facts_of_traces(traces, n, o->pytorch_version, &src, &f, err, err_cap);
     if (st != SUBLET_OK) {
-        free(f);
         sublet_tune_eval_free(out);
         return st;
-    }
-    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
-        st = tn_facts_get(src.src[i], &f[i], err, err_cap);
-        f[i].version = o->pytorch_version;
     }
     uint64_t dev = o->device_memory ? o->device_memory : tn_default_device(f, n);
     uint64_t replays = 0;

@@ -395,14 +395,7 @@ static int record_run(const tfacts *f, const char *conf, uint64_t cap, int prelu
     o.observer_user = w;
     o.on_finish = watch_finish;
     o.finish_user = w;
-    sublet_trace_stream *rd = NULL;
-    if (tn_reader(f, &rd) != SUBLET_OK) {
-        memset(r, 0, sizeof *r);
-        return 0;
-    }
-    sublet_status st = sublet_replay_stream(rd, &o, r, NULL, 0);
-    sublet_trace_stream_close(rd);
-    return st == SUBLET_OK && !w->failed;
+    return tn_replay_options(f, &o, r, NULL, 0) == SUBLET_OK && !w->failed;
 }
 
 typedef struct pair {
@@ -448,6 +441,7 @@ typedef struct diag {
     char mech[320]; /* what the change does (mechanism) */
     uint64_t n;     /* rows of the trace */
     const char *rfrom; /* `from` under the user's PyTorch version */
+    sublet_settings fs; /* `from` parsed */
     sublet_replay_result rf, rt;
     int okf, okt;
     /* the rows where the current settings took more new memory than the
@@ -501,7 +495,6 @@ static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, s
         }
     }
 }
-
 
 /* The sentence from the rows, the culprits and the two peaks. */
 static void new_memory_sentence(diag *d, const rows *rw, culprits *c)
@@ -596,12 +589,10 @@ static void diag_new_memory(diag *d)
     }
     if (!rw.count || d->rf.peak_reserved_bytes <= d->rt.peak_reserved_bytes)
         return;
-    sublet_settings fs;
-    tn_settings_of(d->f->version, d->from, &fs);
     culprits c;
     c.cp = malloc((d->nsp ? d->nsp : 1) * sizeof *c.cp);
     c.xp = malloc((rw.count ? rw.count : 1) * sizeof *c.xp);
-    find_culprits(d, &fs, d->sp, d->nsp, &c);
+    find_culprits(d, &d->fs, d->sp, d->nsp, &c);
     new_memory_sentence(d, &rw, &c);
     free(c.cp);
     free(c.xp);
@@ -677,13 +668,12 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     const char *rto = tn_conf_v(f->version, to, vto, sizeof vto);
     /* the current settings' splits of cached blocks are looked for where
      * blocks are split: the native policy, its prelude adopted */
-    sublet_settings fs;
-    tn_settings_of(f->version, from, &fs);
-    int virt = fs.expandable_segments || fs.policy == SUBLET_POLICY_STITCH;
+    tn_settings_of(f->version, from, &d.fs);
+    int virt = d.fs.expandable_segments || d.fs.policy == SUBLET_POLICY_STITCH;
     int adopt = prelude == SUBLET_PRELUDE_ADOPT || (prelude == SUBLET_PRELUDE_AUTO && !virt);
     watch wt, wf;
     d.okt = record_run(f, rto, dev, prelude, 0, NULL, &wt, &d.rt);
-    d.okf = record_run(f, d.rfrom, dev, prelude, 0, adopt && !virt ? &fs : NULL, &wf, &d.rf);
+    d.okf = record_run(f, d.rfrom, dev, prelude, 0, adopt && !virt ? &d.fs : NULL, &wf, &d.rf);
     if (d.okf && d.okt && more_rows(&d, &wf, &wt)) {
         d.sp = wf.sp;
         d.nsp = wf.nsp;

@@ -104,6 +104,9 @@ void tn_sources_close(tn_sources *s);
 sublet_status tn_facts_get(sublet_trace_stream *src, tfacts *f, char *err, size_t err_cap);
 /* A reader of f's rows of its own (close it). */
 sublet_status tn_reader(const tfacts *f, sublet_trace_stream **r);
+/* sublet_replay_stream of f under o, through a reader of its own. */
+sublet_status tn_replay_options(const tfacts *f, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap);
 /* One pass over f's rows: the prelude, then the recorded rows in chunks;
  * fn(user, rows, count, index of the first) returns nonzero to stop. */
 typedef int (*tn_rows_fn)(void *user, const sublet_trace_event *ev, size_t n, uint64_t first);
@@ -112,6 +115,12 @@ sublet_status tn_rows_each(const tfacts *f, tn_rows_fn fn, void *user, char *err
 /* The rows at the n indices idx (ascending, below f->rows) into out, in one pass. */
 sublet_status tn_rows_fetch(const tfacts *f, const uint64_t *idx, size_t n,
                             sublet_trace_event *out, char *err, size_t err_cap);
+/* The facts of whole traces (each a stream over its array) under release
+ * `version`: *out (free it) and src (close it).  On an error nothing is
+ * held: the sources could not be made (err empty), or a trace's facts (err
+ * says why). */
+sublet_status tn_facts_of_traces(const sublet_trace *const *traces, size_t n, const char *version,
+                                 tn_sources *src, tfacts **out, char *err, size_t err_cap);
 /* The device recorded with the traces (the largest), else 80 GiB. */
 uint64_t tn_default_device(const tfacts *f, size_t n);
 

@@ -187,13 +187,7 @@ static void measure(const tfacts *f, const char *conf, int has_plan, uint64_t de
     ro.prelude = o->prelude;
     ro.on_finish = on_finish;
     ro.finish_user = &m->fin;
-    sublet_trace_stream *rd = NULL;
-    sublet_status st = tn_reader(f, &rd);
-    if (st == SUBLET_OK)
-        st = sublet_replay_stream(rd, &ro, &r, m->err, sizeof m->err);
-    else
-        memset(&r, 0, sizeof r);
-    sublet_trace_stream_close(rd);
+    sublet_status st = tn_replay_options(f, &ro, &r, m->err, sizeof m->err);
     m->replays++;
     sublet_replay_result_free(&r);
     if (st == SUBLET_ERR_OOM || st == SUBLET_ERR_DEVICE_OOM)
@@ -611,29 +605,21 @@ sublet_status sublet_tune_plan_derive(const sublet_trace *const *traces, size_t 
                                                                   : "at most 64 traces");
         return out->status;
     }
-    tfacts *f = calloc(n, sizeof *f);
     tn_sources src;
-    sublet_status st = f ? tn_sources_of_traces(&src, traces, n) : SUBLET_ERR_NO_MEMORY;
+    tfacts *f;
+    char err[256];
+    sublet_status st = tn_facts_of_traces(traces, n, o->pytorch_version, &src, &f, err, sizeof err);
     if (st != SUBLET_OK) {
-        free(f);
         out->status = st;
         if (st == SUBLET_ERR_INVALID_ARGUMENT)
             snprintf(out->note, sizeof out->note, "a trace is NULL");
+        else if (err[0])
+            snprintf(out->note, sizeof out->note, "a trace cannot be read: %s", err);
         return out->status;
     }
-    char err[256] = "";
-    for (size_t t = 0; t < n && st == SUBLET_OK; t++)
-        if ((st = tn_facts_get(src.src[t], &f[t], err, sizeof err)) == SUBLET_OK)
-            f[t].version = o->pytorch_version;
     uint64_t replays = 0;
-    if (st == SUBLET_OK)
-        st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(f, n),
-                     o, out, &replays);
-    else {
-        out->status = st;
-        snprintf(out->note, sizeof out->note, "a trace cannot be read: %s",
-                 err[0] ? err : sublet_status_text(st));
-    }
+    st = tn_plan(f, n, conf, o->device_memory ? o->device_memory : tn_default_device(f, n), o, out,
+                 &replays);
     free(f);
     tn_sources_close(&src);
     return st;

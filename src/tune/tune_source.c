@@ -109,6 +109,21 @@ sublet_status tn_rows_each(const tfacts *f, tn_rows_fn fn, void *user, char *err
     return st;
 }
 
+sublet_status tn_replay_options(const tfacts *f, const sublet_replay_options *o,
+                                sublet_replay_result *r, char *err, size_t err_cap)
+{
+    sublet_trace_stream *rd = NULL;
+    sublet_status st = tn_reader(f, &rd);
+    if (st != SUBLET_OK) {
+        memset(r, 0, sizeof *r);
+        return sl_fail(err, err_cap, st, "cannot read the trace again: %s",
+                       sublet_status_text(st));
+    }
+    st = sublet_replay_stream(rd, o, r, err, err_cap);
+    sublet_trace_stream_close(rd);
+    return st;
+}
+
 typedef struct fetch {
     const uint64_t *idx;
     size_t n, k;
@@ -176,6 +191,33 @@ sublet_status tn_facts_get(sublet_trace_stream *src, tfacts *f, char *err, size_
     f->recorded_reserved = info.peak_reserved_bytes;
     f->rows = f->npre;
     return tn_rows_each(f, scan_facts, f, err, err_cap);
+}
+
+sublet_status tn_facts_of_traces(const sublet_trace *const *traces, size_t n, const char *version,
+                                 tn_sources *src, tfacts **out, char *err, size_t err_cap)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    *out = NULL;
+    tfacts *f = calloc(n ? n : 1, sizeof *f);
+    sublet_status st = f ? tn_sources_of_traces(src, traces, n) : SUBLET_ERR_NO_MEMORY;
+    if (st != SUBLET_OK) {
+        free(f);
+        return st;
+    }
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
+        st = tn_facts_get(src->src[i], &f[i], err, err_cap);
+        f[i].version = version;
+    }
+    if (st != SUBLET_OK) {
+        if (err && err_cap && !err[0])
+            sl_msg(err, err_cap, "%s", sublet_status_text(st));
+        free(f);
+        tn_sources_close(src);
+        return st;
+    }
+    *out = f;
+    return SUBLET_OK;
 }
 
 uint64_t tn_default_device(const tfacts *f, size_t n)

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+import alloc_conf
+
 passed = []
 
 
@@ -190,25 +192,7 @@ SETTINGS = [
 def settings(torch, sublet):
     version = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     for conf in SETTINGS:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
-            try:
-                torch.cuda.memory._record_memory_history(max_entries=100)
-                x = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
-                del x
-                got = torch.cuda.memory._snapshot()["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"]
-                os.write(w, got.encode())
-                os._exit(0)
-            except BaseException as ex:  # noqa: BLE001
-                os.write(w, ("ERROR " + str(ex)).encode())
-                os._exit(1)
-        os.close(w)
-        got = os.read(r, 65536).decode()
-        os.close(r)
-        _, status = os.waitpid(pid, 0)
+        status, got = alloc_conf.taken(torch, conf)
         assert status == 0 and got == conf, "PyTorch %s with %s: %s" % (version, conf, got)
         p = subprocess.run([sublet, "replay", os.environ["SUBLET_TESTDATA_TRACE"], "--conf",
                             "pytorch_version:%s,%s" % (version, conf), "--json"], capture_output=True, text=True)

@@ -8,8 +8,9 @@ memory-fraction call tune prints beside a string is made too.
 
   tune_strings.py TUNE.json...   (run under `sublet nullgpu`)"""
 import json
-import os
 import sys
+
+import alloc_conf
 
 
 def strings(doc):
@@ -24,31 +25,6 @@ def strings(doc):
     return out
 
 
-def try_one(torch, conf, fraction):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
-        try:
-            if fraction is not None:
-                torch.cuda.set_per_process_memory_fraction(float(fraction))
-            torch.cuda.memory._record_memory_history(max_entries=100)
-            x = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
-            del x
-            got = torch.cuda.memory._snapshot()["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"]
-            os.write(w, got.encode())
-            os._exit(0)
-        except BaseException as ex:  # noqa: BLE001
-            os.write(w, ("ERROR " + str(ex)).encode())
-            os._exit(1)
-    os.close(w)
-    got = os.read(r, 65536).decode()
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    return status, got
-
-
 def main():
     import torch  # before CUDA starts: each child starts it with its own settings
 
@@ -61,7 +37,7 @@ def main():
     version = torch.__version__
     bad = 0
     for (conf, fraction), path in sorted(seen.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-        status, got = try_one(torch, conf, fraction)
+        status, got = alloc_conf.taken(torch, conf, fraction)
         if status != 0 or got != conf:
             bad += 1
             print("FAIL PyTorch %s refuses %r (fraction %s) from %s: status %d, %s"
