@@ -23,7 +23,7 @@ void cli_report_usage(FILE *out)
           "  An events CSV or an event log is read once into a binary copy on disk (64\n"
           "  bytes an event, in $TMPDIR) that every replay reads, the series reduced to\n"
           "  the buckets as they are measured: memory for the live blocks, not the trace\n"
-          "  (with --tune it is loaded whole).\n"
+          "  (--tune too: it replays the same copy).\n"
           "options:\n"
           "  -o, --output FILE     the page to write (atomically)\n"
           "  --device-memory SIZE  simulated device capacity (default: the trace's, else 80GiB)\n"
@@ -131,10 +131,10 @@ int cli_report(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    /* an events CSV or an event log streams (from its binary copy), except
-     * under --tune: the tuning takes the trace loaded whole */
+    /* an events CSV or an event log streams (from its binary copy), the
+     * tuning too */
     cli_input in;
-    if (cli_input_open("sublet report", path, &lo, !tune, &in) != CLI_OK)
+    if (cli_input_open("sublet report", path, &lo, 1, &in) != CLI_OK)
         return CLI_ERROR;
     sublet_replay_options o;
     int from_trace = 0;

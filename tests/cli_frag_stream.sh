@@ -5,7 +5,7 @@
 # (SUBLET_REPLAY_WHOLE=1): the committed traces, the event logs of the fuzz
 # seeds (a torn one and one with stacks included), a gzip'd CSV, the shared
 # traces when ../shared is there, under several options (--at, a small device
-# with OOMs, --json, the report's buckets and diagnosis); and malformed or
+# with OOMs, --json, the report's buckets, diagnosis and tuning); and malformed or
 # truncated CSVs give the same error (with its line), nothing on stdout and no
 # page.  $1 is the CLI.
 set -u
@@ -41,7 +41,10 @@ same() {
     fi
     if [ "$cmd" = report ]; then
         if [ -f "$tmp/s.html" ] || [ -f "$tmp/w.html" ]; then
-            cmp -s "$tmp/s.html" "$tmp/w.html" || fail "report $f $*: the pages differ"
+            # the tuning's wall time is the one thing that differs (--tune)
+            cmp -s <(sed -E 's/ replays, [0-9.]+ s, / replays, /' "$tmp/s.html" 2>/dev/null) \
+                   <(sed -E 's/ replays, [0-9.]+ s, / replays, /' "$tmp/w.html" 2>/dev/null) ||
+                fail "report $f $*: the pages differ"
         fi
         rm -f "$tmp/s.html" "$tmp/w.html"
     fi
@@ -67,6 +70,12 @@ for f in "${traces[@]}"; do
     same "$f" report --device-memory 1GiB
     same "$f" report --buckets 50 --no-diagnosis --conf garbage_collection_threshold:0.5
 done
+# the report's tuning over the stream too (sublet_tune_streams on its copy)
+for f in "$data"/*.events.csv "$here"/../fuzz/seeds/fuzz_trace_log/stacks.slog; do
+    [ -f "$f" ] || continue
+    same "$f" report --tune --threads 2
+done
+same "$data/cs336_attention_microbench.events.csv" report --tune --device-memory 4GiB --no-warmup
 # a report with a page of OOM maps from the committed trace, and an --at past the end
 same "$data/cs336_attention_microbench.events.csv" report --device-memory 600MiB --oom-maps 5
 same "$data/cs336_attention_microbench.events.csv" frag --at 100000
@@ -84,6 +93,8 @@ for f in cut bad pre last; do
         [ -s "$tmp/s.out" ] && fail "$f $cmd: output on stdout"
     done
 done
+same "$tmp/bad.events.csv" report --tune
+grep -q ": line [0-9]*: " "$tmp/s.err" || fail "bad report --tune: no line in the error: $(cat "$tmp/s.err")"
 
 [ $fails -eq 0 ] || exit 1
 echo "cli_frag_stream: ok ($checked comparisons)"

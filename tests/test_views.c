@@ -259,6 +259,104 @@ static void test_stream_document(void **state)
     remove(tmp);
 }
 
+/* The tuning's wall time in a document or a page ("seconds": N, or
+ * "replays, N s,") taken out, the one thing two tunings differ in. */
+static void cut_after(char *doc, const char *key, char stop)
+{
+    size_t k = strlen(key);
+    for (char *p = doc; (p = strstr(p, key)) != NULL; p += k) {
+        char *q = p + k;
+        while (*q && *q != stop && *q != '\n' && *q != '}')
+            q++;
+        memmove(p + k, q, strlen(q) + 1);
+    }
+}
+
+static void no_seconds(char *doc)
+{
+    cut_after(doc, "\"seconds\": ", ',');
+    cut_after(doc, " replays, ", ',');
+}
+
+/* sublet_view_tune_paths: each file as `sublet tune` opens it (a CSV
+ * streamed, a snapshot loaded whole), the document sublet_view_tune gives
+ * for the traces loaded; a file missing or malformed is the input's error.
+ * sublet_report_html_stream with its tuning over a stream of a file (no
+ * trace behind it): the page of the trace loaded whole. */
+static void test_tune_streams(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"cs336_attention_microbench.events.csv",
+                                        "nonmonotone.events.csv",
+                                        "cs336_attention_microbench.pickle.gz"};
+    char err[1024] = "";
+    sublet_trace *t[3];
+    const char *paths[3];
+    char pathbuf[3][4096];
+    for (size_t i = 0; i < 3; i++) {
+        t[i] = load(files[i], NULL);
+        snprintf(pathbuf[i], sizeof pathbuf[i], "%s", data_path(files[i]));
+        paths[i] = pathbuf[i];
+    }
+    const sublet_trace *tt[3] = {t[0], t[1], t[2]};
+    sublet_view_args a = va(NULL, NULL, 0, SUBLET_REPLAY_ALL);
+    a.threads = 2;
+    for (size_t k = 0; k < 2; k++) { /* two CSVs together; the snapshot alone */
+        const sublet_trace *const *tk = k ? tt + 2 : tt;
+        const char *const *pk = k ? paths + 2 : paths;
+        size_t n = k ? 1 : 2;
+        char *whole = NULL, *streamed = NULL;
+        assert_int_equal(sublet_view_tune(tk, pk, n, &a, &whole, err, sizeof err), SUBLET_OK);
+        assert_int_equal(sublet_view_tune_paths(pk, NULL, n, &a, &streamed, err, sizeof err),
+                         SUBLET_OK);
+        no_seconds(whole);
+        no_seconds(streamed);
+        assert_string_equal(streamed, whole);
+        assert_non_null(strstr(streamed, "\"pytorch\": {"));
+        sublet_string_free(whole);
+        sublet_string_free(streamed);
+    }
+    char *doc = (char *)1;
+    const char *missing[1] = {"/nonexistent/t.events.csv"};
+    assert_int_equal(sublet_view_tune_paths(missing, NULL, 1, &a, &doc, err, sizeof err),
+                     SUBLET_ERR_IO);
+    assert_null(doc);
+    assert_non_null(strstr(err, "/nonexistent/t.events.csv"));
+    assert_int_equal(sublet_view_tune_paths(NULL, NULL, 1, &a, &doc, err, sizeof err),
+                     SUBLET_ERR_INVALID_ARGUMENT);
+
+    /* the report's tuning over a stream with no trace behind it */
+    sublet_replay_options o;
+    sublet_replay_options_init(&o);
+    o.conf = sublet_view_conf(t[0], NULL, NULL);
+    sublet_tune_options to;
+    sublet_tune_options_init(&to);
+    to.threads = 1;
+    sublet_report_options ro;
+    sublet_report_options_init(&ro);
+    ro.tune = &to;
+    sublet_view_options v;
+    sublet_view_options_init(&v);
+    v.name = files[0];
+    v.flags = SUBLET_VIEW_TUNE;
+    char *whole = NULL, *streamed = NULL;
+    assert_int_equal(sublet_report_html(t[0], &o, &ro, &v, &whole, err, sizeof err), SUBLET_OK);
+    sublet_trace_stream *ts = NULL;
+    assert_int_equal(sublet_trace_stream_open(paths[0], NULL, &ts, err, sizeof err), SUBLET_OK);
+    assert_null(sublet_trace_stream_trace(ts));
+    assert_int_equal(sublet_report_html_stream(ts, &o, &ro, &v, &streamed, err, sizeof err),
+                     SUBLET_OK);
+    sublet_trace_stream_close(ts);
+    no_seconds(whole);
+    no_seconds(streamed);
+    assert_string_equal(streamed, whole);
+    assert_non_null(strstr(streamed, "1050 settings searched"));
+    sublet_string_free(whole);
+    sublet_string_free(streamed);
+    for (size_t i = 0; i < 3; i++)
+        sublet_trace_free(t[i]);
+}
+
 /* The texts of the CLI (sublet_*_text): each from the same analysis as its
  * JSON, starting as the command prints it; no document without out. */
 static void test_texts(void **state)
@@ -349,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_document_errors),
         cmocka_unit_test(test_stream_document),
+        cmocka_unit_test(test_tune_streams),
         cmocka_unit_test(test_texts),
         cmocka_unit_test(test_threads),
     };

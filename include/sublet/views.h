@@ -281,8 +281,9 @@ SUBLET_API sublet_status sublet_report_html(const sublet_trace *t, const sublet_
  * the request sizes and the number of rows, the series, each segment map
  * (the peak's among them: a replay to it, as for the trace), the diagnosis'
  * replays), so a file is best streamed from its binary copy
- * (sublet_trace_stream_copy).  SUBLET_VIEW_TUNE needs the trace loaded
- * whole (a stream with a trace behind it): else SUBLET_ERR_UNSUPPORTED. */
+ * (sublet_trace_stream_copy).  SUBLET_VIEW_TUNE tunes the same stream
+ * (sublet_tune_streams: a stream read again cheaply as it is, another
+ * copied once more). */
 SUBLET_API sublet_status sublet_report_html_stream(sublet_trace_stream *ts,
                                                    const sublet_replay_options *o,
                                                    const sublet_report_options *ro,
@@ -341,6 +342,14 @@ SUBLET_API sublet_status sublet_view_tune(const sublet_trace *const *traces,
                                           const char *const *names, size_t n,
                                           const sublet_view_args *a, char **out, char *err,
                                           size_t cap);
+/* The same over files (any format sublet reads; names may be NULL: the
+ * paths), each read as a stream (sublet_tune_streams: an events CSV, an
+ * event log, an RMM log or a Kineto trace copied once to a binary file,
+ * memory for the live blocks), as `sublet tune` reads its inputs. */
+SUBLET_API sublet_status sublet_view_tune_paths(const char *const *paths,
+                                                const char *const *names, size_t n,
+                                                const sublet_view_args *a, char **out,
+                                                char *err, size_t cap);
 /* `sublet report`'s page: name, conf, device_memory, flags (SUBLET_VIEW_TUNE
  * only), progress; *len (may be NULL) its length. */
 SUBLET_API sublet_status sublet_view_report(const sublet_trace *t, const sublet_view_args *a,

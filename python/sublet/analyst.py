@@ -114,6 +114,7 @@ def _declare(dll) -> None:
         "sublet_view_frag": (st, [vp, args, out, cp, sz]),
         "sublet_view_diagnose": (st, [vp, args, out, cp, sz]),
         "sublet_view_tune": (st, [c.POINTER(vp), c.POINTER(cp), sz, args, out, cp, sz]),
+        "sublet_view_tune_paths": (st, [c.POINTER(cp), c.POINTER(cp), sz, args, out, cp, sz]),
         "sublet_view_report": (st, [vp, args, out, c.POINTER(sz), cp, sz]),
     }
     for name, (res, args) in sigs.items():
@@ -680,6 +681,8 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
         raise TypeError("sublet.tune: threads must be an int >= 0")
     dm, ccur = _size(device_memory, "device_memory"), _enc(current, "current")
     cver = _enc(pytorch_version, "pytorch_version")
+    if all(isinstance(s, (str, os.PathLike)) for s in sources):
+        return _tune_paths(sources, dm, ccur, cver, threads, progress)
     using = []
     try:
         for s in sources:
@@ -701,6 +704,29 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
     finally:
         for u in using:
             u.__exit__(None, None, None)
+
+
+def _tune_paths(sources, dm, ccur, cver, threads, progress) -> TuneResult:
+    """tune over files, each read as a stream (sublet_view_tune_paths), as
+    `sublet tune` reads them: memory for the live blocks, not the trace."""
+    paths = []
+    for s in sources:
+        p = os.fspath(s)
+        paths.append(os.fsencode(p) if isinstance(p, str) else p)
+    n = len(paths)
+    arr = (ctypes.c_char_p * n)(*paths)
+    p = _Progress(progress, "tuning")
+    lib = _library()
+    try:
+        a = _view_args(None, ccur, dm, threads=threads, pytorch_version=cver, progress=p.c)
+        doc = _document(lib.sublet_view_tune_paths, arr, None, n, ctypes.byref(a))
+    except ReplayError as e:
+        if e.status in ("SUBLET_ERR_IO", "SUBLET_ERR_PARSE"):  # the input, as load() says it
+            raise TraceError(e.message, e.status) from None
+        raise TuneError(e.message, e.status) from None
+    finally:
+        p.done()
+    return TuneResult(doc)
 
 
 def report(source, tune: bool = False, conf: Optional[str] = None,

@@ -226,31 +226,108 @@ sublet_status sublet_view_diagnose(const sublet_trace *t, const sublet_view_args
     return sublet_diagnose_json(t, &o, NULL, &v, out, err, cap);
 }
 
+/* tune's options from the view's arguments (cur: n slots for the current
+ * settings). */
+static void tune_options(const sublet_view_args *a, size_t n, const char **cur,
+                         sublet_tune_options *o)
+{
+    for (size_t i = 0; i < n; i++)
+        cur[i] = a->conf;
+    sublet_tune_options_init(o);
+    o->device_memory = a->device_memory;
+    o->threads = a->threads;
+    o->current = cur;
+    o->progress = a->progress;
+    o->progress_user = a->progress_user;
+    o->pytorch_version = a->pytorch_version;
+}
+
+static sublet_status tune_count(size_t n, const void *const *items, char *err, size_t cap)
+{
+    if (n == 0 || n > 64) {
+        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "tune takes 1 to 64 traces, not %zu",
+                       n);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!items[i])
+            return SUBLET_ERR_INVALID_ARGUMENT;
+    return SUBLET_OK;
+}
+
 sublet_status sublet_view_tune(const sublet_trace *const *traces, const char *const *names,
                                size_t n, const sublet_view_args *args, char **out, char *err,
                                size_t cap)
 {
     sublet_view_args a = args_of(args);
     CHECK_ARGS(traces);
-    if (n == 0 || n > 64) {
-        return sl_fail(err, cap, SUBLET_ERR_INVALID_ARGUMENT, "tune takes 1 to 64 traces, not %zu",
-                       n);
+    sublet_status st = tune_count(n, (const void *const *)traces, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    const char *cur[64];
+    sublet_tune_options o;
+    tune_options(&a, n, cur, &o);
+    return sublet_tune_json(traces, names, n, &o, out, err, cap);
+}
+
+/* One input of sublet_view_tune_paths, as `sublet tune` opens it: a format
+ * that streams (an events CSV, an event log, an RMM log, a Kineto trace)
+ * as a stream, another (a snapshot) loaded whole with a stream over it. */
+typedef struct tune_input {
+    sublet_trace_stream *ts;
+    sublet_trace *t;
+    sublet_snapshot *snap;
+} tune_input;
+
+static sublet_status tune_input_open(const char *path, tune_input *in, char *err, size_t cap)
+{
+    sublet_trace_format f = sublet_trace_detect_path(path);
+    if (strcmp(path, "-") != 0 &&
+        (f == SUBLET_FORMAT_EVENTS_CSV || f == SUBLET_FORMAT_EVENT_LOG ||
+         f == SUBLET_FORMAT_RMM_CSV || f == SUBLET_FORMAT_KINETO_JSON))
+        return sublet_trace_stream_open(path, NULL, &in->ts, err, cap);
+    sublet_status st = sublet_input_load(path, NULL, &in->t, &in->snap, err, cap);
+    if (st == SUBLET_OK && sublet_trace_stream_from_trace(in->t, &in->ts) != SUBLET_OK)
+        st = sl_fail(err, cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+    return st;
+}
+
+static void tune_input_close(tune_input *in)
+{
+    sublet_trace_stream_close(in->ts);
+    if (in->t) {
+        sublet_trace_extras_release(in->t);
+        sublet_trace_free(in->t);
+    }
+    sublet_snapshot_free(in->snap);
+}
+
+sublet_status sublet_view_tune_paths(const char *const *paths, const char *const *names,
+                                     size_t n, const sublet_view_args *args, char **out,
+                                     char *err, size_t cap)
+{
+    sublet_view_args a = args_of(args);
+    CHECK_ARGS(paths);
+    sublet_status st = tune_count(n, (const void *const *)paths, err, cap);
+    if (st != SUBLET_OK)
+        return st;
+    tune_input in[64];
+    memset(in, 0, sizeof in);
+    sublet_trace_stream *ts[64];
+    const char *shown[64];
+    for (size_t i = 0; i < n && st == SUBLET_OK; i++) {
+        shown[i] = names && names[i] ? names[i] : paths[i];
+        st = tune_input_open(paths[i], &in[i], err, cap);
+        ts[i] = in[i].ts;
+    }
+    if (st == SUBLET_OK) {
+        const char *cur[64];
+        sublet_tune_options o;
+        tune_options(&a, n, cur, &o);
+        st = sublet_tune_json_streams(ts, shown, n, &o, out, err, cap);
     }
     for (size_t i = 0; i < n; i++)
-        if (!traces[i])
-            return SUBLET_ERR_INVALID_ARGUMENT;
-    const char *cur[64];
-    for (size_t i = 0; i < n; i++)
-        cur[i] = a.conf;
-    sublet_tune_options o;
-    sublet_tune_options_init(&o);
-    o.device_memory = a.device_memory;
-    o.threads = a.threads;
-    o.current = cur;
-    o.progress = a.progress;
-    o.progress_user = a.progress_user;
-    o.pytorch_version = a.pytorch_version;
-    return sublet_tune_json(traces, names, n, &o, out, err, cap);
+        tune_input_close(&in[i]);
+    return st;
 }
 
 sublet_status sublet_view_report(const sublet_trace *t, const sublet_view_args *args, char **out,

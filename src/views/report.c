@@ -564,11 +564,6 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     size_t nmaps = 0;
     char *diag = NULL;
     int tune = (v->flags & SUBLET_VIEW_TUNE) != 0;
-    const sublet_trace *whole = sublet_trace_stream_trace(t);
-    if (tune && !whole) {
-        return sl_fail(err, cap, SUBLET_ERR_UNSUPPORTED,
-                       "tuning: needs the trace loaded whole (sublet_report_html)");
-    }
     rhist hist;
     uint64_t rows = 0;
     sublet_status st = request_hist(t, &hist, &rows, err, cap);
@@ -626,7 +621,9 @@ sublet_status sublet_report_html_stream(sublet_trace_stream *t, const sublet_rep
     sublet_tune_result tr;
     memset(&tr, 0, sizeof tr);
     if (st == SUBLET_OK && tune) {
-        st = sublet_tune(&whole, 1, &to, &tr);
+        /* the stream as it is (a trace in memory, or a binary copy read
+         * again), else copied once by the tuning itself */
+        st = sublet_tune_streams(&t, 1, &to, &tr);
         if (st != SUBLET_OK)
             sl_msg(err, cap, "tuning: %s", tr.error[0] ? tr.error : sublet_status_text(st));
     }

@@ -113,6 +113,19 @@ def test_tune_equals_cli(cli, names):
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+def test_tune_paths_stream_as_loaded():
+    # paths are read as `sublet tune` reads them (a CSV streamed through its
+    # binary copy, a snapshot loaded whole): the document of the traces loaded
+    names = ["cs336_attention_microbench.events.csv", "nonmonotone.events.csv"]
+    paths = [data(n) for n in names]
+    streamed = sublet.tune(*paths, threads=2).to_dict()
+    with sublet.load(paths[0]) as a, sublet.load(paths[1]) as b:
+        loaded = sublet.tune(a, b, threads=2).to_dict()
+    assert _tune_doc(streamed) == _tune_doc(loaded)
+    with pytest.raises(sublet.TraceError, match="cannot open"):
+        sublet.tune(data("no_such.events.csv"))
+
+
 def test_tune_release_equals_cli(cli):
     # the collector wins on this trace (tests/data/README.md): for 2.6 the
     # fraction is a call beside a string 2.6 takes, as `--pytorch-version 2.6`
