@@ -362,8 +362,8 @@ static void same_eval(const sublet_tune_eval *a, const sublet_tune_eval *b)
         assert_memory_equal(&a->per_trace[i], &b->per_trace[i], sizeof a->per_trace[i]);
 }
 
-/* Everything but the seconds. */
-static void same_everything(const sublet_tune_result *a, const sublet_tune_result *b)
+/* Everything but the seconds and the search's own counts. */
+static void same_answers(const sublet_tune_result *a, const sublet_tune_result *b)
 {
     same_result(a, b);
     same_eval(&a->current, &b->current);
@@ -378,9 +378,25 @@ static void same_everything(const sublet_tune_result *a, const sublet_tune_resul
     assert_int_equal(a->private_pool_traces, b->private_pool_traces);
     assert_int_equal(a->distinct, b->distinct);
     assert_int_equal(a->bound_pruned, b->bound_pruned);
-    assert_int_equal(a->replays, b->replays);
     assert_string_equal(a->plan.conf, b->plan.conf);
     assert_int_equal(a->plan.status, b->plan.status);
+    assert_string_equal(a->plan.env, b->plan.env);
+    assert_int_equal(a->plan.device_calls_after, b->plan.device_calls_after);
+    for (size_t i = 0; i < a->npareto_pytorch; i++) {
+        assert_string_equal(a->pareto_pytorch[i].conf, b->pareto_pytorch[i].conf);
+        assert_int_equal(a->pareto_pytorch[i].min_capacity_bytes,
+                         b->pareto_pytorch[i].min_capacity_bytes);
+        assert_true(a->pareto_pytorch[i].cost_us == b->pareto_pytorch[i].cost_us);
+    }
+    for (size_t i = 0; i < a->npareto_sublet; i++)
+        assert_true(a->pareto_sublet[i].cost_us == b->pareto_sublet[i].cost_us);
+}
+
+/* Everything but the seconds. */
+static void same_everything(const sublet_tune_result *a, const sublet_tune_result *b)
+{
+    same_answers(a, b);
+    assert_int_equal(a->replays, b->replays);
 }
 
 static sublet_trace_stream *open_stream(const char *dir, const char *name)
@@ -460,6 +476,55 @@ static void test_streams(void **state)
     remove(path);
     unload(d);
     unload(t);
+}
+
+/* ---- cost runs stopped past the cutoff ---------------------------------------------------- */
+
+/* The cost runs stopped past cost_cutoff times the defaults' cost give the
+ * answers, evaluations, Pareto sets, sentences and plan of the full runs
+ * (cutoff -1), on several traces and cutoffs: the default (32, where none
+ * of the stopped settings mattered), 4 and 1 (where one of them did, and
+ * the walks were redone over the full runs), and with several traces. */
+static void test_cost_cutoff(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cs336_attention_microbench.events.csv",
+                                        "nonmonotone.events.csv", "offload_gc.events.csv",
+                                        "decomfl_opt_zo_fl.pickle.gz"};
+    static const double cutoffs[] = {0, 4, 1};
+    size_t cut = 0, redone = 0, cut_kept = 0;
+    sublet_trace *t[4];
+    for (size_t i = 0; i < 4; i++)
+        t[i] = load(testdata_dir(), names[i]);
+    for (size_t i = 0; i < 5; i++) {
+        const sublet_trace *ts[2] = {t[i % 4], t[(i + 1) % 4]};
+        size_t n = i == 4 ? 2 : 1; /* the last: two traces, one cost for both */
+        sublet_tune_options o;
+        sublet_tune_options_init(&o);
+        o.threads = 2;
+        o.cost_cutoff = -1;
+        sublet_tune_result full;
+        assert_int_equal(sublet_tune(ts, n, &o, &full), SUBLET_OK);
+        assert_int_equal(full.cost_runs_cut, 0);
+        for (size_t k = 0; k < sizeof cutoffs / sizeof *cutoffs; k++) {
+            o.cost_cutoff = cutoffs[k];
+            sublet_tune_result r;
+            assert_int_equal(sublet_tune(ts, n, &o, &r), SUBLET_OK);
+            same_answers(&full, &r);
+            cut += r.cost_runs_cut;
+            redone += (size_t)r.cost_runs_redone;
+            cut_kept += r.cost_runs_cut && !r.cost_runs_redone;
+            assert_true(r.cost_runs_cut || !r.cost_runs_redone);
+            sublet_tune_result_free(&r);
+        }
+        sublet_tune_result_free(&full);
+    }
+    /* both ways were taken */
+    assert_true(cut > 0);
+    assert_true(redone > 0);
+    assert_true(cut_kept > 0);
+    for (size_t i = 0; i < 4; i++)
+        unload(t[i]);
 }
 
 /* ---- progress and cancel ---------------------------------------------------------------- */
@@ -795,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_attention_answer),
         cmocka_unit_test(test_threads_deterministic),
         cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_cost_cutoff),
         cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_several_traces),
         cmocka_unit_test(test_small_device_and_errors),

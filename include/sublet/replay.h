@@ -183,6 +183,16 @@ typedef struct sublet_replay_options {
      * sublet_history_take in after_event) maps entries to rows without a
      * copy of the trace stamped with row numbers.  Off by default. */
     int record_row_times;
+    /* Stopping early on a condition of the caller's: every `stop_if_every`
+     * recorded rows (0: 4096) stop_if is asked, with the allocator (read
+     * it, sublet_stats_read, but do not change it) and the simulated
+     * device's calls so far; nonzero stops the replay after that row
+     * (stopped_early in the result, which then holds the run so far, as
+     * stop_after does).  NULL: never asked.  sublet_tune stops a cost run
+     * as soon as its cost passes the bound it needs (docs/tune.md §9). */
+    int (*stop_if)(void *user, sublet_allocator *a, const sublet_sim_ops *ops);
+    void *stop_if_user;
+    uint64_t stop_if_every;
 } sublet_replay_options;
 
 /* Defaults: conf "", 80 GiB, every event, placement hints on, rest off. */
@@ -279,6 +289,7 @@ typedef struct sublet_replay_result {
     uint64_t device_allocs, device_frees, alloc_retries, ooms;
     uint64_t first_oom_event;      /* SUBLET_REPLAY_NONE when none */
     int stopped_on_oom;
+    int stopped_early; /* stop_if asked to stop (options) */
     /* Rows the replay could not apply (a free of an unknown address, a
      * prelude block that does not fit); the replay goes on. */
     uint64_t errors;

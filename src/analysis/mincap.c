@@ -270,6 +270,7 @@ sublet_status sublet_replay_min_capacity_stream_ex(sublet_trace_stream *ts,
     o.trace = NULL;
     o.record = SUBLET_RECORD_OFF;
     o.record_prelude = 0;
+    o.stop_if = NULL; /* a probe runs to its end or its first OOM */
     if (!resolution)
         resolution = DEFAULT_RESOLUTION;
     out->resolution = resolution;

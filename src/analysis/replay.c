@@ -109,6 +109,7 @@ typedef struct rp {
     int row_clock;
     uint64_t info0; /* the sim's mem_info calls after setup (sl_same_from) */
     size_t stamp_row, stamp_val;
+    uint64_t since_poll, poll_every; /* rows since stop_if was asked; how many between */
 } rp;
 
 /* ---- the rows -------------------------------------------------------------------------- */
@@ -987,6 +988,20 @@ static sublet_status check_expandable(rp *s, const sublet_trace *t)
 
 /* The replay of s->ts: one driver for an in-memory trace (t, whose array is
  * the window) and a stream (t NULL). */
+/* Every poll_every rows: does the caller's stop_if stop the replay here? */
+static int stop_asked(rp *s)
+{
+    if (++s->since_poll < s->poll_every)
+        return 0;
+    s->since_poll = 0;
+    sublet_sim_ops ops;
+    sublet_sim_ops_read(s->sim, &ops);
+    if (!s->o->stop_if(s->o->stop_if_user, s->a, &ops))
+        return 0;
+    s->r->stopped_early = 1;
+    return 1;
+}
+
 static sublet_status drive(rp *s, const sublet_trace *t)
 {
     const sublet_replay_options *o = s->o;
@@ -1003,6 +1018,7 @@ static sublet_status drive(rp *s, const sublet_trace *t)
     }
     s->stats_best = &s->stats_buf[0];
     s->stats_read = &s->stats_buf[1];
+    s->poll_every = o->stop_if_every ? o->stop_if_every : 4096;
     size_t npre = s->npre;
     sublet_status st = setup(s);
     int mode = st == SUBLET_OK ? prelude_mode(s) : SUBLET_PRELUDE_ADOPT;
@@ -1068,6 +1084,8 @@ static sublet_status drive(rp *s, const sublet_trace *t)
         retire(s, i, e->kind);
         if (r->stopped_on_oom)
             break;
+        if (o->stop_if && stop_asked(s))
+            break;
     }
     if (st == SUBLET_OK && s->rd_st != SUBLET_OK)
         st = fatal(s, s->rd_st, "%s", s->rd_err);
@@ -1083,7 +1101,7 @@ static sublet_status drive(rp *s, const sublet_trace *t)
         r->device_frees = (uint64_t)e->num_device_free;
         r->alloc_retries = (uint64_t)e->num_alloc_retries;
         sublet_sim_ops_read(s->sim, &r->device_ops);
-        if (st == SUBLET_OK && !r->ooms && !r->stopped_on_oom)
+        if (st == SUBLET_OK && !r->ooms && !r->stopped_on_oom && !r->stopped_early)
             r->same_from = sl_same_from(s->a, s->sim, s->info0,
                                         o->device_memory ? o->device_memory
                                                          : SUBLET_REPLAY_DEFAULT_DEVICE_MEMORY);

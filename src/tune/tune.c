@@ -24,6 +24,7 @@
  * The steps live in tune_space.c (cost model, space), tune_eval.c (replays),
  * tune_search.c (merging, bisection, the walk), tune_explain.c (the fixes
  * sentence) and tune_plan.c (the plan); tune_internal.h lists them. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,11 @@ static void best_so_far(const tctx *x, const walk *wp, const walk *ws, sublet_tu
                 p++;
             pt = k->pareto[p];
         }
+        if (x->c[pt.c].over) /* a cost not known: the finished point before it */
+            for (size_t p = 0; p < k->np && !x->c[k->pareto[p].c].over; p++)
+                pt = k->pareto[p];
+        if (x->c[pt.c].over)
+            continue;
         sublet_tune_eval_free(e);
         fill_point(x, &pt, e);
         r->partial |= 1u << w;
@@ -183,6 +189,7 @@ static void run_init(tune_run *u, size_t n, const sublet_tune_options *o, sublet
     x->o = &u->opt;
     x->nt = n;
     x->res = u->opt.resolution;
+    x->cost_limit = INFINITY;
     pthread_mutex_init(&x->lock, NULL);
     r->ntraces = n;
 }
@@ -351,28 +358,20 @@ static int cost_from_sibling(tctx *x, cand *c)
     return 1;
 }
 
-/* 2. every distinct setting on the user's device (collector-free ones first:
- * a collector that never fires replays like its sibling).  1: stop. */
-static int step_cost(tune_run *u)
+#define COST_CUTOFF 32.0 /* sublet_tune_options.cost_cutoff's default */
+
+/* Cost tasks for the distinct candidates `pick` selects, run and folded in
+ * (tk, tk_d, tk_e: room for every distinct candidate). */
+static void cost_tasks(tune_run *u, int (*pick)(tctx *x, cand *c, size_t i, int pass), task *tk,
+                       drun *tk_d, uint64_t *tk_e)
 {
     tctx *x = &u->x;
-    size_t n = u->n, distinct = u->r->distinct;
-    task *tk = calloc(distinct ? distinct : 1, sizeof *tk);
-    drun *tk_d = calloc((distinct ? distinct : 1) * n, sizeof *tk_d);
-    uint64_t *tk_e = calloc((distinct ? distinct : 1) * n, sizeof *tk_e);
-    if (!tk || !tk_d || !tk_e) {
-        free(tk);
-        free(tk_d);
-        free(tk_e);
-        return no_memory(x);
-    }
+    size_t n = u->n;
     for (int pass = 0; pass < 2 && x->st == SUBLET_OK; pass++) {
         size_t nt = 0;
         for (size_t i = 0; i < u->nall; i++) {
             cand *c = &x->c[i];
-            if (c->rep != i || (pass == 0) != (c->k.gc == 0))
-                continue;
-            if (pass == 1 && cost_from_sibling(x, c))
+            if (c->rep != i || !pick(x, c, i, pass))
                 continue;
             memset(&tk[nt], 0, sizeof tk[nt]);
             tk[nt].c = i;
@@ -383,10 +382,155 @@ static int step_cost(tune_run *u)
         }
         tn_run_tasks(x, tk, nt);
     }
+}
+
+/* The defaults (conf ""), alone. */
+static int pick_defaults(tctx *x, cand *c, size_t i, int pass)
+{
+    (void)x;
+    (void)i;
+    return pass == 0 && c->k.gc == 0 && c->conf[0] == '\0';
+}
+
+/* Every other: collector-free ones first (a collector that never fires
+ * replays like its sibling: copied). */
+static int pick_rest(tctx *x, cand *c, size_t i, int pass)
+{
+    (void)i;
+    if (c->costed || (pass == 0) != (c->k.gc == 0))
+        return 0;
+    return !(pass == 1 && cost_from_sibling(x, c));
+}
+
+/* The collector-free ones whose cost run stopped past the limit. */
+static int pick_over(tctx *x, cand *c, size_t i, int pass)
+{
+    (void)x;
+    (void)i;
+    return pass == 0 && c->over && c->k.gc == 0;
+}
+
+/* 2. every distinct setting on the user's device; the defaults' first, then
+ * the others stopped once past cost_cutoff times the defaults' cost.  1: stop. */
+static int step_cost(tune_run *u)
+{
+    tctx *x = &u->x;
+    size_t n = u->n, distinct = u->r->distinct ? u->r->distinct : 1;
+    task *tk = calloc(distinct, sizeof *tk);
+    drun *tk_d = calloc(distinct * n, sizeof *tk_d);
+    uint64_t *tk_e = calloc(distinct * n, sizeof *tk_e);
+    if (!tk || !tk_d || !tk_e) {
+        free(tk);
+        free(tk_d);
+        free(tk_e);
+        return no_memory(x);
+    }
+    double f = u->opt.cost_cutoff == 0 ? COST_CUTOFF : u->opt.cost_cutoff;
+    if (f > 0) {
+        cost_tasks(u, pick_defaults, tk, tk_d, tk_e);
+        for (size_t i = 0; i < u->nall; i++)
+            if (x->c[i].rep == i && pick_defaults(x, &x->c[i], i, 0) && x->c[i].cost > 0)
+                x->cost_limit = f * x->c[i].cost;
+    }
+    cost_tasks(u, pick_rest, tk, tk_d, tk_e);
     free(tk);
     free(tk_d);
     free(tk_e);
     return x->st != SUBLET_OK;
+}
+
+/* After the walks over costs with some runs stopped past the limit: the
+ * walks are those of the full runs when no such setting is on a Pareto set
+ * or an answer and each family has a finished member that fits (the walks
+ * take the finished ones first, in the same order, and probe each stopped
+ * one once at the best M, which it failed).  1: they are. */
+static int walks_exact(const tune_run *u)
+{
+    const tctx *x = &u->x;
+    for (int f = 0; f < 2; f++) {
+        const walk *w = f ? &u->ws : &u->wp;
+        int fits = 0;
+        for (size_t q = 0; q < w->n; q++)
+            fits |= !x->c[w->order[q]].over && x->c[w->order[q]].fits;
+        if (!fits || (w->answer != NONE && x->c[w->answer].over))
+            return 0;
+        for (size_t p = 0; p < w->np; p++)
+            if (x->c[w->pareto[p].c].over)
+                return 0;
+    }
+    return 1;
+}
+
+/* The stopped cost runs run to their end, from the state the walks began
+ * in (saved: candidates and their per-trace states); 1: stop. */
+static int costs_in_full(tune_run *u, const cand *saved_c, const tstate *saved_ts)
+{
+    tctx *x = &u->x;
+    tn_walk_free(&u->wp);
+    tn_walk_free(&u->ws);
+    memcpy(x->c, saved_c, u->nall * sizeof *x->c);
+    memcpy(x->ts_all, saved_ts, u->nall * u->n * sizeof *x->ts_all);
+    x->cost_limit = INFINITY;
+    size_t distinct = u->r->distinct ? u->r->distinct : 1;
+    task *tk = calloc(distinct, sizeof *tk);
+    drun *tk_d = calloc(distinct * u->n, sizeof *tk_d);
+    uint64_t *tk_e = calloc(distinct * u->n, sizeof *tk_e);
+    if (!tk || !tk_d || !tk_e) {
+        free(tk);
+        free(tk_d);
+        free(tk_e);
+        return no_memory(x);
+    }
+    cost_tasks(u, pick_over, tk, tk_d, tk_e);
+    /* a collector variant stopped is copied from its sibling, or runs, as
+     * step_cost does it */
+    for (size_t i = 0; i < u->nall; i++)
+        if (x->c[i].over)
+            x->c[i].over = 0;
+    cost_tasks(u, pick_rest, tk, tk_d, tk_e);
+    free(tk);
+    free(tk_d);
+    free(tk_e);
+    return x->st != SUBLET_OK;
+}
+
+/* Both walks; once more over the full runs when walks_exact says no.
+ * Returns tn_walk_family's for the PyTorch family (0: stop), *wr2 the other's. */
+static int walk_both(tune_run *u, int *wr2)
+{
+    tctx *x = &u->x;
+    int any_over = 0;
+    for (size_t i = 0; i < u->nall; i++)
+        any_over |= x->c[i].rep == i && x->c[i].over;
+    cand *saved_c = NULL;
+    tstate *saved_ts = NULL;
+    if (any_over) {
+        saved_c = malloc(u->nall * sizeof *saved_c);
+        saved_ts = malloc(u->nall * u->n * sizeof *saved_ts);
+        if (!saved_c || !saved_ts) {
+            free(saved_c);
+            free(saved_ts);
+            return no_memory(x), 0;
+        }
+        memcpy(saved_c, x->c, u->nall * sizeof *saved_c);
+        memcpy(saved_ts, x->ts_all, u->nall * u->n * sizeof *saved_ts);
+    }
+    int wr = tn_walk_family(x, 1, &u->wp);
+    *wr2 = wr == 0 ? 0 : tn_walk_family(x, 0, &u->ws);
+    for (size_t i = 0; i < u->nall; i++)
+        u->r->cost_runs_cut += x->c[i].over;
+    if (any_over && wr != 0 && *wr2 != 0 && !walks_exact(u)) {
+        u->r->cost_runs_redone = 1;
+        if (costs_in_full(u, saved_c, saved_ts)) {
+            wr = 0;
+        } else {
+            wr = tn_walk_family(x, 1, &u->wp);
+            *wr2 = wr == 0 ? 0 : tn_walk_family(x, 0, &u->ws);
+        }
+    }
+    free(saved_c);
+    free(saved_ts);
+    return wr;
 }
 
 /* 3–4. the walks, their Pareto sets and the settings the bound pruned.
@@ -396,11 +540,9 @@ static int step_walks(tune_run *u)
     tctx *x = &u->x;
     sublet_tune_result *r = u->r;
     size_t n = u->n;
-    int wr = tn_walk_family(x, 1, &u->wp);
-    if (wr == 0)
-        return 1;
-    int wr2 = tn_walk_family(x, 0, &u->ws);
-    if (wr2 == 0)
+    int wr2 = 0;
+    int wr = walk_both(u, &wr2);
+    if (wr == 0 || wr2 == 0)
         return 1;
     if (wr < 0 || wr2 < 0) {
         x->st = SUBLET_ERR_OOM;

@@ -3,6 +3,7 @@
  * the probe that stops at the first OOM, the plain evaluation of one
  * setting (sublet_tune_evaluate), and the parallel for the search runs them
  * on. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +15,26 @@
 
 /* ---- per trace facts ---------------------------------------------------------------- */
 
+/* The options of one replay of trace f under conf on a device of `cap`
+ * bytes (vbuf: TN_CONF_V_MAX bytes for the settings). */
+void tn_replay_init(const trun *w, int stop_on_oom, uint64_t stop_after, sublet_replay_options *o,
+                    char *vbuf, size_t vcap)
+{
+    sublet_replay_options_init(o);
+    o->conf = tn_conf_v(w->f->version, w->conf, vbuf, vcap);
+    o->device_memory = w->cap;
+    o->stop_on_oom = stop_on_oom;
+    o->stop_after = stop_after;
+    o->prelude = w->prelude;
+}
+
 /* One replay of trace f under conf on a device of `cap` bytes. */
 sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
                         sublet_replay_result *r, char *err, size_t err_cap)
 {
     sublet_replay_options o;
-    sublet_replay_options_init(&o);
     char vbuf[TN_CONF_V_MAX];
-    o.conf = tn_conf_v(w->f->version, w->conf, vbuf, sizeof vbuf);
-    o.device_memory = w->cap;
-    o.stop_on_oom = stop_on_oom;
-    o.stop_after = stop_after;
-    o.prelude = w->prelude;
+    tn_replay_init(w, stop_on_oom, stop_after, &o, vbuf, sizeof vbuf);
     return tn_replay_options(w->f, &o, r, err, err_cap);
 }
 
@@ -61,22 +70,22 @@ void tn_page_sizes(const char *conf, uint64_t *small_page, uint64_t *large_page)
     }
 }
 
-/* The calls a replay made between r0 (after the prelude) and r (the end). */
-void tn_calls_between(const char *conf, const sublet_replay_result *r,
-                      const sublet_replay_result *r0, sublet_tune_calls *c)
+/* The calls made between the device's calls ops0 with statistics st0 (after
+ * the prelude) and ops with st. */
+static void calls_of(const char *conf, const sublet_sim_ops *ops, const sublet_stats *st,
+                     const sublet_sim_ops *ops0, const sublet_stats *st0, sublet_tune_calls *c)
 {
     uint64_t sp, lp;
     tn_page_sizes(conf, &sp, &lp);
     memset(c, 0, sizeof *c);
-    c->segment_allocs = tn_sub0(r->device_ops.segment_allocs, r0->device_ops.segment_allocs);
-    c->segment_frees = tn_sub0(r->device_ops.segment_frees, r0->device_ops.segment_frees);
-    c->va_reserves = tn_sub0(r->device_ops.va_reserves, r0->device_ops.va_reserves);
-    c->va_releases = tn_sub0(r->device_ops.va_releases, r0->device_ops.va_releases);
-    c->va_maps = tn_sub0(r->device_ops.va_maps, r0->device_ops.va_maps);
-    c->va_unmaps = tn_sub0(r->device_ops.va_unmaps, r0->device_ops.va_unmaps);
-    c->retries = tn_sub0((uint64_t)r->stats_end.num_alloc_retries,
-                         (uint64_t)r0->stats_end.num_alloc_retries);
-    const sublet_stat *res = r->stats_end.reserved_bytes, *res0 = r0->stats_end.reserved_bytes;
+    c->segment_allocs = tn_sub0(ops->segment_allocs, ops0->segment_allocs);
+    c->segment_frees = tn_sub0(ops->segment_frees, ops0->segment_frees);
+    c->va_reserves = tn_sub0(ops->va_reserves, ops0->va_reserves);
+    c->va_releases = tn_sub0(ops->va_releases, ops0->va_releases);
+    c->va_maps = tn_sub0(ops->va_maps, ops0->va_maps);
+    c->va_unmaps = tn_sub0(ops->va_unmaps, ops0->va_unmaps);
+    c->retries = tn_sub0((uint64_t)st->num_alloc_retries, (uint64_t)st0->num_alloc_retries);
+    const sublet_stat *res = st->reserved_bytes, *res0 = st0->reserved_bytes;
     if (sp) {
         uint64_t sa = tn_sub0((uint64_t)res[SUBLET_POOL_SMALL].allocated,
                               (uint64_t)res0[SUBLET_POOL_SMALL].allocated);
@@ -94,8 +103,35 @@ void tn_calls_between(const char *conf, const sublet_replay_result *r,
     }
 }
 
-/* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
-sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *out,
+void tn_calls_between(const char *conf, const sublet_replay_result *r,
+                      const sublet_replay_result *r0, sublet_tune_calls *c)
+{
+    calls_of(conf, &r->device_ops, &r->stats_end, &r0->device_ops, &r0->stats_end, c);
+}
+
+/* The cost run's bound (tn_cost_run's limit): the cost so far, every
+ * stop_if_every rows; a count only grows, so a cost past the limit stays
+ * past it. */
+typedef struct cost_bound {
+    const char *conf;
+    const sublet_replay_result *r0;
+    const sublet_tune_cost_model *m;
+    double limit;
+    sublet_stats st;
+} cost_bound;
+
+static int cost_past(void *user, sublet_allocator *a, const sublet_sim_ops *ops)
+{
+    cost_bound *b = user;
+    sublet_tune_calls c;
+    sublet_stats_read(a, &b->st);
+    calls_of(b->conf, ops, &b->st, &b->r0->device_ops, &b->r0->stats_end, &c);
+    return sublet_tune_calls_cost(&c, b->m) > b->limit;
+}
+
+/* The cost replay: the whole trace on `cap` bytes, minus the prelude's
+ * calls; stopped (out->over) once its cost passes `limit` (INFINITY: never). */
+sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, double limit, drun *out,
                           uint64_t *replays, char *err, size_t err_cap)
 {
     const tfacts *f = w->f;
@@ -104,27 +140,47 @@ sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *
     out->first_oom = out->same_from = NONE;
     sublet_replay_result r, r0;
     memset(&r0, 0, sizeof r0);
-    sublet_status st = tn_replay(w, 0, SUBLET_REPLAY_ALL, &r, err, err_cap);
+    if (f->npre) { /* the prelude's own calls, first: the bound counts without them */
+        sublet_status st0 = tn_replay(w, 0, f->npre - 1, &r0, NULL, 0);
+        (*replays)++;
+        if (st0 != SUBLET_OK) {
+            sublet_replay_result_free(&r0);
+            memset(&r0, 0, sizeof r0);
+        }
+    }
+    sublet_replay_options o;
+    char vbuf[TN_CONF_V_MAX];
+    tn_replay_init(w, 0, SUBLET_REPLAY_ALL, &o, vbuf, sizeof vbuf);
+    cost_bound *b = NULL;
+    if (limit < INFINITY) {
+        b = malloc(sizeof *b);
+        if (!b) {
+            sublet_replay_result_free(&r0);
+            return sl_fail(err, err_cap, SUBLET_ERR_NO_MEMORY, "out of memory");
+        }
+        *b = (cost_bound){.conf = conf, .r0 = &r0, .m = m, .limit = limit};
+        o.stop_if = cost_past;
+        o.stop_if_user = b;
+    }
+    sublet_status st = tn_replay_options(f, &o, &r, err, err_cap);
+    free(b);
     (*replays)++;
     if (st != SUBLET_OK && st != SUBLET_ERR_OOM && st != SUBLET_ERR_DEVICE_OOM) {
         sublet_replay_result_free(&r);
+        sublet_replay_result_free(&r0);
         return st;
     }
     if (st != SUBLET_OK) { /* the prelude does not fit this device */
         out->fits = 0;
         out->ooms = 1;
         sublet_replay_result_free(&r);
-        return SUBLET_OK;
-    }
-    if (f->npre) {
-        sublet_status st0 = tn_replay(w, 0, f->npre - 1, &r0, NULL, 0);
-        (*replays)++;
-        if (st0 != SUBLET_OK)
-            memset(&r0, 0, sizeof r0);
         sublet_replay_result_free(&r0);
+        return SUBLET_OK;
     }
     sublet_tune_calls *c = &out->calls;
     tn_calls_between(conf, &r, &r0, c);
+    sublet_replay_result_free(&r0);
+    out->over = r.stopped_early;
     out->fits = r.ooms == 0;
     out->ooms = r.ooms;
     out->first_oom = r.first_oom_event;
@@ -133,7 +189,7 @@ sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *
     out->segments = c->segment_allocs + c->va_maps;
     out->cost = sublet_tune_calls_cost(c, m);
     out->events = r.events;
-    out->same_from = out->fits ? r.same_from : NONE;
+    out->same_from = out->fits && !out->over ? r.same_from : NONE;
     sublet_replay_result_free(&r);
     return SUBLET_OK;
 }
@@ -216,7 +272,8 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
     if (known)
         d = *known;
     else
-        st = tn_cost_run(&(trun){f, conf, dev, o->prelude}, &o->cost, &d, replays, err, err_cap);
+        st = tn_cost_run(&(trun){f, conf, dev, o->prelude}, &o->cost, INFINITY, &d, replays, err,
+                         err_cap);
     if (st != SUBLET_OK)
         return st;
     out->fits = d.fits;

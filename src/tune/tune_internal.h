@@ -147,6 +147,7 @@ typedef struct drun {
     double cost;
     uint64_t events; /* events the replays behind it drove */
     uint64_t same_from; /* the run's sublet_replay_result.same_from */
+    int over; /* stopped once its cost passed the limit: the rest is the run so far */
 } drun;
 
 static inline uint64_t tn_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -160,6 +161,9 @@ typedef struct trun {
     int prelude;
 } trun;
 
+/* The options of that replay (vbuf: TN_CONF_V_MAX bytes for the settings). */
+void tn_replay_init(const trun *w, int stop_on_oom, uint64_t stop_after, sublet_replay_options *o,
+                    char *vbuf, size_t vcap);
 /* One replay of w (stopping as sublet_replay_options' stop_on_oom and
  * stop_after). */
 sublet_status tn_replay(const trun *w, int stop_on_oom, uint64_t stop_after,
@@ -169,8 +173,10 @@ void tn_page_sizes(const char *conf, uint64_t *small_page, uint64_t *large_page)
 /* The calls a replay made between r0 (after the prelude) and r (the end). */
 void tn_calls_between(const char *conf, const sublet_replay_result *r,
                       const sublet_replay_result *r0, sublet_tune_calls *c);
-/* The cost replay: the whole trace on `cap` bytes, minus the prelude's calls. */
-sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, drun *out,
+/* The cost replay: the whole trace on `cap` bytes, minus the prelude's
+ * calls; stopped (out->over) as soon as its cost passes `limit` (INFINITY:
+ * never). */
+sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, double limit, drun *out,
                           uint64_t *replays, char *err, size_t err_cap);
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
@@ -214,6 +220,9 @@ typedef struct cand {
     size_t gc_sibling; /* the same setting without the collector (GC variants) */
     int costed;
     int cost_ran; /* its cost run was replayed (not copied from a sibling) */
+    /* its cost run stopped past x->cost_limit: the cost is above it (cost
+     * INFINITY, walked last), fits and the rest unknown */
+    int over;
     double cost;
     int fits;
     uint64_t calls, retries, peak_reserved;
@@ -228,6 +237,7 @@ typedef struct tctx {
     size_t nc;
     cand *c;
     tstate *ts_all;
+    double cost_limit; /* cost runs stop past it (INFINITY: never) */
     uint64_t replays, replays_est;
     uint64_t events;   /* events replayed (progress) */
     const char *phase; /* progress: the step running */
@@ -249,6 +259,7 @@ typedef struct task {
     uint64_t replays, events;
     drun *d;                 /* cost tasks: per trace (caller's arrays) */
     uint64_t *errors_allowed;
+    int over;                /* cost task: stopped past x->cost_limit */
 } task;
 
 typedef struct point {

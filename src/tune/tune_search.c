@@ -3,6 +3,7 @@
  * and probes) run in batches whose results are folded in in a fixed order,
  * the bisection from the best known bounds, and the Pareto walk of a family
  * with its answer, the cheapest setting within the band of the best M. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,22 +293,29 @@ static void do_cost(tctx *x, task *k)
 {
     cand *c = &x->c[k->c];
     char err[512] = "";
+    double so_far = 0; /* the cost of the traces before */
     for (size_t t = 0; t < x->nt; t++) {
         if (tn_cancelled(x))
             return;
-        sublet_status st = tn_cost_run(&(trun){&x->f[t], c->conf, x->dev, x->o->prelude}, &x->o->cost,
-                                       &k->d[t], &k->replays, err, sizeof err);
+        sublet_status st =
+            tn_cost_run(&(trun){&x->f[t], c->conf, x->dev, x->o->prelude}, &x->o->cost,
+                        x->cost_limit - so_far, &k->d[t], &k->replays, err, sizeof err);
         k->events += k->d[t].events;
         if (st != SUBLET_OK) {
             set_error(x, st, err);
             return;
         }
+        if (k->d[t].over) {
+            k->over = 1;
+            return;
+        }
+        so_far += k->d[t].cost;
         k->errors_allowed[t] = k->d[t].errors;
         if (!k->d[t].fits) {
             drun big;
             uint64_t bd = tn_big_device(&x->f[t]);
             st = tn_cost_run(&(trun){&x->f[t], c->conf, bd > x->dev ? bd : 2 * x->dev, x->o->prelude},
-                             &x->o->cost, &big, &k->replays, err, sizeof err);
+                             &x->o->cost, INFINITY, &big, &k->replays, err, sizeof err);
             k->events += big.events;
             if (st != SUBLET_OK) {
                 set_error(x, st, err);
@@ -425,7 +433,19 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
         cand *c = &x->c[k->c];
         x->replays += k->replays;
         x->events += k->events;
-        if (k->kind == 0) {
+        if (k->kind == 0 && k->over) {
+            /* walked last, as costlier than every finished run; a probe
+             * may pass on more row errors than its own run has (a pass of
+             * such a setting sends the search back to the full runs) */
+            c->costed = c->cost_ran = 0;
+            c->over = 1;
+            c->cost = INFINITY;
+            c->fits = 1;
+            c->calls = c->retries = c->peak_reserved = 0;
+            for (size_t tr = 0; tr < x->nt; tr++)
+                c->ts[tr].errors_allowed = UINT64_MAX;
+        } else if (k->kind == 0) {
+            c->over = 0;
             c->costed = 1;
             c->cost_ran = 1;
             c->cost = 0;
