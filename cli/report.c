@@ -42,6 +42,7 @@ void cli_report_usage(FILE *out)
           "  --prelude MODE        with --tune: as `sublet tune --prelude` (default auto)\n"
           "  --threads N           with --tune: parallel replays (default: every online\n"
           "                        core)\n"
+          "  --cost-cutoff F       with --tune: as `sublet tune --cost-cutoff` (default 32)\n"
           "  --no-warmup           with --tune: skip the warm-up plan\n"
           CLI_HELP_PYTORCH_VERSION
           "  -h, --help            this text\n",

@@ -42,6 +42,9 @@ void cli_tune_usage(FILE *out)
           "                        setting) or auto: adopt under the native policy without\n"
           "                        expandable segments, allocate otherwise (default auto)\n"
           "  --threads N           parallel replays (default: every online core)\n"
+          "  --cost-cutoff F       stop a cost run once its cost passes F times the\n"
+          "                        defaults' (the search then takes it last; the same\n"
+          "                        answers); 0 or less: never (default 32; docs/tune.md)\n"
           "  --pytorch-version X   replay every candidate under PyTorch release X's rules\n"
           "                        and answer with strings X takes (2.6, ...; default the\n"
           "                        newest; docs/versions.md, docs/tune.md)\n"
@@ -173,6 +176,16 @@ int cli_tune_option(const char *prog, int argc, char **argv, int *i, sublet_tune
             fprintf(stderr, "%s: --prelude needs auto, adopt or allocate\n", prog);
             return -CLI_USAGE;
         }
+        return 1;
+    }
+    if ((v = cli_opt_value(argc, argv, i, "--cost-cutoff", &m)) || m) {
+        char *end = NULL;
+        double f = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || f != f) {
+            fprintf(stderr, "%s: --cost-cutoff needs a number (0 or less: never)\n", prog);
+            return -CLI_USAGE;
+        }
+        o->cost_cutoff = f > 0 ? f : -1;
         return 1;
     }
     if ((v = cli_opt_value(argc, argv, i, "--threads", &m)) || m) {

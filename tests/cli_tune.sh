@@ -152,5 +152,19 @@ grep -q '^  min capacity' "$tmp/v26.txt" || fail "--pytorch-version 2.6: no repo
 [ $? -eq 2 ] || fail "--pytorch-version 1.0 should be a usage error"
 grep -q 'follows PyTorch 2.6 and later' "$tmp/err" || fail "--pytorch-version 1.0 message: $(cat "$tmp/err")"
 
+# --cost-cutoff: the cost runs stopped early or not, every line the same but
+# the header's replays and seconds; a value that is no number is a usage error
+for c in 0 1 4; do
+    "$cli" tune "$trace" --no-warmup --cost-cutoff $c >"$tmp/cc$c.txt" 2>"$tmp/err" ||
+        fail "--cost-cutoff $c: $(cat "$tmp/err")"
+done
+"$cli" tune "$trace" --no-warmup >"$tmp/cc.txt" 2>/dev/null
+for c in 0 1 4; do
+    cmp -s <(sed 1d "$tmp/cc.txt") <(sed 1d "$tmp/cc$c.txt") || fail "--cost-cutoff $c changed the answers"
+done
+"$cli" tune "$trace" --cost-cutoff x >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--cost-cutoff x should be a usage error"
+grep -q -- '--cost-cutoff needs a number' "$tmp/err" || fail "--cost-cutoff x message: $(cat "$tmp/err")"
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 echo "cli_tune: all passed"

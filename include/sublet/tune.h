@@ -171,10 +171,9 @@ typedef struct sublet_tune_options {
     void *cancel_user;
     /* The cost runs (step 2) after the defaults' stop once their cost
      * passes cost_cutoff times the defaults' cost (0: 32; a negative value:
-     * never): the walks then place them last, and when none of them ends
-     * on a Pareto set nor as an answer the result is the one the full runs
-     * give; when one does, they are run to their end and the walks redone
-     * (docs/tune.md §9). */
+     * never): the walks take them after every finished one and probe them
+     * at the best M; when one passes, they are run to their end and the
+     * walks go on over their costs: the result is the full runs' (docs/tune.md §9). */
     double cost_cutoff;
     /* The user's PyTorch release ("2.6", ...; NULL: the newest behaviour):
      * every replay runs under pytorch_version:X before the candidate's own
@@ -391,10 +390,9 @@ typedef struct sublet_tune_result {
     size_t space;        /* settings in the search space */
     size_t distinct;     /* after merging provably identical ones */
     size_t bound_pruned; /* discarded by the rounding lower bound alone */
-    /* cost runs stopped past sublet_tune_options.cost_cutoff, and whether
-     * the walks were then redone over the full runs (1) */
-    size_t cost_runs_cut;
-    int cost_runs_redone;
+    /* cost runs stopped past sublet_tune_options.cost_cutoff, and of them
+     * those run to their end later (a walk reached one that passed) */
+    size_t cost_runs_cut, cost_runs_completed;
     uint64_t replays;    /* replays run (partial ones included) */
     /* After SUBLET_ERR_CANCELLED: which answers hold the best found so far
      * (bit 1: pytorch, bit 2: sublet), from the search alone (conf,

@@ -105,10 +105,15 @@ typedef struct final_job {
     uint64_t replays[3][MAX_TRACES];
 } final_job;
 
+/* Job i: the SUBLET_ALLOC_CONF answer's first, then the PyTorch answer's,
+ * then the current settings' (the longest searches first, most often: an
+ * answer under expandable segments or policy:stitch has no same_from to
+ * answer its probes by, the current settings' cost run answers many), so
+ * that the threads finish together; the results do not depend on it. */
 static void final_fn(void *arg, size_t i)
 {
     final_job *j = arg;
-    size_t which = i / j->x->nt, t = i % j->x->nt;
+    size_t which = 2 - i / j->x->nt, t = i % j->x->nt;
     uint64_t rp = 0;
     if (j->same_as[which][t] >= 0)
         return; /* the same evaluation as an earlier job's: copied after */
@@ -402,14 +407,6 @@ static int pick_rest(tctx *x, cand *c, size_t i, int pass)
     return !(pass == 1 && cost_from_sibling(x, c));
 }
 
-/* The collector-free ones whose cost run stopped past the limit. */
-static int pick_over(tctx *x, cand *c, size_t i, int pass)
-{
-    (void)x;
-    (void)i;
-    return pass == 0 && c->over && c->k.gc == 0;
-}
-
 /* 2. every distinct setting on the user's device; the defaults' first, then
  * the others stopped once past cost_cutoff times the defaults' cost.  1: stop. */
 static int step_cost(tune_run *u)
@@ -439,100 +436,6 @@ static int step_cost(tune_run *u)
     return x->st != SUBLET_OK;
 }
 
-/* After the walks over costs with some runs stopped past the limit: the
- * walks are those of the full runs when no such setting is on a Pareto set
- * or an answer and each family has a finished member that fits (the walks
- * take the finished ones first, in the same order, and probe each stopped
- * one once at the best M, which it failed).  1: they are. */
-static int walks_exact(const tune_run *u)
-{
-    const tctx *x = &u->x;
-    for (int f = 0; f < 2; f++) {
-        const walk *w = f ? &u->ws : &u->wp;
-        int fits = 0;
-        for (size_t q = 0; q < w->n; q++)
-            fits |= !x->c[w->order[q]].over && x->c[w->order[q]].fits;
-        if (!fits || (w->answer != NONE && x->c[w->answer].over))
-            return 0;
-        for (size_t p = 0; p < w->np; p++)
-            if (x->c[w->pareto[p].c].over)
-                return 0;
-    }
-    return 1;
-}
-
-/* The stopped cost runs run to their end, from the state the walks began
- * in (saved: candidates and their per-trace states); 1: stop. */
-static int costs_in_full(tune_run *u, const cand *saved_c, const tstate *saved_ts)
-{
-    tctx *x = &u->x;
-    tn_walk_free(&u->wp);
-    tn_walk_free(&u->ws);
-    memcpy(x->c, saved_c, u->nall * sizeof *x->c);
-    memcpy(x->ts_all, saved_ts, u->nall * u->n * sizeof *x->ts_all);
-    x->cost_limit = INFINITY;
-    size_t distinct = u->r->distinct ? u->r->distinct : 1;
-    task *tk = calloc(distinct, sizeof *tk);
-    drun *tk_d = calloc(distinct * u->n, sizeof *tk_d);
-    uint64_t *tk_e = calloc(distinct * u->n, sizeof *tk_e);
-    if (!tk || !tk_d || !tk_e) {
-        free(tk);
-        free(tk_d);
-        free(tk_e);
-        return no_memory(x);
-    }
-    cost_tasks(u, pick_over, tk, tk_d, tk_e);
-    /* a collector variant stopped is copied from its sibling, or runs, as
-     * step_cost does it */
-    for (size_t i = 0; i < u->nall; i++)
-        if (x->c[i].over)
-            x->c[i].over = 0;
-    cost_tasks(u, pick_rest, tk, tk_d, tk_e);
-    free(tk);
-    free(tk_d);
-    free(tk_e);
-    return x->st != SUBLET_OK;
-}
-
-/* Both walks; once more over the full runs when walks_exact says no.
- * Returns tn_walk_family's for the PyTorch family (0: stop), *wr2 the other's. */
-static int walk_both(tune_run *u, int *wr2)
-{
-    tctx *x = &u->x;
-    int any_over = 0;
-    for (size_t i = 0; i < u->nall; i++)
-        any_over |= x->c[i].rep == i && x->c[i].over;
-    cand *saved_c = NULL;
-    tstate *saved_ts = NULL;
-    if (any_over) {
-        saved_c = malloc(u->nall * sizeof *saved_c);
-        saved_ts = malloc(u->nall * u->n * sizeof *saved_ts);
-        if (!saved_c || !saved_ts) {
-            free(saved_c);
-            free(saved_ts);
-            return no_memory(x), 0;
-        }
-        memcpy(saved_c, x->c, u->nall * sizeof *saved_c);
-        memcpy(saved_ts, x->ts_all, u->nall * u->n * sizeof *saved_ts);
-    }
-    int wr = tn_walk_family(x, 1, &u->wp);
-    *wr2 = wr == 0 ? 0 : tn_walk_family(x, 0, &u->ws);
-    for (size_t i = 0; i < u->nall; i++)
-        u->r->cost_runs_cut += x->c[i].over;
-    if (any_over && wr != 0 && *wr2 != 0 && !walks_exact(u)) {
-        u->r->cost_runs_redone = 1;
-        if (costs_in_full(u, saved_c, saved_ts)) {
-            wr = 0;
-        } else {
-            wr = tn_walk_family(x, 1, &u->wp);
-            *wr2 = wr == 0 ? 0 : tn_walk_family(x, 0, &u->ws);
-        }
-    }
-    free(saved_c);
-    free(saved_ts);
-    return wr;
-}
-
 /* 3–4. the walks, their Pareto sets and the settings the bound pruned.
  * 1: stop. */
 static int step_walks(tune_run *u)
@@ -540,9 +443,14 @@ static int step_walks(tune_run *u)
     tctx *x = &u->x;
     sublet_tune_result *r = u->r;
     size_t n = u->n;
-    int wr2 = 0;
-    int wr = walk_both(u, &wr2);
-    if (wr == 0 || wr2 == 0)
+    for (size_t i = 0; i < u->nall; i++)
+        r->cost_runs_cut += x->c[i].rep == i && x->c[i].over;
+    int wr = tn_walk_family(x, 1, &u->wp);
+    if (wr == 0)
+        return 1;
+    int wr2 = tn_walk_family(x, 0, &u->ws);
+    r->cost_runs_completed = x->completed;
+    if (wr2 == 0)
         return 1;
     if (wr < 0 || wr2 < 0) {
         x->st = SUBLET_ERR_OOM;
@@ -688,40 +596,52 @@ static int step_check(tune_run *u)
     return x->st != SUBLET_OK;
 }
 
-/* 6. what each answer fixes, on the trace where it gains the most.  1: stop. */
+/* One sentence of step 6: answer w (0: PyTorch's, 1: sublet's) against the
+ * current settings on the trace where it gains the most. */
+typedef struct explain_job {
+    tune_run *u;
+} explain_job;
+
+static void explain_fn(void *arg, size_t w)
+{
+    tune_run *u = ((explain_job *)arg)->u;
+    sublet_tune_result *r = u->r;
+    const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
+    size_t best = 0;
+    int64_t gain = INT64_MIN;
+    for (size_t t = 0; t < u->n; t++) {
+        int64_t g = (int64_t)r->current.per_trace[t].min_capacity_bytes -
+                    (int64_t)a->per_trace[t].min_capacity_bytes;
+        if (g > gain) {
+            gain = g;
+            best = t;
+        }
+    }
+    const char *cur = current_conf(u, best);
+    if (!cur)
+        cur = "";
+    char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
+    tn_diagnose(&u->x.f[best], cur, a->conf, u->x.dev, a->per_trace[best].min_capacity_bytes,
+                u->opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
+    if (w == 0)
+        r->pytorch_cause_trace = best;
+    else
+        r->sublet_cause_trace = best;
+}
+
+/* 6. what each answer fixes, on the trace where it gains the most (both at
+ * once).  1: stop. */
 static int step_explain(tune_run *u)
 {
     tctx *x = &u->x;
-    sublet_tune_result *r = u->r;
     x->phase = "explain";
     x->left = 2;
     if (tn_cancelled(x))
         return 1;
     if (!u->opt.diagnose)
         return 0;
-    for (int w = 0; w < 2; w++) {
-        const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
-        size_t best = 0;
-        int64_t gain = INT64_MIN;
-        for (size_t t = 0; t < u->n; t++) {
-            int64_t g = (int64_t)r->current.per_trace[t].min_capacity_bytes -
-                        (int64_t)a->per_trace[t].min_capacity_bytes;
-            if (g > gain) {
-                gain = g;
-                best = t;
-            }
-        }
-        const char *cur = current_conf(u, best);
-        if (!cur)
-            cur = "";
-        char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
-        tn_diagnose(&x->f[best], cur, a->conf, x->dev, a->per_trace[best].min_capacity_bytes,
-                    u->opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
-        if (w == 0)
-            r->pytorch_cause_trace = best;
-        else
-            r->sublet_cause_trace = best;
-    }
+    explain_job j = {u};
+    tn_parallel_for(u->opt.threads, 2, explain_fn, &j);
     tn_progress(x);
     return 0;
 }

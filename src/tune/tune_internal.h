@@ -238,6 +238,7 @@ typedef struct tctx {
     cand *c;
     tstate *ts_all;
     double cost_limit; /* cost runs stop past it (INFINITY: never) */
+    size_t completed;  /* cost runs stopped past it, run to their end later */
     uint64_t replays, replays_est;
     uint64_t events;   /* events replayed (progress) */
     const char *phase; /* progress: the step running */

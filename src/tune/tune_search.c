@@ -404,9 +404,62 @@ static void task_fn(void *arg, size_t i)
         do_probe(b->x, k);
 }
 
-/* Run the tasks (in chunks of a few a thread, the progress told after each),
- * then fold their results in, in order. */
-void tn_run_tasks(tctx *x, task *t, size_t n)
+/* The results of task k into its candidate (its counts into x). */
+static void fold_task(tctx *x, const task *k)
+{
+    cand *c = &x->c[k->c];
+    x->replays += k->replays;
+    x->events += k->events;
+    if (k->kind == 0 && k->over) {
+        /* walked after every finished run (tn_walk_family), its cost
+         * completed when a walk reaches it (resolve_over); a probe may pass
+         * on more row errors than its own run has: a pass sends it there */
+        c->costed = c->cost_ran = 0;
+        c->over = 1;
+        c->cost = INFINITY;
+        c->fits = 1;
+        c->calls = c->retries = c->peak_reserved = 0;
+        for (size_t tr = 0; tr < x->nt; tr++)
+            c->ts[tr].errors_allowed = UINT64_MAX;
+    } else if (k->kind == 0) {
+        c->over = 0;
+        c->costed = 1;
+        c->cost_ran = 1;
+        c->cost = 0;
+        c->fits = 1;
+        c->calls = c->retries = c->peak_reserved = 0;
+        for (size_t tr = 0; tr < x->nt; tr++) {
+            c->ts[tr].d = k->d[tr];
+            c->ts[tr].errors_allowed = k->errors_allowed[tr];
+            c->cost += k->d[tr].cost;
+            c->fits &= k->d[tr].fits;
+            c->calls += sublet_tune_calls_total(&k->d[tr].calls);
+            c->retries += k->d[tr].calls.retries;
+            if (k->d[tr].peak_reserved > c->peak_reserved)
+                c->peak_reserved = k->d[tr].peak_reserved;
+            if (k->d[tr].fits && x->dev < c->ts[tr].ok_at)
+                c->ts[tr].ok_at = x->dev;
+            if (k->d[tr].same_from < c->ts[tr].same_from)
+                c->ts[tr].same_from = k->d[tr].same_from;
+            if (!k->d[tr].fits && x->dev > c->ts[tr].fail_at)
+                c->ts[tr].fail_at = x->dev;
+        }
+    } else {
+        for (size_t tr = 0; tr < x->nt && tr < 64; tr++) {
+            tstate *s = &c->ts[tr];
+            if (k->ran[tr] == 1 && k->x < s->ok_at)
+                s->ok_at = k->x;
+            if (k->ran[tr] == 1 && k->same_from[tr] < s->same_from)
+                s->same_from = k->same_from[tr];
+            if (k->ran[tr] == -1 && k->x > s->fail_at)
+                s->fail_at = k->x;
+        }
+    }
+}
+
+/* Run the tasks (in chunks of a few a thread, the progress told after
+ * each); 0 after a hard error or a cancel.  Nothing is folded in. */
+static int run_tasks(tctx *x, task *t, size_t n)
 {
     unsigned th = tn_threads(x->o->threads);
     size_t chunk = (size_t)th * 2 > 8 ? (size_t)th * 2 : 8;
@@ -426,60 +479,59 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
         }
     }
     x->left = n > chunk ? (left > n ? left - n : 0) : left;
-    if (has_error(x))
+    return !has_error(x);
+}
+
+/* Run the tasks, then fold their results in, in order. */
+void tn_run_tasks(tctx *x, task *t, size_t n)
+{
+    if (!run_tasks(x, t, n))
         return; /* a hard error or a cancel: the batch is not folded in */
-    for (size_t i = 0; i < n; i++) {
-        task *k = &t[i];
-        cand *c = &x->c[k->c];
-        x->replays += k->replays;
-        x->events += k->events;
-        if (k->kind == 0 && k->over) {
-            /* walked last, as costlier than every finished run; a probe
-             * may pass on more row errors than its own run has (a pass of
-             * such a setting sends the search back to the full runs) */
-            c->costed = c->cost_ran = 0;
-            c->over = 1;
-            c->cost = INFINITY;
-            c->fits = 1;
-            c->calls = c->retries = c->peak_reserved = 0;
-            for (size_t tr = 0; tr < x->nt; tr++)
-                c->ts[tr].errors_allowed = UINT64_MAX;
-        } else if (k->kind == 0) {
-            c->over = 0;
-            c->costed = 1;
-            c->cost_ran = 1;
-            c->cost = 0;
-            c->fits = 1;
-            c->calls = c->retries = c->peak_reserved = 0;
-            for (size_t tr = 0; tr < x->nt; tr++) {
-                c->ts[tr].d = k->d[tr];
-                c->ts[tr].errors_allowed = k->errors_allowed[tr];
-                c->cost += k->d[tr].cost;
-                c->fits &= k->d[tr].fits;
-                c->calls += sublet_tune_calls_total(&k->d[tr].calls);
-                c->retries += k->d[tr].calls.retries;
-                if (k->d[tr].peak_reserved > c->peak_reserved)
-                    c->peak_reserved = k->d[tr].peak_reserved;
-                if (k->d[tr].fits && x->dev < c->ts[tr].ok_at)
-                    c->ts[tr].ok_at = x->dev;
-                if (k->d[tr].same_from < c->ts[tr].same_from)
-                    c->ts[tr].same_from = k->d[tr].same_from;
-                if (!k->d[tr].fits && x->dev > c->ts[tr].fail_at)
-                    c->ts[tr].fail_at = x->dev;
-            }
-        } else {
-            for (size_t tr = 0; tr < x->nt && tr < 64; tr++) {
-                tstate *s = &c->ts[tr];
-                if (k->ran[tr] == 1 && k->x < s->ok_at)
-                    s->ok_at = k->x;
-                if (k->ran[tr] == 1 && k->same_from[tr] < s->same_from)
-                    s->same_from = k->same_from[tr];
-                if (k->ran[tr] == -1 && k->x > s->fail_at)
-                    s->fail_at = k->x;
-            }
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        fold_task(x, &t[i]);
     tn_progress(x);
+}
+
+/* The cost runs of w->order[from..) stopped past the limit run to their end
+ * (no limit from now on), but those known to fail at `bound` (0: all),
+ * which the walk passes by wherever their costs put them; 0 on an error. */
+static int needs_cost(const tctx *x, const cand *c, uint64_t bound)
+{
+    return c->over && (!bound || known(x, c, bound) >= 0);
+}
+
+static int resolve_over(tctx *x, const walk *w, size_t from, uint64_t bound)
+{
+    size_t n = 0;
+    for (size_t q = from; q < w->n; q++)
+        n += needs_cost(x, &x->c[w->order[q]], bound);
+    x->cost_limit = INFINITY;
+    if (!n)
+        return 1;
+    task *tk = calloc(n, sizeof *tk);
+    drun *d = calloc(n * x->nt, sizeof *d);
+    uint64_t *e = calloc(n * x->nt, sizeof *e);
+    if (!tk || !d || !e) {
+        free(tk);
+        free(d);
+        free(e);
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        return 0;
+    }
+    size_t k = 0;
+    for (size_t q = from; q < w->n; q++) {
+        if (!needs_cost(x, &x->c[w->order[q]], bound))
+            continue;
+        tk[k] = (task){.c = w->order[q], .kind = 0, .d = &d[k * x->nt],
+                       .errors_allowed = &e[k * x->nt]};
+        k++;
+    }
+    tn_run_tasks(x, tk, n);
+    x->completed += n;
+    free(tk);
+    free(d);
+    free(e);
+    return x->st == SUBLET_OK;
 }
 
 /* ---- bisection ------------------------------------------------------------------- */
@@ -634,24 +686,31 @@ static void restore_costs(tctx *x, double *saved)
     free(saved);
 }
 
-/* w->order cheapest first, then in enumeration order; 0: out of memory. */
-static int sort_order(const tctx *x, walk *w)
+/* w->order[from..) cheapest first, then in enumeration order; 0: out of
+ * memory. */
+static int sort_from(const tctx *x, walk *w, size_t from)
 {
-    okey *keys = malloc((w->n ? w->n : 1) * sizeof *keys);
+    size_t n = w->n - from;
+    okey *keys = malloc((n ? n : 1) * sizeof *keys);
     if (!keys)
         return 0;
-    for (size_t q = 0; q < w->n; q++)
-        keys[q] = (okey){x->c[w->order[q]].cost, w->order[q]};
-    qsort(keys, w->n, sizeof *keys, cmp_okey);
-    for (size_t q = 0; q < w->n; q++)
-        w->order[q] = keys[q].i;
+    for (size_t q = 0; q < n; q++)
+        keys[q] = (okey){x->c[w->order[from + q]].cost, w->order[from + q]};
+    qsort(keys, n, sizeof *keys, cmp_okey);
+    for (size_t q = 0; q < n; q++)
+        w->order[from + q] = keys[q].i;
     free(keys);
     return 1;
 }
 
 /* One batch of probes at `bound` (up to th): the next candidates from
- * order[i] on that might beat the best.  Returns the index in order of the
- * first that does (NONE: none); *next: where the batch stopped. */
+ * order[i] on that might beat the best, up to a candidate whose cost run
+ * stopped past the limit (TAIL when that is the first).  Returns the index
+ * in order of the first that does (NONE: none); *next: where the batch
+ * stopped.  The results are folded in up to that first one only (those
+ * after it, probed at a bound the walk leaves, are dropped: the walk is
+ * the same whatever the number of threads). */
+#define TAIL (NONE - 1)
 static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsigned th,
                           size_t *next)
 {
@@ -666,6 +725,13 @@ static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsi
             j++;
             continue;
         }
+        if (c->over) {
+            if (!n) {
+                *next = j;
+                return TAIL;
+            }
+            break;
+        }
         if (kn > 0) {
             known_hit = 1;
             break;
@@ -677,18 +743,88 @@ static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsi
         idx[n++] = j;
         j++;
     }
-    if (n)
-        tn_run_tasks(x, k, n);
-    size_t hit = NONE;
-    for (size_t q = 0; q < n; q++)
-        if (k[q].ok) {
-            hit = idx[q];
-            break;
-        }
+    size_t hit = NONE, nfold = n;
+    if (n && run_tasks(x, k, n)) {
+        for (size_t q = 0; q < n && hit == NONE; q++)
+            if (k[q].ok) {
+                hit = idx[q];
+                nfold = q + 1;
+            }
+        for (size_t q = 0; q < nfold; q++)
+            fold_task(x, &k[q]);
+        tn_progress(x);
+    }
     if (hit == NONE && known_hit)
         hit = j;
     *next = j;
     return hit;
+}
+
+/* The candidates from order[i] on are all of cost runs stopped past the
+ * limit, so after every finished one: each is probed at `bound`, as the walk
+ * would probe them one after the other while none passes.  None passes:
+ * their results folded in, the walk is over (returns w->n).  One does: the
+ * results are dropped, every stopped cost run is run to its end, order[i..)
+ * sorted by its costs, and the walk goes on from i (returns i; NONE on an
+ * error). */
+static size_t walk_tail(tctx *x, walk *w, size_t i, uint64_t bound)
+{
+    size_t m = 0;
+    for (size_t q = i; q < w->n; q++)
+        m += known(x, &x->c[w->order[q]], bound) >= 0;
+    task *k = calloc(m ? m : 1, sizeof *k);
+    if (!k) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        return NONE;
+    }
+    int pass = 0;
+    size_t n = 0;
+    for (size_t q = i; q < w->n; q++) {
+        int kn = known(x, &x->c[w->order[q]], bound);
+        pass |= kn > 0;
+        if (kn == 0)
+            k[n++] = (task){.c = w->order[q], .kind = 1, .x = bound};
+    }
+    if (!run_tasks(x, k, n)) {
+        free(k);
+        return NONE;
+    }
+    for (size_t q = 0; q < n; q++)
+        pass |= k[q].ok;
+    if (!pass) {
+        for (size_t q = 0; q < n; q++) {
+            /* a trace that ran (on more row errors than its own run may
+             * have had): not kept as known to run */
+            for (size_t t = 0; t < x->nt && t < MAX_TRACES; t++)
+                if (k[q].ran[t] == 1)
+                    k[q].ran[t] = 0;
+            fold_task(x, &k[q]);
+        }
+        free(k);
+        tn_progress(x);
+        return w->n;
+    }
+    for (size_t q = 0; q < n; q++) { /* counted, not folded */
+        x->replays += k[q].replays;
+        x->events += k[q].events;
+    }
+    free(k);
+    /* the stopped ones the walk skipped before i (known to fail) go back
+     * into the order too */
+    while (i > 0 && x->c[w->order[i - 1]].over)
+        i--;
+    if (!resolve_over(x, w, i, bound))
+        return NONE;
+    size_t kept = i; /* a member that does not fit the device no longer walks */
+    for (size_t q = i; q < w->n; q++)
+        if (x->c[w->order[q]].fits)
+            w->order[kept++] = w->order[q];
+    w->n = kept;
+    if (!sort_from(x, w, i)) {
+        set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
+        return NONE;
+    }
+    return i;
 }
 
 /* The walk proper: the Pareto set of (M, cost), cheapest first; each setting
@@ -711,6 +847,10 @@ static void walk_pareto(tctx *x, walk *w, unsigned th)
         }
         size_t j;
         size_t hit = probe_batch(x, w, i, w->best - res, th, &j);
+        if (hit == TAIL) {
+            i = walk_tail(x, w, j, w->best - res);
+            continue;
+        }
         if (hit == NONE) {
             i = j;
             continue;
@@ -743,8 +883,8 @@ static size_t band_batch(tctx *x, const walk *w, const band *b, size_t i, unsign
     size_t n = 0, j = i;
     while (j < w->n && n < th) {
         const cand *c = &x->c[w->order[j]];
-        if (b->group_open && c->cost != b->group_cost)
-            break;
+        if (c->over || (b->group_open && c->cost != b->group_cost))
+            break; /* a stopped cost run: after the best's, so never reached */
         int kn = known(x, c, b->x);
         j++;
         if (kn > 0)
@@ -811,7 +951,7 @@ static void walk_answer(tctx *x, walk *w, unsigned th)
         if (b.group_open && x->c[w->order[i]].cost != b.group_cost)
             break;
         size_t j = band_batch(x, w, &b, i, th);
-        if (band_fold(x, w, &b, i, j))
+        if (band_fold(x, w, &b, i, j) || j == i)
             break;
         i = j;
     }
@@ -829,6 +969,18 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
         return 0;
     }
     int any_fits = walk_members(x, pytorch_only, w);
+    int finished_fits = 0, any_over = 0;
+    for (size_t q = 0; q < w->n; q++) {
+        finished_fits |= !x->c[w->order[q]].over && x->c[w->order[q]].fits;
+        any_over |= x->c[w->order[q]].over;
+    }
+    if (any_over && !finished_fits) {
+        /* whether any fits, and so who walks, needs their runs whole */
+        if (!resolve_over(x, w, 0, 0))
+            return 0;
+        w->n = 0;
+        any_fits = walk_members(x, pytorch_only, w);
+    }
     /* when nothing fits, memory alone decides: every cost counts as equal */
     double *saved = NULL;
     if (!any_fits) {
@@ -842,7 +994,7 @@ int tn_walk_family(tctx *x, int pytorch_only, walk *w)
             x->c[i].cost = 0;
         }
     }
-    if (!sort_order(x, w)) {
+    if (!sort_from(x, w, 0)) {
         set_error(x, SUBLET_ERR_NO_MEMORY, "out of host memory");
         restore_costs(x, saved);
         return 0;

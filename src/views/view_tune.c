@@ -483,11 +483,19 @@ static void print_pareto(FILE *out, const char *title, const sublet_tune_eval *p
                         sl_fmt_mib(answer->min_capacity_bytes - p[i].min_capacity_bytes, b3,
                                 sizeof b3),
                         p[i].cost_us / answer->cost_us);
-            else if (p[i].min_capacity_bytes > answer->min_capacity_bytes)
+            else if (p[i].min_capacity_bytes > answer->min_capacity_bytes &&
+                     p[i].cost_us < answer->cost_us)
                 fprintf(out, "   %s cheaper, needs %s more",
                         sl_fmt_us(answer->cost_us - p[i].cost_us, b2, sizeof b2),
                         sl_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
                                 sizeof b3));
+            else if (p[i].min_capacity_bytes > answer->min_capacity_bytes && answer->cost_us > 0)
+                /* a point past the answer whose walk bisected it above the
+                 * answer's plain minimum (a minimum that is not monotone) */
+                fprintf(out, "   needs %s more for %.1fx the cost",
+                        sl_fmt_mib(p[i].min_capacity_bytes - answer->min_capacity_bytes, b3,
+                                   sizeof b3),
+                        p[i].cost_us / answer->cost_us);
         }
         fprintf(out, "\n");
     }
