@@ -25,7 +25,7 @@ void cli_tune_usage(FILE *out)
           "  RMM log, Kineto trace file) is copied once to a temporary binary file (64\n"
           "  bytes an event, on disk) and every replay reads it from there: memory follows\n"
           "  the live blocks; snapshots are loaded whole.  Each is replayed a few hundred\n"
-          "  times: 10^6 events take ~30 CPU-seconds (docs/tune.md, \"Long traces\").\n"
+          "  times: 10^6 events take ~25 CPU-seconds (docs/tune.md, \"Long traces\").\n"
           "options:\n"
           "  --device-memory SIZE  your device (cost is measured there), e.g. 80GiB, 24GB;\n"
           "                        default: the device the traces recorded, else 80GiB\n"
