@@ -672,7 +672,9 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
     for these traces (`sublet tune --json`): device_memory your device
     (default: the largest recorded, else 80 GiB), current the settings in use
     (default: each trace's recorded ones), pytorch_version your PyTorch release
-    ("2.6", ...; default the newest: `--pytorch-version`)."""
+    ("2.6", ...; default the newest: `--pytorch-version`).  Paths are read as
+    `sublet tune` reads them, a long log as a stream (memory for the live
+    blocks); Traces already loaded are tuned as they are."""
     if not sources:
         raise TypeError("sublet.tune: give at least one trace")
     if len(sources) > 64:

@@ -470,30 +470,90 @@ typedef struct culprits {
     uint64_t cf, cl;
 } culprits;
 
-static void find_culprits(const diag *d, const sublet_settings *fs, split *sp, size_t nsp,
-                          culprits *c)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A split counts when a later row (one of the rows where new memory was
+ * taken, in order: the splits before row i are those ahead of the first
+ * split at or after i) was an allocation it could have held: rounded <
+ * need <= taken.  Each counts once; the rows' needs are gathered from the
+ * last row back (a Fenwick tree of the needs present) and each split asks
+ * for the smallest need above its rounded size among the rows at or after
+ * its own first: O((splits + rows) log rows), where asking every row of
+ * every split took rows x splits (minutes at 10^8 events). */
+static void find_culprits(const diag *d, const sublet_settings *fs, const split *sp,
+                          size_t nsp, culprits *c)
 {
     c->cf = NONE;
     c->cl = 0;
     c->cc = c->nx = 0;
-    for (size_t k = 0; k < d->nmore && c->cp && c->xp; k++) {
-        uint64_t i = d->more[k].row;
+    size_t nm = d->nmore;
+    if (!c->cp || !c->xp)
+        return;
+    uint64_t *need = malloc((nm ? nm : 1) * sizeof *need);  /* 0: not an allocation */
+    size_t *pre = malloc((nm ? nm : 1) * sizeof *pre);      /* splits before row k */
+    uint64_t *vals = malloc((nm ? nm : 1) * sizeof *vals);  /* the needs, sorted, distinct */
+    uint32_t *fw = calloc(nm + 1, sizeof *fw);
+    if (!need || !pre || !vals || !fw)
+        goto done;
+    size_t p = 0, nv = 0;
+    for (size_t k = 0; k < nm; k++) {
         const sublet_trace_event *ev = &d->mev[k];
         c->xp[c->nx++] = (pair){d->more[k].bytes, ev->kind == SUBLET_ACT_ALLOC ? ev->size : 0};
-        if (ev->kind != SUBLET_ACT_ALLOC)
-            continue;
-        uint64_t need = sublet_round_size(fs, ev->size ? ev->size : 1);
-        for (size_t q = 0; q < nsp && sp[q].event < i; q++) {
-            if (sp[q].taken < need || sp[q].rounded >= need)
+        need[k] = ev->kind == SUBLET_ACT_ALLOC ? sublet_round_size(fs, ev->size ? ev->size : 1)
+                                               : 0;
+        if (need[k])
+            vals[nv++] = need[k];
+        while (p < nsp && sp[p].event < d->more[k].row)
+            p++;
+        pre[k] = p;
+    }
+    qsort(vals, nv, sizeof *vals, cmp_u64);
+    size_t m = 0;
+    for (size_t v = 0; v < nv; v++)
+        if (!m || vals[m - 1] != vals[v])
+            vals[m++] = vals[v];
+    size_t top = 1; /* the highest power of two <= m, for the descent */
+    while (top * 2 <= m)
+        top *= 2;
+    for (size_t k = nm; k-- > 0;) {
+        if (need[k]) { /* present from row k on */
+            size_t r = tn_lower_bound(vals, m, need[k]) + 1;
+            for (; r <= m; r += r & (0 - r))
+                fw[r]++;
+        }
+        for (size_t q = k ? pre[k - 1] : 0; q < pre[k]; q++) {
+            /* the smallest need present above sp[q].rounded: the first rank
+             * past those <= rounded whose count is not zero */
+            size_t below = tn_lower_bound(vals, m, sp[q].rounded + 1); /* ranks <= rounded */
+            uint64_t seen = 0;
+            for (size_t r = below; r; r -= r & (0 - r))
+                seen += fw[r];
+            /* descend to the first rank whose prefix count exceeds `seen` */
+            size_t pos = 0;
+            uint64_t acc = 0;
+            for (size_t step = top; step && m; step /= 2)
+                if (pos + step <= m && acc + fw[pos + step] <= seen) {
+                    pos += step;
+                    acc += fw[pos];
+                }
+            if (pos >= m || vals[pos] > sp[q].taken) /* none, or too large for the block */
                 continue;
             if (sp[q].event < c->cf)
                 c->cf = sp[q].event;
             if (sp[q].event > c->cl)
                 c->cl = sp[q].event;
             c->cp[c->cc++] = (pair){sp[q].taken, sp[q].request};
-            sp[q].taken = 0; /* counted once */
         }
     }
+done:
+    free(need);
+    free(pre);
+    free(vals);
+    free(fw);
 }
 
 /* The sentence from the rows, the culprits and the two peaks. */

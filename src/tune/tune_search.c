@@ -492,14 +492,16 @@ void tn_run_tasks(tctx *x, task *t, size_t n)
     tn_progress(x);
 }
 
-/* The cost runs of w->order[from..) stopped past the limit run to their end
- * (no limit from now on), but those known to fail at `bound` (0: all),
- * which the walk passes by wherever their costs put them; 0 on an error. */
+/* Does c's cost run, stopped past the limit, need its end?  Not when c is
+ * known to fail at `bound` (0: every one needs it): the walk passes it by
+ * wherever its cost puts it. */
 static int needs_cost(const tctx *x, const cand *c, uint64_t bound)
 {
     return c->over && (!bound || known(x, c, bound) >= 0);
 }
 
+/* The cost runs of w->order[from..) that need their end run to it (no limit
+ * from now on); 0 on an error. */
 static int resolve_over(tctx *x, const walk *w, size_t from, uint64_t bound)
 {
     size_t n = 0;
@@ -764,9 +766,10 @@ static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsi
  * limit, so after every finished one: each is probed at `bound`, as the walk
  * would probe them one after the other while none passes.  None passes:
  * their results folded in, the walk is over (returns w->n).  One does: the
- * results are dropped, every stopped cost run is run to its end, order[i..)
- * sorted by its costs, and the walk goes on from i (returns i; NONE on an
- * error). */
+ * results are dropped, the stopped runs of those not known to fail at
+ * `bound` are run to their end, the stopped ones sorted by their costs
+ * (those still stopped last), and the walk goes on from the first of them
+ * (returned; NONE on an error). */
 static size_t walk_tail(tctx *x, walk *w, size_t i, uint64_t bound)
 {
     size_t m = 0;
