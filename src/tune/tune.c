@@ -622,7 +622,7 @@ static void explain_fn(void *arg, size_t w)
         cur = "";
     char *dst = w == 0 ? r->pytorch_cause : r->sublet_cause;
     tn_diagnose(&u->x.f[best], cur, a->conf, u->x.dev, a->per_trace[best].min_capacity_bytes,
-                u->opt.prelude, dst, SUBLET_TUNE_CAUSE_MAX);
+                u->opt.prelude, u->opt.threads, dst, SUBLET_TUNE_CAUSE_MAX);
     if (w == 0)
         r->pytorch_cause_trace = best;
     else
@@ -630,8 +630,9 @@ static void explain_fn(void *arg, size_t w)
 }
 
 /* 6. what each answer fixes, on the trace where it gains the most (one
- * after the other: each holds the current settings' splits of cached
- * blocks, which grow with the run, ~40 MB at 10^8 events).  1: stop. */
+ * after the other, each its two recorded runs at once: each holds the
+ * current settings' splits of cached blocks, which grow with the run, ~60
+ * MB at 10^8 events).  1: stop. */
 static int step_explain(tune_run *u)
 {
     tctx *x = &u->x;

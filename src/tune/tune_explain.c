@@ -707,8 +707,30 @@ done:
     sublet_replay_result_free(&ro);
 }
 
+/* One recorded run of tn_diagnose's two, for tn_parallel_for. */
+typedef struct rec_job {
+    const tfacts *f;
+    const char *conf;
+    uint64_t cap;
+    int prelude;
+    const sublet_settings *s;
+    watch *w;
+    sublet_replay_result *r;
+    int ok;
+} rec_job;
+
+typedef struct pair_job {
+    rec_job run[2];
+} pair_job;
+
+static void pair_fn(void *arg, size_t i)
+{
+    rec_job *j = &((pair_job *)arg)->run[i];
+    j->ok = record_run(j->f, j->conf, j->cap, j->prelude, 0, j->s, j->w, j->r);
+}
+
 void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev,
-                 uint64_t to_mincap, int prelude, char *out, size_t cap)
+                 uint64_t to_mincap, int prelude, unsigned threads, char *out, size_t cap)
 {
     out[0] = '\0';
     if (strcmp(from, to) == 0)
@@ -732,8 +754,13 @@ void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev
     int virt = d.fs.expandable_segments || d.fs.policy == SUBLET_POLICY_STITCH;
     int adopt = prelude == SUBLET_PRELUDE_ADOPT || (prelude == SUBLET_PRELUDE_AUTO && !virt);
     watch wt, wf;
-    d.okt = record_run(f, rto, dev, prelude, 0, NULL, &wt, &d.rt);
-    d.okf = record_run(f, d.rfrom, dev, prelude, 0, adopt && !virt ? &d.fs : NULL, &wf, &d.rf);
+    /* both recorded runs at once (each reads the trace through a reader of
+     * its own; only the current settings' keeps its splits) */
+    pair_job pj = {{{f, rto, dev, prelude, NULL, &wt, &d.rt, 0},
+                    {f, d.rfrom, dev, prelude, adopt && !virt ? &d.fs : NULL, &wf, &d.rf, 0}}};
+    tn_parallel_for(threads, 2, pair_fn, &pj);
+    d.okt = pj.run[0].ok;
+    d.okf = pj.run[1].ok;
     if (d.okf && d.okt && more_rows(&d, &wf, &wt)) {
         d.sp = wf.sp;
         d.nsp = wf.nsp;

@@ -300,9 +300,10 @@ void tn_walk_free(walk *w);
 /* ---- the explanation (tune_explain.c) -------------------------------------------------- */
 
 void tn_fmt_size(uint64_t b, char *out, size_t cap);
-/* One sentence: what `to` fixes in trace f compared with `from`. */
+/* One sentence: what `to` fixes in trace f compared with `from` (its two
+ * recorded runs on `threads` threads). */
 void tn_diagnose(const tfacts *f, const char *from, const char *to, uint64_t dev,
-                 uint64_t to_mincap, int prelude, char *out, size_t cap);
+                 uint64_t to_mincap, int prelude, unsigned threads, char *out, size_t cap);
 
 /* ---- the warm-up plan (tune_plan.c) ---------------------------------------------------- */
 
