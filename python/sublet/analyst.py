@@ -684,7 +684,11 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
     dm, ccur = _size(device_memory, "device_memory"), _enc(current, "current")
     cver = _enc(pytorch_version, "pytorch_version")
     if all(isinstance(s, (str, os.PathLike)) for s in sources):
-        return _tune_paths(sources, dm, ccur, cver, threads, progress)
+        # files read as `sublet tune` reads them (a long log as a stream)
+        paths = [os.fsencode(os.fspath(s)) for s in sources]
+        arr = (ctypes.c_char_p * len(paths))(*paths)
+        return _tune_call("sublet_view_tune_paths", arr, None, len(paths), ccur, dm, cver,
+                          threads, progress)
     using = []
     try:
         for s in sources:
@@ -693,37 +697,21 @@ def tune(*sources, device_memory: Union[None, int, str] = None, current: Optiona
         n = len(traces)
         arr = (ctypes.c_void_p * n)(*[t._handle() for t in traces])
         names = (ctypes.c_char_p * n)(*[t.name.encode() for t in traces])
-        p = _Progress(progress, "tuning")
-        lib = _library()
-        try:
-            a = _view_args(None, ccur, dm, threads=threads, pytorch_version=cver, progress=p.c)
-            doc = _document(lib.sublet_view_tune, arr, names, n, ctypes.byref(a))
-        except ReplayError as e:
-            raise TuneError(e.message, e.status) from None
-        finally:
-            p.done()
-        return TuneResult(doc)
+        return _tune_call("sublet_view_tune", arr, names, n, ccur, dm, cver, threads, progress)
     finally:
         for u in using:
             u.__exit__(None, None, None)
 
 
-def _tune_paths(sources, dm, ccur, cver, threads, progress) -> TuneResult:
-    """tune over files, each read as a stream (sublet_view_tune_paths), as
-    `sublet tune` reads them: memory for the live blocks, not the trace."""
-    paths = []
-    for s in sources:
-        p = os.fspath(s)
-        paths.append(os.fsencode(p) if isinstance(p, str) else p)
-    n = len(paths)
-    arr = (ctypes.c_char_p * n)(*paths)
+def _tune_call(fn, arr, names, n, ccur, dm, cver, threads, progress) -> TuneResult:
+    """One tuning view of the C library (over traces or over paths); an input
+    that cannot be read (paths only) is a TraceError, as load() says it."""
     p = _Progress(progress, "tuning")
-    lib = _library()
     try:
         a = _view_args(None, ccur, dm, threads=threads, pytorch_version=cver, progress=p.c)
-        doc = _document(lib.sublet_view_tune_paths, arr, None, n, ctypes.byref(a))
+        doc = _document(getattr(_library(), fn), arr, names, n, ctypes.byref(a))
     except ReplayError as e:
-        if e.status in ("SUBLET_ERR_IO", "SUBLET_ERR_PARSE"):  # the input, as load() says it
+        if names is None and e.status in ("SUBLET_ERR_IO", "SUBLET_ERR_PARSE"):
             raise TraceError(e.message, e.status) from None
         raise TuneError(e.message, e.status) from None
     finally:

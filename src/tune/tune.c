@@ -598,13 +598,8 @@ static int step_check(tune_run *u)
 
 /* One sentence of step 6: answer w (0: PyTorch's, 1: sublet's) against the
  * current settings on the trace where it gains the most. */
-typedef struct explain_job {
-    tune_run *u;
-} explain_job;
-
-static void explain_fn(void *arg, size_t w)
+static void explain_one(tune_run *u, size_t w)
 {
-    tune_run *u = ((explain_job *)arg)->u;
     sublet_tune_result *r = u->r;
     const sublet_tune_eval *a = w == 0 ? &r->pytorch : &r->sublet;
     size_t best = 0;
@@ -642,9 +637,8 @@ static int step_explain(tune_run *u)
         return 1;
     if (!u->opt.diagnose)
         return 0;
-    explain_job j = {u};
     for (size_t w = 0; w < 2; w++)
-        explain_fn(&j, w);
+        explain_one(u, w);
     tn_progress(x);
     return 0;
 }
