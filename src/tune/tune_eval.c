@@ -194,14 +194,32 @@ sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, double
     return SUBLET_OK;
 }
 
+static int probe_unwanted(void *user, sublet_allocator *a, const sublet_sim_ops *ops)
+{
+    (void)a;
+    (void)ops;
+    const tn_unwanted *u = user;
+    return u->fn(u->user);
+}
+
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM. */
-sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, int *ok, uint64_t *same_from,
-                           uint64_t *events, char *err, size_t err_cap)
+sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, const tn_unwanted *unwanted,
+                           int *ok, int *stopped, uint64_t *same_from, uint64_t *events,
+                           char *err, size_t err_cap)
 {
+    sublet_replay_options o;
+    char vbuf[TN_CONF_V_MAX];
+    tn_replay_init(w, 1, SUBLET_REPLAY_ALL, &o, vbuf, sizeof vbuf);
+    if (unwanted && unwanted->fn) {
+        o.stop_if = probe_unwanted;
+        o.stop_if_user = (void *)unwanted;
+        o.stop_if_every = 512; /* an atomic load: asked often, it frees the thread soon */
+    }
     sublet_replay_result r;
-    sublet_status st = tn_replay(w, 1, SUBLET_REPLAY_ALL, &r, err, err_cap);
-    *ok = st == SUBLET_OK && r.ooms == 0 && r.errors <= errors_allowed;
+    sublet_status st = tn_replay_options(w->f, &o, &r, err, err_cap);
+    *stopped = st == SUBLET_OK && r.stopped_early;
+    *ok = st == SUBLET_OK && !*stopped && r.ooms == 0 && r.errors <= errors_allowed;
     *same_from = *ok ? r.same_from : NONE;
     if (events)
         *events += r.events;
@@ -407,3 +425,69 @@ void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), voi
     pthread_mutex_destroy(&p.lock);
 }
 
+typedef struct pwatch {
+    pfor p;
+    pthread_cond_t cv;
+    size_t *fin, nfin; /* the tasks finished, in the order they did */
+} pwatch;
+
+static void *pwatch_worker(void *arg)
+{
+    pwatch *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->p.lock);
+        size_t i = w->p.next++;
+        pthread_mutex_unlock(&w->p.lock);
+        if (i >= w->p.n)
+            return NULL;
+        w->p.fn(w->p.ctx, i);
+        pthread_mutex_lock(&w->p.lock);
+        w->fin[w->nfin++] = i;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->p.lock);
+    }
+}
+
+void tn_parallel_for_watch(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx,
+                           void (*done)(void *, size_t), void *dctx)
+{
+    if (threads > MAX_THREADS)
+        threads = MAX_THREADS;
+    if (threads > n)
+        threads = (unsigned)n;
+    pwatch w = {.p = {.n = n, .next = 0, .fn = fn, .ctx = ctx}};
+    w.fin = threads > 1 ? malloc(n * sizeof *w.fin) : NULL;
+    pthread_t th[MAX_THREADS];
+    unsigned started = 0;
+    if (w.fin) {
+        pthread_mutex_init(&w.p.lock, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        for (unsigned i = 0; i < threads; i++)
+            if (pthread_create(&th[started], NULL, pwatch_worker, &w) == 0)
+                started++;
+    }
+    if (!started) { /* one thread, or none could start: in turn, here */
+        for (size_t i = 0; i < n; i++) {
+            fn(ctx, i);
+            done(dctx, i);
+        }
+    } else {
+        pthread_mutex_lock(&w.p.lock);
+        for (size_t rd = 0; rd < n; rd++) {
+            while (rd == w.nfin)
+                pthread_cond_wait(&w.cv, &w.p.lock);
+            size_t i = w.fin[rd];
+            pthread_mutex_unlock(&w.p.lock);
+            done(dctx, i);
+            pthread_mutex_lock(&w.p.lock);
+        }
+        pthread_mutex_unlock(&w.p.lock);
+        for (unsigned i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+    }
+    if (w.fin) {
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.p.lock);
+    }
+    free(w.fin);
+}

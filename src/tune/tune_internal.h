@@ -179,9 +179,16 @@ void tn_calls_between(const char *conf, const sublet_replay_result *r,
 sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, double limit, drun *out,
                           uint64_t *replays, char *err, size_t err_cap);
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
- * row errors than the reference)?  Stops at the first OOM. */
-sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, int *ok, uint64_t *same_from,
-                           uint64_t *events, char *err, size_t err_cap);
+ * row errors than the reference)?  Stops at the first OOM, and when
+ * unwanted(unwanted_user) says its answer is no longer needed (asked every
+ * few thousand rows; NULL: never), then *ok 0 and *stopped 1. */
+typedef struct tn_unwanted {
+    int (*fn)(void *user);
+    void *user;
+} tn_unwanted;
+sublet_status tn_probe_run(const trun *w, uint64_t errors_allowed, const tn_unwanted *unwanted,
+                           int *ok, int *stopped, uint64_t *same_from, uint64_t *events,
+                           char *err, size_t err_cap);
 /* Bytes of the big device used as the reference when the user's is too
  * small (as sublet_replay_min_capacity). */
 uint64_t tn_big_device(const tfacts *f);
@@ -196,6 +203,12 @@ sublet_status tn_eval_one(const tfacts *f, const char *conf, uint64_t dev,
                           size_t err_cap);
 /* fn(ctx, i) for i in [0, n) on `threads` threads (the caller's included). */
 void tn_parallel_for(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx);
+/* tn_parallel_for on `threads` threads of its own while the caller calls
+ * done(dctx, i) for each task i as it finishes (in the order they finish,
+ * one at a time): the caller reports progress without a barrier between
+ * rounds of tasks.  With one thread, fn then done for each in turn. */
+void tn_parallel_for_watch(unsigned threads, size_t n, void (*fn)(void *, size_t), void *ctx,
+                           void (*done)(void *, size_t), void *dctx);
 /* `threads` as asked, or every online core for 0 (at most 64). */
 unsigned tn_threads(unsigned threads);
 

@@ -5,6 +5,7 @@
  * with its answer, the cheapest setting within the band of the best M. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,9 +283,18 @@ uint64_t tn_rounding_bound(const tfacts *f, const sublet_settings *s)
 
 /* ---- tasks ----------------------------------------------------------------------- */
 
+/* Batches of more tasks than this tell the progress as each task finishes. */
+#define PROGRESS_BATCH 8
+
 typedef struct tbatch {
     tctx *x;
     task *t;
+    /* a walk's probes (probe_batch): the index of the first that passed so
+     * far (SIZE_MAX: none); the tasks after it are not started, and those
+     * running are stopped, since the walk keeps its results up to the first
+     * pass only */
+    int first_pass_only;
+    _Atomic size_t first_pass;
 } tbatch;
 
 /* The cost task: every trace on the user's device (and, when it does not
@@ -340,7 +350,7 @@ static int known(const tctx *x, const cand *c, uint64_t dev)
     return all_ok ? 1 : 0;
 }
 
-static void do_probe(tctx *x, task *k)
+static void do_probe(tctx *x, task *k, const tn_unwanted *unwanted)
 {
     cand *c = &x->c[k->c];
     char err[512] = "";
@@ -370,17 +380,21 @@ static void do_probe(tctx *x, task *k)
             k->same_from[t] = NONE; /* nothing new */
             continue;
         }
-        int ok;
+        int ok, stopped;
         if (tn_cancelled(x)) {
             k->ok = 0;
             return;
         }
         sublet_status st = tn_probe_run(&(trun){&x->f[t], c->conf, k->x, x->o->prelude},
-                                        s->errors_allowed, &ok, &k->same_from[t], &k->events, err,
-                                        sizeof err);
+                                        s->errors_allowed, unwanted, &ok, &stopped,
+                                        &k->same_from[t], &k->events, err, sizeof err);
         k->replays++;
         if (st != SUBLET_OK) {
             set_error(x, st, err);
+            k->ok = 0;
+            return;
+        }
+        if (stopped) { /* no longer wanted: nothing learnt */
             k->ok = 0;
             return;
         }
@@ -392,16 +406,40 @@ static void do_probe(tctx *x, task *k)
     }
 }
 
+/* A probe of a walk's batch after the first that passed so far: its
+ * result would be dropped. */
+typedef struct batch_at {
+    tbatch *b;
+    size_t i;
+} batch_at;
+
+static int after_pass(void *user)
+{
+    const batch_at *p = user;
+    return p->i > atomic_load_explicit(&p->b->first_pass, memory_order_relaxed);
+}
+
 static void task_fn(void *arg, size_t i)
 {
     tbatch *b = arg;
     task *k = &b->t[i];
     if (has_error(b->x))
         return;
-    if (k->kind == 0)
+    batch_at at = {b, i};
+    if (b->first_pass_only && after_pass(&at))
+        return; /* not started */
+    if (k->kind == 0) {
         do_cost(b->x, k);
-    else
-        do_probe(b->x, k);
+    } else {
+        tn_unwanted u = {b->first_pass_only ? after_pass : NULL, &at};
+        do_probe(b->x, k, &u);
+        size_t f = atomic_load_explicit(&b->first_pass, memory_order_relaxed);
+        while (b->first_pass_only && k->ok && i < f &&
+               !atomic_compare_exchange_weak_explicit(&b->first_pass, &f, i,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed))
+            ;
+    }
 }
 
 /* The results of task k into its candidate (its counts into x). */
@@ -457,30 +495,42 @@ static void fold_task(tctx *x, const task *k)
     }
 }
 
-/* Run the tasks (in chunks of a few a thread, the progress told after
- * each); 0 after a hard error or a cancel.  Nothing is folded in. */
-static int run_tasks(tctx *x, task *t, size_t n)
+/* A batch's progress: told as each task finishes (from the caller's thread). */
+typedef struct tdone {
+    tctx *x;
+    const task *t;
+    size_t n, ndone, left;
+    uint64_t pending, pending_events;
+} tdone;
+
+static void task_done(void *arg, size_t i)
+{
+    tdone *d = arg;
+    d->pending += d->t[i].replays;
+    d->pending_events += d->t[i].events;
+    d->ndone++;
+    if (d->n > PROGRESS_BATCH) {
+        d->x->left = d->left > d->ndone ? d->left - d->ndone : 0;
+        progress_at(d->x, d->pending, d->pending_events);
+    }
+}
+
+/* Run the tasks on every thread, the progress told as each finishes when
+ * they are many; 0 after a hard error or a cancel.  Nothing is folded in.
+ * first_pass_only (probes): the tasks after the first that passes are not
+ * started (they are left as they were: not ok, no replay). */
+static int run_tasks_ex(tctx *x, task *t, size_t n, int first_pass_only)
 {
     unsigned th = tn_threads(x->o->threads);
-    size_t chunk = (size_t)th * 2 > 8 ? (size_t)th * 2 : 8;
-    uint64_t pending = 0, pending_events = 0;
-    size_t left = x->left;
-    for (size_t at = 0; at < n && !has_error(x); at += chunk) {
-        tbatch b = {x, t + at};
-        size_t m = n - at < chunk ? n - at : chunk;
-        tn_parallel_for(th, m, task_fn, &b);
-        for (size_t i = at; i < at + m; i++) {
-            pending += t[i].replays;
-            pending_events += t[i].events;
-        }
-        if (n > chunk) {
-            x->left = left > at + m ? left - (at + m) : 0;
-            progress_at(x, pending, pending_events);
-        }
-    }
-    x->left = n > chunk ? (left > n ? left - n : 0) : left;
+    tbatch b = {.x = x, .t = t, .first_pass_only = first_pass_only};
+    atomic_init(&b.first_pass, SIZE_MAX);
+    tdone d = {.x = x, .t = t, .n = n, .left = x->left};
+    tn_parallel_for_watch(th, n, task_fn, &b, task_done, &d);
+    x->left = n > PROGRESS_BATCH ? (d.left > n ? d.left - n : 0) : d.left;
     return !has_error(x);
 }
+
+static int run_tasks(tctx *x, task *t, size_t n) { return run_tasks_ex(x, t, n, 0); }
 
 /* Run the tasks, then fold their results in, in order. */
 void tn_run_tasks(tctx *x, task *t, size_t n)
@@ -710,8 +760,12 @@ static int sort_from(const tctx *x, walk *w, size_t from)
  * stopped past the limit (TAIL when that is the first).  Returns the index
  * in order of the first that does (NONE: none); *next: where the batch
  * stopped.  The results are folded in up to that first one only (those
- * after it, probed at a bound the walk leaves, are dropped: the walk is
- * the same whatever the number of threads). */
+ * after it, probed at a bound the walk leaves, are dropped, and stopped as
+ * soon as it passes: the walk is the same whatever the number of threads).
+ * (Batches of more probes than threads, each thread taking the next as it
+ * finishes one, cost more than they saved on the 10^7-event log: the
+ * probes run after a long one that then passes are all dropped, and two
+ * replays at once run slower each than one alone.) */
 #define TAIL (NONE - 1)
 static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsigned th,
                           size_t *next)
@@ -746,7 +800,7 @@ static size_t probe_batch(tctx *x, const walk *w, size_t i, uint64_t bound, unsi
         j++;
     }
     size_t hit = NONE, nfold = n;
-    if (n && run_tasks(x, k, n)) {
+    if (n && run_tasks_ex(x, k, n, 1)) {
         for (size_t q = 0; q < n && hit == NONE; q++)
             if (k[q].ok) {
                 hit = idx[q];
