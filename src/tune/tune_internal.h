@@ -180,8 +180,8 @@ sublet_status tn_cost_run(const trun *w, const sublet_tune_cost_model *m, double
                           uint64_t *replays, char *err, size_t err_cap);
 /* A probe: does trace f run on `cap` bytes without an OOM (and without more
  * row errors than the reference)?  Stops at the first OOM, and when
- * unwanted(unwanted_user) says its answer is no longer needed (asked every
- * few thousand rows; NULL: never), then *ok 0 and *stopped 1. */
+ * unwanted->fn(unwanted->user) says its answer is no longer needed (asked
+ * every 512 rows; NULL or no fn: never), then *ok 0 and *stopped 1. */
 typedef struct tn_unwanted {
     int (*fn)(void *user);
     void *user;
